@@ -1,0 +1,44 @@
+# Fleetline: `make run` starts the whole product, `make test` checks it.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint install install-dev migrate bench clean
+
+run: $(VENV)/.installed
+	$(PY) manage.py up
+
+# Tests use DATABASE_URL / REDIS_URL when set; otherwise SQLite and an embedded Redis of their
+# own, apart from the one `make run` uses.
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	FLEETLINE_REDIS_SOCKET=$${FLEETLINE_REDIS_SOCKET:-var/redis-test/redis.sock} \
+	FLEETLINE_CHANNEL_PREFIX=fleetline-test $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+migrate: $(VENV)/.installed
+	$(PY) manage.py migrate
+
+bench: $(VENV)/.installed-dev
+	$(PY) benchmarks/engine_cycle.py
+
+clean:
+	rm -rf var staticfiles

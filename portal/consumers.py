@@ -1,0 +1,38 @@
+"""Websocket consumers: forward fleet-wide and per-team events to logged-in users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from portal.groups import FLEET_GROUP, team_group
+from tenants.selectors import team_ids_for_user
+
+# Close code for "not authenticated" (4000-4999 are free for applications).
+CLOSE_UNAUTHENTICATED = 4401
+
+
+class FleetConsumer(AsyncJsonWebsocketConsumer):
+    """Joins the fleet group and the groups of the user's own teams, then forwards events."""
+
+    groups_joined: list[str]
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        team_ids = await database_sync_to_async(team_ids_for_user)(user=user)
+        self.groups_joined = [FLEET_GROUP, *(team_group(t) for t in team_ids)]
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def fleet_event(self, event: dict[str, Any]) -> None:
+        await self.send_json(event["payload"])

@@ -1,0 +1,9 @@
+"""Channel-layer group names, in one place so publishers and consumers agree."""
+
+from __future__ import annotations
+
+FLEET_GROUP = "fleet"
+
+
+def team_group(team_id: int) -> str:
+    return f"team.{team_id}"

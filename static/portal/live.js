@@ -1,0 +1,25 @@
+// One websocket per page to /ws/fleet/; handlers subscribe by event kind.
+// Reconnects with backoff so a restarted server does not leave the page stale.
+window.Fleetline = window.Fleetline || {};
+Fleetline.live = (function () {
+  var handlers = {};
+  var delayMs = 500;
+  function connect() {
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + "/ws/fleet/");
+    socket.onopen = function () { delayMs = 500; document.body.dataset.live = "open"; };
+    socket.onmessage = function (message) {
+      var event = JSON.parse(message.data);
+      (handlers[event.kind] || []).forEach(function (fn) { fn(event); });
+    };
+    socket.onclose = function () {
+      document.body.dataset.live = "closed";
+      setTimeout(connect, delayMs);
+      delayMs = Math.min(delayMs * 2, 10000);
+    };
+  }
+  document.addEventListener("DOMContentLoaded", connect);
+  return {
+    on: function (kind, fn) { (handlers[kind] = handlers[kind] || []).push(fn); },
+  };
+})();

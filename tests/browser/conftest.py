@@ -1,0 +1,56 @@
+"""Playwright driving Debian's Chromium. Without a browser these tests skip, unless
+REQUIRE_BROWSER=1 (as in CI), where a missing browser is a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls that the tests make
+# between browser steps are still plain synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def _chromium_path() -> str | None:
+    configured = os.environ.get("CHROMIUM_PATH")
+    if configured:
+        return configured
+    return next((p for p in CHROMIUM_CANDIDATES if shutil.which(p)), None)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    path = _chromium_path()
+    required = os.environ.get("REQUIRE_BROWSER") == "1"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if required:
+            pytest.fail("playwright is not installed but REQUIRE_BROWSER=1")
+        pytest.skip("playwright is not installed")
+    if path is None:
+        if required:
+            pytest.fail("no Chromium found (apt-get install chromium) but REQUIRE_BROWSER=1")
+        pytest.skip("no Chromium found; apt-get install chromium to run browser tests")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()

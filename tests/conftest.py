@@ -1,0 +1,112 @@
+"""Shared fixtures: real child processes (Celery worker, ASGI server) pointed at the test
+database and the same Redis the tests use, and the embedded Redis cleaned up at the end."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from portal import embedded_redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if getattr(settings, "EMBEDDED_REDIS_STARTED", False):
+        embedded_redis.stop(settings.EMBEDDED_REDIS_SOCKET)
+
+
+def _database_url() -> str:
+    """A URL for the database the test session is using right now (the test database)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = quote(db.get("USER") or "")
+    password = quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def subprocess_env(transactional_db: None) -> dict[str, str]:
+    """Environment for child processes: the test database and the tests' Redis."""
+    return {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+@pytest.fixture
+def celery_worker_process(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process consuming every queue from the tests' Redis."""
+    from portal.celery import app
+
+    app.control.purge()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
+            "--loglevel=WARNING", "-Q", settings.CELERY_WORKER_QUEUES,
+            "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=subprocess_env,
+    )
+    deadline = time.monotonic() + 30
+    while not app.control.ping(timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail("the Celery worker did not come up")
+    yield process
+    _stop(process)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
+    """Daphne serving the whole ASGI application (HTTP and websockets); yields its base URL."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "portal.asgi:application"],
+        cwd=ROOT,
+        env=subprocess_env,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                _stop(process)
+                pytest.fail("the ASGI server did not come up")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    _stop(process)
