@@ -1,9 +1,13 @@
-"""Who uses the fleet: departments (quota cohorts), teams and their members."""
+"""Who uses the fleet and on what terms: departments (quota cohorts), teams, members, quotas,
+quota requests, priority classes, the fleet policy, the audit log and in-app notifications."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 
 class Department(models.Model):
@@ -49,3 +53,226 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+def validate_positive(value: float) -> None:
+    """Strictly above zero: a half-life or an interval of zero would divide by zero."""
+    if value <= 0:
+        raise ValidationError("Must be greater than zero.")
+
+
+def validate_penalty(value: float) -> None:
+    """A topology penalty divides a job's speed, so below 1.0 would make spreading faster."""
+    if value < 1.0:
+        raise ValidationError("Must be at least 1.0.")
+
+
+def _non_negative(field: str, *, nullable: bool = False) -> models.CheckConstraint:
+    condition = models.Q(**{f"{field}__gte": 0})
+    if nullable:
+        condition |= models.Q(**{f"{field}__isnull": True})
+    return models.CheckConstraint(condition=condition, name=f"%(class)s_{field}_non_negative")
+
+
+class Quota(models.Model):
+    """A team's share of one accelerator type. ``None`` limits mean unlimited."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
+    accelerator_type = models.ForeignKey(
+        "scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quotas"
+    )
+    guaranteed = models.IntegerField(default=0, validators=[MinValueValidator(0)])
+    borrow_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__name", "accelerator_type__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "accelerator_type"], name="quota_unique_team_accelerator_type"
+            ),
+            _non_negative("guaranteed"),
+            _non_negative("borrow_limit", nullable=True),
+            _non_negative("lend_limit", nullable=True),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} · {self.accelerator_type}: {self.guaranteed} guaranteed"
+
+
+class QuotaRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_requests")
+    accelerator_type = models.ForeignKey(
+        "scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    guaranteed = models.IntegerField(validators=[MinValueValidator(0)])
+    borrow_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
+    justification = models.TextField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="quota_decisions",
+    )
+    decision_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "accelerator_type"],
+                condition=models.Q(state="pending"),
+                name="quota_request_one_pending_per_team_type",
+            ),
+            _non_negative("guaranteed"),
+            _non_negative("borrow_limit", nullable=True),
+            _non_negative("lend_limit", nullable=True),
+        ]
+        indexes = [models.Index(fields=["state", "created_at"], name="quota_request_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.team} asks {self.guaranteed} {self.accelerator_type} ({self.state})"
+
+
+class PriorityClass(models.Model):
+    class Kind(models.TextChoices):
+        SERVING = "serving", "Serving"
+        TRAINING = "training", "Training"
+        BATCH = "batch", "Batch"
+
+    name = models.SlugField(max_length=50, unique=True)
+    value = models.IntegerField(help_text="Higher runs first.")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    preemptible = models.BooleanField(default=True)
+    may_preempt = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+class FleetPolicy(models.Model):
+    """The one row of scheduling policy (pk 1); the live cycle reads it every cycle."""
+
+    SINGLETON_ID = 1
+
+    class WithinTeamOrder(models.TextChoices):
+        SUBMIT = "submit", "Submit time"
+        SHORTEST_LIMIT = "shortest_limit", "Shortest time limit first"
+        LAS = "las", "Least attained service"
+
+    fairshare_half_life_s = models.FloatField(default=7 * 86400.0, validators=[validate_positive])
+    backfill = models.BooleanField(default=True)
+    reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    preemption = models.BooleanField(default=True)
+    preemption_grace_s = models.FloatField(default=30.0, validators=[MinValueValidator(0.0)])
+    within_team_order = models.CharField(
+        max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SUBMIT
+    )
+    topology_penalty_node = models.FloatField(default=1.0, validators=[validate_penalty])
+    topology_penalty_rack = models.FloatField(default=1.0, validators=[validate_penalty])
+    topology_penalty_pod = models.FloatField(default=1.15, validators=[validate_penalty])
+    topology_penalty_fleet = models.FloatField(default=1.4, validators=[validate_penalty])
+    guarantee_overcommit_ratio = models.FloatField(
+        default=1.0,
+        validators=[validate_positive],
+        help_text="Guarantees per accelerator type may total this many times the fleet's GPUs.",
+    )
+    heartbeat_interval_s = models.FloatField(default=10.0, validators=[validate_positive])
+    dead_after_missed_heartbeats = models.PositiveIntegerField(
+        default=3, validators=[MinValueValidator(1)]
+    )
+    slow_threshold = models.FloatField(
+        default=1.3,
+        validators=[validate_penalty],
+        help_text="Step time over the gang's median that counts as slow.",
+    )
+    slow_consecutive_steps = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "fleet policy"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(id=1), name="fleet_policy_singleton"),
+            models.CheckConstraint(
+                condition=models.Q(reservation_depth__gte=1), name="fleet_policy_reservation_depth_min"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(guarantee_overcommit_ratio__gt=0),
+                name="fleet_policy_overcommit_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return "Fleet policy"
+
+
+class AuditEvent(models.Model):
+    class Kind(models.TextChoices):
+        QUOTA_REQUEST_SUBMITTED = "quota_request.submitted", "Quota request submitted"
+        QUOTA_REQUEST_WITHDRAWN = "quota_request.withdrawn", "Quota request withdrawn"
+        QUOTA_REQUEST_APPROVED = "quota_request.approved", "Quota request approved"
+        QUOTA_REQUEST_REJECTED = "quota_request.rejected", "Quota request rejected"
+        PRIORITY_CLASS_SAVED = "priority_class.saved", "Priority class saved"
+        FLEET_POLICY_UPDATED = "fleet_policy.updated", "Fleet policy updated"
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="audit_events",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    team = models.ForeignKey(
+        Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
+    )
+    object_repr = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["kind", "created_at"], name="audit_kind_created_idx"),
+            models.Index(fields=["team", "created_at"], name="audit_team_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.object_repr}"
+
+
+class Notification(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    message = models.CharField(max_length=300)
+    url = models.CharField(max_length=300, blank=True)
+    read = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read"], name="notification_user_read_idx")]
+
+    def __str__(self) -> str:
+        return f"To {self.user}: {self.message}"

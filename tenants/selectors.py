@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from dataclasses import dataclass
 
-from tenants.models import Membership
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet, Sum
+from django.http import Http404
+
+from scheduling.models import AcceleratorType, Node
+from tenants.models import (
+    AuditEvent,
+    FleetPolicy,
+    Membership,
+    Notification,
+    Quota,
+    QuotaRequest,
+    Team,
+)
+from tenants.permissions import is_fleet_admin
 from tenants.roles import FLEET_ADMIN
 
 
@@ -21,3 +35,148 @@ def user_is_fleet_admin(*, user: AbstractBaseUser | AnonymousUser) -> bool:
     if not user.is_authenticated:
         return False
     return bool(user.is_superuser or user.groups.filter(name=FLEET_ADMIN).exists())
+
+
+# Teams ------------------------------------------------------------------------------------------
+
+
+def teams_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+    """The teams the user may open: fleet admins see all, everyone else their memberships."""
+    teams = Team.objects.select_related("department").order_by("name")
+    if is_fleet_admin(user):
+        return teams
+    if not user.is_authenticated:
+        return teams.none()
+    return teams.filter(memberships__user_id=user.pk).distinct()
+
+
+def team_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Team:
+    """The team with this slug if the user may see it; 404 otherwise, so names do not leak."""
+    team = teams_for_user(user=user).filter(slug=slug).first()
+    if team is None:
+        raise Http404("No such team.")
+    return team
+
+
+# Quotas -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRow:
+    accelerator_type_id: int
+    accelerator_type: str
+    guaranteed: int
+    borrow_limit: int | None  # None: unlimited
+    lend_limit: int | None  # None: unlimited
+    fleet_gpus: int
+
+
+def fleet_gpus_by_type() -> dict[int, int]:
+    """Installed GPUs per accelerator type id, healthy or not: what guarantees are sized against."""
+    rows = Node.objects.values("accelerator_type_id").annotate(gpus=Sum("gpus")).order_by()
+    return {row["accelerator_type_id"]: row["gpus"] or 0 for row in rows}
+
+
+def quota_overview_for_team(*, team: Team) -> list[QuotaRow]:
+    """One row per accelerator type, zeros where the team has no quota. Three queries."""
+    quotas = {q.accelerator_type_id: q for q in Quota.objects.filter(team=team)}
+    capacity = fleet_gpus_by_type()
+    rows = []
+    for accelerator_type in AcceleratorType.objects.order_by("name"):
+        quota = quotas.get(accelerator_type.pk)
+        rows.append(
+            QuotaRow(
+                accelerator_type_id=accelerator_type.pk,
+                accelerator_type=accelerator_type.name,
+                guaranteed=quota.guaranteed if quota else 0,
+                borrow_limit=quota.borrow_limit if quota else 0,
+                lend_limit=quota.lend_limit if quota else 0,
+                fleet_gpus=capacity.get(accelerator_type.pk, 0),
+            )
+        )
+    return rows
+
+
+def quota_requests_for_team(*, team: Team, limit: int = 50) -> list[QuotaRequest]:
+    return list(
+        QuotaRequest.objects.filter(team=team)
+        .select_related("accelerator_type", "requested_by", "decided_by")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def fleet_policy_get() -> FleetPolicy:
+    """The policy row, created with defaults on first use."""
+    policy, _ = FleetPolicy.objects.get_or_create(pk=FleetPolicy.SINGLETON_ID)
+    return policy
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequestRow:
+    request: QuotaRequest
+    current_guaranteed: int
+    guarantees_total_after: int
+    fleet_gpus: int
+    overcommit_ratio: float
+
+    @property
+    def allowed_gpus(self) -> int:
+        return int(self.fleet_gpus * self.overcommit_ratio)
+
+    @property
+    def fits(self) -> bool:
+        return self.guarantees_total_after <= self.allowed_gpus
+
+
+def pending_requests_for_admin() -> list[PendingRequestRow]:
+    """The approval queue, oldest first, each with what approving it would do. Four queries."""
+    requests = list(
+        QuotaRequest.objects.filter(state=QuotaRequest.State.PENDING)
+        .select_related("team", "accelerator_type", "requested_by")
+        .order_by("created_at", "id")
+    )
+    type_ids = {r.accelerator_type_id for r in requests}
+    guaranteed: dict[tuple[int, int], int] = {}
+    totals: dict[int, int] = {}
+    for team_id, type_id, gpus in Quota.objects.filter(accelerator_type_id__in=type_ids).values_list(
+        "team_id", "accelerator_type_id", "guaranteed"
+    ):
+        guaranteed[(team_id, type_id)] = gpus
+        totals[type_id] = totals.get(type_id, 0) + gpus
+    capacity = fleet_gpus_by_type() if requests else {}
+    ratio = fleet_policy_get().guarantee_overcommit_ratio if requests else 1.0
+    rows = []
+    for r in requests:
+        current = guaranteed.get((r.team_id, r.accelerator_type_id), 0)
+        rows.append(
+            PendingRequestRow(
+                request=r,
+                current_guaranteed=current,
+                guarantees_total_after=totals.get(r.accelerator_type_id, 0) - current + r.guaranteed,
+                fleet_gpus=capacity.get(r.accelerator_type_id, 0),
+                overcommit_ratio=ratio,
+            )
+        )
+    return rows
+
+
+# Audit and notifications ------------------------------------------------------------------------
+
+
+def audit_events(*, kind: str | None = None, team: Team | None = None) -> QuerySet[AuditEvent]:
+    events = AuditEvent.objects.select_related("actor", "team").order_by("-created_at", "-id")
+    if kind:
+        events = events.filter(kind=kind)
+    if team is not None:
+        events = events.filter(team=team)
+    return events
+
+
+def notifications_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Notification]:
+    if not user.is_authenticated:
+        return Notification.objects.none()
+    return Notification.objects.filter(user_id=user.pk).order_by("-created_at", "-id")
+
+
+def unread_notification_count(*, user: AbstractBaseUser | AnonymousUser) -> int:
+    return notifications_for_user(user=user).filter(read=False).count()

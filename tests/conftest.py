@@ -21,6 +21,12 @@ from portal import embedded_redis
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright's sync API keeps an event loop running in the main
+    thread for as long as the browser is open, which async tests cannot share."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(settings, "EMBEDDED_REDIS_STARTED", False):
         embedded_redis.stop(settings.EMBEDDED_REDIS_SOCKET)

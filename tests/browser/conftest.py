@@ -9,10 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls that the tests make
-# between browser steps are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -41,10 +37,16 @@ def browser() -> Iterator[object]:
         if required:
             pytest.fail("no Chromium found (apt-get install chromium) but REQUIRE_BROWSER=1")
         pytest.skip("no Chromium found; apt-get install chromium to run browser tests")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    # Playwright's sync API keeps an event loop running in this thread while it is open; the ORM
+    # calls that tests make between browser steps are still plain synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture
