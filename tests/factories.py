@@ -77,3 +77,52 @@ class NodeFactory(factory.django.DjangoModelFactory):
     accelerator_type = factory.SubFactory(AcceleratorTypeFactory)
     gpus = 8
     healthy_gpus = 8
+
+
+# Tenants: quotas, requests and policy ------------------------------------------------------------
+
+from tenants.models import FleetPolicy, PriorityClass, Quota, QuotaRequest  # noqa: E402
+
+
+class QuotaFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Quota
+
+    team = factory.SubFactory(TeamFactory)
+    accelerator_type = factory.SubFactory(AcceleratorTypeFactory)
+    guaranteed = 8
+    borrow_limit = None
+    lend_limit = None
+
+
+class QuotaRequestFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuotaRequest
+
+    team = factory.SubFactory(TeamFactory)
+    accelerator_type = factory.SubFactory(AcceleratorTypeFactory)
+    guaranteed = 16
+    borrow_limit = 8
+    lend_limit = None
+    justification = "Pre-training run for the next model generation."
+    requested_by = factory.SubFactory(UserFactory)
+
+
+class PriorityClassFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = PriorityClass
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"class-{n}")
+    value = 300
+    kind = PriorityClass.Kind.TRAINING
+    preemptible = True
+    may_preempt = False
+
+
+class FleetPolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = FleetPolicy
+        django_get_or_create = ("id",)
+
+    id = FleetPolicy.SINGLETON_ID

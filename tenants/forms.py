@@ -1,0 +1,76 @@
+"""Input validation for the tenants pages; the services decide, the forms only check shapes."""
+
+from __future__ import annotations
+
+from django import forms
+
+from scheduling.models import AcceleratorType
+from tenants.models import AuditEvent, FleetPolicy, PriorityClass, Team
+
+MAX_GPUS = 1_000_000
+
+
+class QuotaRequestForm(forms.Form):
+    accelerator_type = forms.ModelChoiceField(
+        queryset=AcceleratorType.objects.order_by("name"),
+        empty_label=None,
+        error_messages={"invalid_choice": "Choose an accelerator type of this fleet."},
+    )
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed GPUs")
+    borrow_limit = forms.IntegerField(
+        min_value=0, max_value=MAX_GPUS, required=False, help_text="Leave empty for unlimited."
+    )
+    lend_limit = forms.IntegerField(
+        min_value=0, max_value=MAX_GPUS, required=False, help_text="Leave empty for unlimited."
+    )
+    justification = forms.CharField(
+        min_length=10,
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the GPUs are for, and for how long.",
+    )
+
+
+class ApproveForm(forms.Form):
+    note = forms.CharField(required=False, max_length=2000)
+
+
+class RejectForm(forms.Form):
+    note = forms.CharField(
+        max_length=2000, error_messages={"required": "Say why the request is rejected."}
+    )
+
+
+class PriorityClassForm(forms.ModelForm):
+    class Meta:
+        model = PriorityClass
+        fields = ["name", "value", "kind", "preemptible", "may_preempt"]
+
+
+class FleetPolicyForm(forms.ModelForm):
+    class Meta:
+        model = FleetPolicy
+        fields = [
+            "fairshare_half_life_s",
+            "backfill",
+            "reservation_depth",
+            "preemption",
+            "preemption_grace_s",
+            "within_team_order",
+            "topology_penalty_node",
+            "topology_penalty_rack",
+            "topology_penalty_pod",
+            "topology_penalty_fleet",
+            "guarantee_overcommit_ratio",
+            "heartbeat_interval_s",
+            "dead_after_missed_heartbeats",
+            "slow_threshold",
+            "slow_consecutive_steps",
+        ]
+
+
+class AuditFilterForm(forms.Form):
+    kind = forms.ChoiceField(choices=[("", "Any kind"), *AuditEvent.Kind.choices], required=False)
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), required=False, empty_label="Any team", to_field_name="slug"
+    )

@@ -1,0 +1,59 @@
+"""Who may see and do what. Outsiders get 404s, never 403s, so that team names do not leak.
+
+Global roles are Django groups (``tenants.roles``); team roles live on ``Membership``. The
+answers are cached on the user object for the length of one request so that a page asks the
+database once, whatever the template asks.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import Http404
+
+from tenants.models import Membership, Team
+from tenants.roles import FINANCE, FLEET_ADMIN
+
+AnyUser = AbstractBaseUser | AnonymousUser
+
+
+def _group_names(user: AnyUser) -> frozenset[str]:
+    if not user.is_authenticated:
+        return frozenset()
+    cached = getattr(user, "_fleetline_groups", None)
+    if cached is None:
+        cached = frozenset(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
+        user._fleetline_groups = cached  # type: ignore[union-attr]
+    return cached
+
+
+def is_fleet_admin(user: AnyUser) -> bool:
+    if not user.is_authenticated:
+        return False
+    return bool(getattr(user, "is_superuser", False)) or FLEET_ADMIN in _group_names(user)
+
+
+def is_finance(user: AnyUser) -> bool:
+    return FINANCE in _group_names(user)
+
+
+def team_role(user: AnyUser, team: Team) -> str | None:
+    """The user's role in the team (``lead``/``member``), or ``None`` for non-members."""
+    if not user.is_authenticated:
+        return None
+    return (
+        Membership.objects.filter(user_id=user.pk, team=team).values_list("role", flat=True).first()
+    )
+
+
+def can_view_team(user: AnyUser, team: Team) -> bool:
+    return is_fleet_admin(user) or team_role(user, team) is not None
+
+
+def can_manage_team_quota(user: AnyUser, team: Team) -> bool:
+    """Only a team's leads file and withdraw its quota requests."""
+    return team_role(user, team) == Membership.Role.LEAD
+
+
+def require_fleet_admin(user: AnyUser) -> None:
+    if not is_fleet_admin(user):
+        raise Http404("No such page.")

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
+
+from tenants.models import AuditEvent, Team
+
+
+def snapshot_fields(instance: models.Model, fields: list[str]) -> dict[str, Any]:
+    """A JSON-safe picture of some fields, for an audit entry's before/after."""
+    picture: dict[str, Any] = {}
+    for name in fields:
+        field = instance._meta.get_field(name)
+        value = getattr(instance, field.attname)
+        picture[name] = value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+    return picture
+
+
+def audit_record(
+    *,
+    actor: AbstractBaseUser | None,
+    kind: str,
+    object_repr: str,
+    team: Team | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one entry to the audit log, inside the caller's transaction."""
+    return AuditEvent.objects.create(
+        actor=actor,
+        kind=kind,
+        team=team,
+        object_repr=object_repr[:200],
+        before=before,
+        after=after,
+    )

@@ -1,0 +1,213 @@
+"""A team lead asks for quota; a fleet admin approves or rejects; the lead may withdraw.
+
+Every state change is a guarded update on ``state=pending``, so a request is decided once even
+when two admins click at the same moment.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.urls import reverse
+from django.utils import timezone
+
+from scheduling.models import AcceleratorType, Node
+from tenants.models import AuditEvent, FleetPolicy, Quota, QuotaRequest, Team
+from tenants.permissions import can_manage_team_quota, is_fleet_admin
+from tenants.services.audit import audit_record, snapshot_fields
+from tenants.services.notifications import notification_send
+
+logger = logging.getLogger(__name__)
+
+QUOTA_FIELDS = ["guaranteed", "borrow_limit", "lend_limit"]
+REQUEST_FIELDS = ["state", "guaranteed", "borrow_limit", "lend_limit", "decision_note"]
+Pending = QuotaRequest.State.PENDING
+
+
+def quota_request_submit(
+    *,
+    user: AbstractBaseUser,
+    team: Team,
+    accelerator_type: AcceleratorType,
+    guaranteed: int,
+    borrow_limit: int | None,
+    lend_limit: int | None,
+    justification: str,
+) -> QuotaRequest:
+    """File a request for the team; one pending request per team and accelerator type."""
+    if not can_manage_team_quota(user, team):
+        raise PermissionDenied("Only the team's leads request quota.")
+    duplicate = ValidationError(
+        {"accelerator_type": f"{team.name} already has a pending request for {accelerator_type.name}."}
+    )
+    if QuotaRequest.objects.filter(team=team, accelerator_type=accelerator_type, state=Pending).exists():
+        raise duplicate
+    try:
+        with transaction.atomic():
+            request = QuotaRequest.objects.create(
+                team=team,
+                accelerator_type=accelerator_type,
+                guaranteed=guaranteed,
+                borrow_limit=borrow_limit,
+                lend_limit=lend_limit,
+                justification=justification.strip(),
+                requested_by=user,
+            )
+            audit_record(
+                actor=user,
+                kind=AuditEvent.Kind.QUOTA_REQUEST_SUBMITTED,
+                team=team,
+                object_repr=str(request),
+                after=snapshot_fields(request, REQUEST_FIELDS),
+            )
+    except IntegrityError:
+        # Two submissions raced past the check above; the partial unique index kept one.
+        raise duplicate from None
+    return request
+
+
+def quota_request_withdraw(*, user: AbstractBaseUser, quota_request_id: int) -> QuotaRequest:
+    with transaction.atomic():
+        request = QuotaRequest.objects.select_related("team").get(pk=quota_request_id)
+        if not can_manage_team_quota(user, request.team):
+            raise PermissionDenied("Only the team's leads withdraw its requests.")
+        _decide(request, state=QuotaRequest.State.WITHDRAWN, user=user, note="")
+        audit_record(
+            actor=user,
+            kind=AuditEvent.Kind.QUOTA_REQUEST_WITHDRAWN,
+            team=request.team,
+            object_repr=str(request),
+            before={"state": Pending},
+            after={"state": request.state},
+        )
+    return request
+
+
+def quota_request_approve(*, admin: AbstractBaseUser, quota_request_id: int, note: str = "") -> Quota:
+    """Approve and apply a request, unless guarantees would exceed fleet capacity × overcommit.
+
+    Locking the policy row serialises approvals on PostgreSQL (SQLite's IMMEDIATE transactions
+    already do), so two approvals cannot each see room that only one of them may take.
+    """
+    _require_admin(admin)
+    with transaction.atomic():
+        policy = _policy_locked()
+        request = _pending_request(quota_request_id)
+        quota = Quota.objects.filter(team=request.team, accelerator_type=request.accelerator_type).first()
+        _check_capacity(request, current=quota.guaranteed if quota else 0, policy=policy)
+        before = snapshot_fields(quota, QUOTA_FIELDS) if quota else None
+        if quota is None:
+            quota = Quota(team=request.team, accelerator_type=request.accelerator_type)
+        quota.guaranteed = request.guaranteed
+        quota.borrow_limit = request.borrow_limit
+        quota.lend_limit = request.lend_limit
+        quota.save()
+        _decide(request, state=QuotaRequest.State.APPROVED, user=admin, note=note)
+        audit_record(
+            actor=admin,
+            kind=AuditEvent.Kind.QUOTA_REQUEST_APPROVED,
+            team=request.team,
+            object_repr=f"{request.team.name} · {request.accelerator_type.name} quota",
+            before=before,
+            after=snapshot_fields(quota, QUOTA_FIELDS),
+        )
+        _tell_requester(request, verb="approved")
+    return quota
+
+
+def quota_request_reject(*, admin: AbstractBaseUser, quota_request_id: int, note: str) -> QuotaRequest:
+    _require_admin(admin)
+    if not note.strip():
+        raise ValidationError({"note": "Say why the request is rejected."})
+    with transaction.atomic():
+        request = _pending_request(quota_request_id)
+        _decide(request, state=QuotaRequest.State.REJECTED, user=admin, note=note)
+        audit_record(
+            actor=admin,
+            kind=AuditEvent.Kind.QUOTA_REQUEST_REJECTED,
+            team=request.team,
+            object_repr=str(request),
+            before={"state": Pending},
+            after={"state": request.state, "decision_note": request.decision_note},
+        )
+        _tell_requester(request, verb="rejected")
+    return request
+
+
+def _require_admin(user: AbstractBaseUser) -> None:
+    if not is_fleet_admin(user):
+        raise PermissionDenied("Only fleet admins decide quota requests.")
+
+
+def _policy_locked() -> FleetPolicy:
+    policy, _ = FleetPolicy.objects.select_for_update().get_or_create(pk=FleetPolicy.SINGLETON_ID)
+    return policy
+
+
+def _pending_request(quota_request_id: int) -> QuotaRequest:
+    request = (
+        QuotaRequest.objects.select_related("team", "accelerator_type", "requested_by")
+        .filter(pk=quota_request_id)
+        .first()
+    )
+    if request is None:
+        raise QuotaRequest.DoesNotExist(f"No quota request {quota_request_id}.")
+    if request.state != Pending:
+        raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
+    return request
+
+
+def _check_capacity(request: QuotaRequest, *, current: int, policy: FleetPolicy) -> None:
+    if request.guaranteed <= current:
+        return  # Shrinking or keeping a guarantee never needs room.
+    type_ = request.accelerator_type
+    others = Quota.objects.filter(accelerator_type=type_).exclude(team=request.team)
+    total = (others.aggregate(total=Sum("guaranteed"))["total"] or 0) + request.guaranteed
+    fleet_gpus = Node.objects.filter(accelerator_type=type_).aggregate(gpus=Sum("gpus"))["gpus"] or 0
+    ratio = policy.guarantee_overcommit_ratio
+    if total > int(fleet_gpus * ratio):
+        raise ValidationError(
+            f"Guarantees for {type_.name} would total {total} of {fleet_gpus} GPUs "
+            f"(overcommit ratio {ratio:g})."
+        )
+
+
+def _decide(request: QuotaRequest, *, state: str, user: AbstractBaseUser, note: str) -> None:
+    """Move a pending request to ``state``; refuse if someone else decided it first."""
+    now = timezone.now()
+    changed = QuotaRequest.objects.filter(pk=request.pk, state=Pending).update(
+        state=state, decided_by=user, decision_note=note.strip(), decided_at=now
+    )
+    if changed != 1:
+        raise ValidationError("This request is no longer pending.")
+    request.state, request.decided_by, request.decision_note, request.decided_at = state, user, note.strip(), now
+
+
+def _tell_requester(request: QuotaRequest, *, verb: str) -> None:
+    url = reverse("tenants:team_detail", kwargs={"slug": request.team.slug})
+    message = (
+        f"Your request for {request.guaranteed} guaranteed {request.accelerator_type.name} GPUs "
+        f"for {request.team.name} was {verb}."
+    )
+    if request.decision_note:
+        message += f" Note: {request.decision_note}"
+    notification_send(user=request.requested_by, message=message, url=url)
+    if request.requested_by.email:
+        # After commit, and robustly: a mail server outage must not undo or fail the decision.
+        transaction.on_commit(
+            partial(
+                send_mail,
+                subject=f"[Fleetline] Quota request {verb}",
+                message=message,
+                from_email=None,
+                recipient_list=[request.requested_by.email],
+                fail_silently=False,
+            ),
+            robust=True,
+        )

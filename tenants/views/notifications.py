@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from tenants import selectors, services
+
+
+@login_required
+def notification_list(request: HttpRequest) -> HttpResponse:
+    notices = selectors.notifications_for_user(user=request.user)
+    page = Paginator(notices, 50).get_page(request.GET.get("page"))
+    return render(request, "tenants/notifications.html", {"page": page})
+
+
+@login_required
+@require_POST
+def notification_read(request: HttpRequest) -> HttpResponse:
+    """Mark one notice (``id`` in the form) or all of them read; only ever the user's own."""
+    raw_id = request.POST.get("id", "")
+    notification_id = int(raw_id) if raw_id.isdigit() else None
+    services.notification_mark_read(user=request.user, notification_id=notification_id)
+    return redirect("tenants:notifications")
