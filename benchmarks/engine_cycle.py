@@ -1,0 +1,140 @@
+"""Time one scheduling cycle at fleet scale and print JSON.
+
+    python3 benchmarks/engine_cycle.py [--quick]
+
+Inputs are built here with a seeded RNG (never inside the engine): a fleet of 8-GPU nodes in
+racks of 16 and pods of 16 racks, running jobs filling it nearly full, and a long pending queue
+with a realistic mix of sizes, priorities, teams, elastic and topology-constrained jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduling.engine import Job, Node, Policy, Quota, Running, Snapshot, Team, schedule  # noqa: E402
+
+SIZES = (1, 1, 1, 2, 2, 4, 4, 8, 8, 8, 16, 16, 32, 64, 128)
+TEAMS = tuple(f"team-{index:02d}" for index in range(24))
+
+
+def build_nodes(count: int) -> tuple[Node, ...]:
+    return tuple(
+        Node(f"n{index:05d}", f"p{index // 256:02d}", f"r{(index // 16) % 16:02d}", "h100")
+        for index in range(count)
+    )
+
+
+def build_job(rng: random.Random, job_id: str, now: float) -> Job:
+    gpus = rng.choice(SIZES)
+    serving = rng.random() < 0.05
+    elastic = not serving and gpus >= 8 and rng.random() < 0.2
+    duration = rng.lognormvariate(8.0, 1.5)
+    return Job(
+        id=job_id,
+        team=rng.choice(TEAMS),
+        kind="serving" if serving else rng.choice(("training", "training", "batch")),
+        priority=100 if serving else rng.choice((0, 0, 10, 20)),
+        preemptible=not serving,
+        accelerator="h100",
+        gpus=gpus,
+        duration_s=duration,
+        submit_s=now - rng.uniform(0, 86400),
+        time_limit_s=duration * rng.uniform(1.0, 3.0) if rng.random() < 0.8 else None,
+        min_gpus=gpus // 2 if elastic else None,
+        max_gpus=gpus * 2 if elastic else None,
+        checkpoint_interval_s=1800.0 if rng.random() < 0.7 else None,
+        required_level="rack" if gpus >= 32 and rng.random() < 0.3 else None,
+    )
+
+
+def build_running(rng: random.Random, nodes: tuple[Node, ...], now: float) -> tuple[Running, ...]:
+    """Fill the fleet nearly full: whole-node gangs and nodes packed with small jobs, a few holes."""
+    running: list[Running] = []
+    index = 0
+    while index < len(nodes):
+        if rng.random() < 0.02:
+            index += 1  # an idle node
+            continue
+        size = rng.choice((1, 2, 4, 4, 8, 8, 8, 16, 32))
+        if size >= 8:
+            span = nodes[index : index + size // 8]
+            running.append(_running(rng, f"run-{len(running):06d}", tuple((n.id, 8) for n in span), now))
+            index += len(span)
+            continue
+        free = nodes[index].gpus
+        while free > 0:
+            if rng.random() < 0.04:
+                break  # leave a hole: fragmentation
+            gpus = min(free, rng.choice((1, 2, 4)))
+            running.append(_running(rng, f"run-{len(running):06d}", ((nodes[index].id, gpus),), now))
+            free -= gpus
+        index += 1
+    return tuple(running)
+
+
+def _running(rng: random.Random, job_id: str, allocation: tuple[tuple[str, int], ...], now: float) -> Running:
+    gpus = sum(count for _, count in allocation)
+    job = build_job(rng, job_id, now)
+    job = Job(**{**_fields(job), "gpus": gpus, "min_gpus": None, "max_gpus": None, "required_level": None})
+    progress = rng.uniform(0, job.duration_s)
+    checkpoint = progress * rng.uniform(0.5, 1.0)
+    return Running(job, allocation, now - progress, progress, checkpoint, rng.random() < 0.3)
+
+
+def _fields(job: Job) -> dict[str, object]:
+    return {name: getattr(job, name) for name in job.__dataclass_fields__}
+
+
+def build_snapshot(node_count: int, pending: int, seed: int = 7) -> Snapshot:
+    rng = random.Random(seed)
+    now = 1_000_000.0
+    nodes = build_nodes(node_count)
+    runs = build_running(rng, nodes, now)
+    jobs = tuple(build_job(rng, f"job-{index:06d}", now) for index in range(pending))
+    teams = tuple(Team(team, f"dept-{index % 4}", 1.0 + (index % 3)) for index, team in enumerate(TEAMS))
+    share = node_count * 8 // (2 * len(TEAMS))
+    quotas = tuple(Quota(team, "h100", share, share * 2, None) for team in TEAMS)
+    usage = tuple((team, rng.uniform(0, 1e7)) for team in TEAMS)
+    return Snapshot(nodes, runs, jobs, teams, quotas, Policy(), usage)
+
+
+def measure(snapshot: Snapshot, repeats: int) -> dict[str, object]:
+    timings: list[float] = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        schedule(snapshot, 1_000_000.0)
+        timings.append((time.perf_counter() - started) * 1000.0)
+    timings.sort()
+    return {
+        "nodes": len(snapshot.nodes),
+        "gpus": sum(node.gpus for node in snapshot.nodes),
+        "pending": len(snapshot.pending),
+        "running": len(snapshot.running),
+        "median_ms": round(statistics.median(timings), 2),
+        "p95_ms": round(timings[min(len(timings) - 1, int(0.95 * len(timings)))], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 11
+    cases = [(256, 1_000), (2_048, 10_000), (16_384, 80_000)]
+    results = [
+        measure(build_snapshot(nodes, pending), max(3, repeats // (2 if nodes > 10_000 else 1)))
+        for nodes, pending in cases
+    ]
+    print(json.dumps({"cases": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Fleetline's pure scheduling core: a frozen `Snapshot` in, a `Plan` out.
+
+No Django, no I/O, no clock, no randomness: the live cycle and the simulator both call
+`schedule(snapshot, now)` and advance the world with the same `FleetState`.
+"""
+
+from __future__ import annotations
+
+from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
+from .model import Job, Node, Policy, Quota, Running, Snapshot, Team
+from .plan import (
+    Action,
+    Cordon,
+    Grow,
+    PendingStatus,
+    Plan,
+    Preempt,
+    Requeue,
+    Reserve,
+    Shrink,
+    Start,
+)
+from .schedule import schedule
+from .state import Counters, FleetState
+
+__all__ = [
+    "Action",
+    "Checkpointed",
+    "Completed",
+    "Cordon",
+    "Counters",
+    "Event",
+    "Evicted",
+    "FleetState",
+    "Grow",
+    "Job",
+    "Node",
+    "PendingStatus",
+    "Plan",
+    "Policy",
+    "Preempt",
+    "Quota",
+    "Rejected",
+    "Requeue",
+    "Reserve",
+    "Resized",
+    "Running",
+    "Shrink",
+    "Snapshot",
+    "Start",
+    "Started",
+    "Team",
+    "TimedOut",
+    "schedule",
+]

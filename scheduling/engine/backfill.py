@@ -1,0 +1,237 @@
+"""Reservations for blocked head jobs, the backfill rule, and start-time estimates.
+
+A release profile lists when running GPUs come free (start + time limit, or the remaining work
+when there is no limit). The head job that cannot start gets the nodes where it fits earliest
+along that profile; those nodes are then held out of placement. A later job may still use held
+nodes only if its worst-case end is no later than the start of every reservation it touches
+(EASY backfill); with `reservation_depth` > 1 several heads hold nodes (conservative backfill).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from .capacity import AcceleratorPool, CapacityIndex
+from .model import LEVEL_RANK
+from .placement import nodes_needed
+
+ReleaseEvent = tuple[float, str, int]
+
+
+class ReleaseProfile:
+    """When GPUs of one accelerator come free, as sorted (time, node, gpus) events."""
+
+    __slots__ = ("now", "events", "_dirty", "_curve")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.events: list[ReleaseEvent] = []
+        self._dirty = False
+        self._curve: tuple[list[float], list[int], list[float]] | None = None
+
+    def add(self, end_s: float, allocation: tuple[tuple[str, int], ...]) -> None:
+        end_s = max(end_s, self.now)
+        for node_id, gpus in allocation:
+            self.events.append((end_s, node_id, gpus))
+        self._dirty = True
+        self._curve = None
+
+    def sorted_events(self) -> list[ReleaseEvent]:
+        if self._dirty:
+            self.events.sort()
+            self._dirty = False
+        return self.events
+
+    def estimate(self, free_now: int, gpus: int, demand_ahead_gpu_s: float) -> float | None:
+        """Earliest time `gpus` GPUs are free and the queue ahead's GPU-seconds have been served.
+
+        A fluid approximation: the free capacity grows as running jobs end; the jobs ahead consume
+        its area first. None when the accelerator can never hold `gpus` GPUs.
+        """
+        times, levels, areas = self._curve_for(free_now)
+        if gpus > levels[-1] or levels[-1] <= 0:
+            return None
+        first = bisect_left(levels, gpus)
+        index = bisect_right(areas, demand_ahead_gpu_s) - 1
+        while index < len(levels) - 1 and levels[index] == 0:
+            index += 1
+        work_time = times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
+        return max(times[first], work_time)
+
+    def _curve_for(self, free_now: int) -> tuple[list[float], list[int], list[float]]:
+        if self._curve is not None and self._curve[1][0] == free_now:
+            return self._curve
+        times, levels, areas = [self.now], [free_now], [0.0]
+        for end_s, _, gpus in self.sorted_events():
+            if end_s > times[-1]:
+                areas.append(areas[-1] + levels[-1] * (end_s - times[-1]))
+                times.append(end_s)
+                levels.append(levels[-1])
+            levels[-1] += gpus
+        self._curve = (times, levels, areas)
+        return self._curve
+
+
+@dataclass(slots=True)
+class Reservation:
+    job_id: str
+    accelerator: str
+    node_ids: tuple[str, ...]
+    start_s: float
+
+
+@dataclass(slots=True)
+class ReservationBook:
+    """Reservations made this cycle; their nodes' free GPUs are held out of placement."""
+
+    entries: list[Reservation] = field(default_factory=list)
+    held_max_free: dict[str, int] = field(default_factory=dict)
+    held_whole: dict[str, int] = field(default_factory=dict)
+
+    def add(self, index: CapacityIndex, reservation: Reservation) -> None:
+        self.entries.append(reservation)
+        for node_id in reservation.node_ids:
+            index.hold(node_id)
+        self._refresh_counts(index, reservation.accelerator)
+
+    def of(self, accelerator: str) -> list[Reservation]:
+        return [entry for entry in self.entries if entry.accelerator == accelerator]
+
+    def could_fit_with_held(self, pool: AcceleratorPool, gpus: int) -> bool:
+        """Cheap necessary condition for a fit when held nodes are counted as free."""
+        accelerator = pool.accelerator
+        if gpus <= pool.gpus_per_node:
+            return max(pool.max_free(), self.held_max_free.get(accelerator, 0)) >= gpus
+        whole = pool.whole_count + self.held_whole.get(accelerator, 0)
+        return whole >= nodes_needed(gpus, pool.gpus_per_node)
+
+    def release_holds(self, index: CapacityIndex, entries: list[Reservation]) -> None:
+        for entry in entries:
+            for node_id in entry.node_ids:
+                index.unhold(node_id)
+
+    def restore_holds(self, index: CapacityIndex, entries: list[Reservation]) -> None:
+        for entry in entries:
+            for node_id in entry.node_ids:
+                index.hold(node_id)
+        for accelerator in sorted({entry.accelerator for entry in entries}):
+            self._refresh_counts(index, accelerator)
+
+    def _refresh_counts(self, index: CapacityIndex, accelerator: str) -> None:
+        gpn = index.gpus_per_node
+        held = [index.held.get(node_id, 0) for entry in self.of(accelerator) for node_id in entry.node_ids]
+        self.held_max_free[accelerator] = max(held, default=0)
+        self.held_whole[accelerator] = sum(1 for free in held if free >= gpn)
+
+
+def earliest_start(
+    pool: AcceleratorPool,
+    held: dict[str, int],
+    profile: ReleaseProfile,
+    gpus: int,
+    *,
+    max_level: str,
+    topology_aware: bool,
+) -> tuple[float, tuple[str, ...]] | None:
+    """The first time along the release profile at which the job fits, and the nodes it gets."""
+    if gpus <= pool.gpus_per_node:
+        return _earliest_single(pool, held, profile, gpus)
+    if LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+        return None
+    return _earliest_gang(pool, held, profile, nodes_needed(gpus, pool.gpus_per_node), max_level, topology_aware)
+
+
+def _earliest_single(
+    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
+) -> tuple[float, tuple[str, ...]] | None:
+    extra: dict[str, int] = {}
+    events = profile.sorted_events()
+    touched: list[str] = []
+    for position, (end_s, node_id, released) in enumerate(events):
+        if node_id in pool.free and node_id not in held:
+            extra[node_id] = extra.get(node_id, 0) + released
+            touched.append(node_id)
+        if position + 1 < len(events) and events[position + 1][0] == end_s:
+            continue
+        best: tuple[int, str] | None = None
+        for candidate in touched:
+            avail = min(pool.usable[candidate], pool.free[candidate] + extra[candidate])
+            if avail >= gpus and (best is None or (avail - gpus, candidate) < best):
+                best = (avail - gpus, candidate)
+        if best is not None:
+            return end_s, (best[1],)
+        touched = []
+    return None
+
+
+def _earliest_gang(
+    pool: AcceleratorPool,
+    held: dict[str, int],
+    profile: ReleaseProfile,
+    count: int,
+    max_level: str,
+    topology_aware: bool,
+) -> tuple[float, tuple[str, ...]] | None:
+    gpn = pool.gpus_per_node
+    extra: dict[str, int] = {}
+    new_whole: dict[str, None] = {}
+    rack_gain: dict[str, int] = {}
+    pod_gain: dict[str, int] = {}
+    events = profile.sorted_events()
+    for position, (end_s, node_id, released) in enumerate(events):
+        if node_id in pool.free and node_id not in held:
+            before = min(pool.usable[node_id], pool.free[node_id] + extra.get(node_id, 0))
+            extra[node_id] = extra.get(node_id, 0) + released
+            after = min(pool.usable[node_id], pool.free[node_id] + extra[node_id])
+            if before < gpn <= after:
+                new_whole[node_id] = None
+                rack = pool.node_rack[node_id]
+                rack_gain[rack] = rack_gain.get(rack, 0) + 1
+                pod = pool.node_pod[node_id]
+                pod_gain[pod] = pod_gain.get(pod, 0) + 1
+        if position + 1 < len(events) and events[position + 1][0] == end_s:
+            continue
+        if pool.whole_count + len(new_whole) < count:
+            continue
+        chosen = _choose_gang_nodes(pool, new_whole, rack_gain, pod_gain, count, max_level, topology_aware)
+        if chosen is not None:
+            return end_s, chosen
+    return None
+
+
+def _choose_gang_nodes(
+    pool: AcceleratorPool,
+    new_whole: dict[str, None],
+    rack_gain: dict[str, int],
+    pod_gain: dict[str, int],
+    count: int,
+    max_level: str,
+    topology_aware: bool,
+) -> tuple[str, ...] | None:
+    def whole_in(racks: list[str]) -> list[str]:
+        nodes = [node_id for rack in racks for node_id in pool.whole_by_rack[rack]]
+        nodes += [node_id for node_id in new_whole if pool.node_rack[node_id] in set(racks)]
+        return sorted(nodes)
+
+    if not topology_aware:
+        every = sorted(list(new_whole) + [n for whole in pool.whole_by_rack.values() for n in whole])
+        return tuple(every[:count]) if max_level == "fleet" else None
+    racks = sorted(
+        (len(pool.whole_by_rack[rack]) + gain - count, rack)
+        for rack, gain in rack_gain.items()
+        if len(pool.whole_by_rack[rack]) + gain >= count
+    )
+    if racks:
+        return tuple(whole_in([racks[0][1]])[:count])
+    if LEVEL_RANK[max_level] >= LEVEL_RANK["pod"]:
+        pods = sorted(
+            (pool.pod_whole[pod] + gain - count, pod)
+            for pod, gain in pod_gain.items()
+            if pool.pod_whole[pod] + gain >= count
+        )
+        if pods:
+            return tuple(whole_in(list(pool.racks_of_pod[pods[0][1]]))[:count])
+    if LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]:
+        return tuple(whole_in(list(pool.whole_by_rack))[:count])
+    return None

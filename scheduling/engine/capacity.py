@@ -1,0 +1,172 @@
+"""A mutable working index of free GPUs, built once per cycle from the frozen snapshot.
+
+Placement must never scan every node for every job, so free capacity is indexed per accelerator:
+nodes bucketed by their free GPU count (best fit for single-node jobs in O(gpus_per_node)), and
+"whole" nodes (at least `gpus_per_node` free) grouped per rack with per-rack and per-pod counts
+(multi-node gangs look at counts, not nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .model import Node, Running
+
+
+class AcceleratorPool:
+    """Free capacity of one accelerator type."""
+
+    __slots__ = (
+        "accelerator",
+        "gpus_per_node",
+        "free",
+        "buckets",
+        "bucket_keys",
+        "total_free",
+        "capacity",
+        "whole_by_rack",
+        "pod_whole",
+        "whole_count",
+        "racks_of_pod",
+        "order",
+        "node_rack",
+        "node_pod",
+        "usable",
+    )
+
+    def __init__(
+        self,
+        accelerator: str,
+        nodes: list[Node],
+        used: Mapping[str, int],
+        gpus_per_node: int,
+    ) -> None:
+        self.accelerator = accelerator
+        self.gpus_per_node = gpus_per_node
+        self.free: dict[str, int] = {}
+        top = max([node.usable_gpus for node in nodes] + [gpus_per_node])
+        self.bucket_keys: tuple[int, ...] = tuple(range(top, 0, -1))
+        self.buckets: dict[int, dict[str, None]] = {key: {} for key in range(top + 1)}
+        self.total_free = 0
+        self.capacity = 0
+        self.whole_by_rack: dict[str, dict[str, None]] = {}
+        self.pod_whole: dict[str, int] = {}
+        self.whole_count = 0
+        racks_of_pod: dict[str, list[str]] = {}
+        self.node_rack: dict[str, str] = {}
+        self.node_pod: dict[str, str] = {}
+        self.usable: dict[str, int] = {}
+        for node in sorted(nodes, key=lambda n: (n.pod, n.rack, n.id)):
+            rack_key = node.rack_key
+            self.node_rack[node.id] = rack_key
+            self.node_pod[node.id] = node.pod
+            if rack_key not in self.whole_by_rack:
+                self.whole_by_rack[rack_key] = {}
+                racks_of_pod.setdefault(node.pod, []).append(rack_key)
+                self.pod_whole.setdefault(node.pod, 0)
+            self.capacity += node.usable_gpus
+            self.usable[node.id] = node.usable_gpus
+            self.free[node.id] = 0
+            self._set(node.id, max(0, node.usable_gpus - used.get(node.id, 0)))
+        self.racks_of_pod = {pod: tuple(racks) for pod, racks in racks_of_pod.items()}
+        self.order: tuple[str, ...] = tuple(sorted(self.free))
+
+    def _set(self, node_id: str, new_free: int) -> None:
+        old = self.free[node_id]
+        if old == new_free:
+            return
+        buckets = self.buckets
+        if old > 0:
+            del buckets[old][node_id]
+        if new_free > 0:
+            buckets[new_free][node_id] = None
+        self.free[node_id] = new_free
+        self.total_free += new_free - old
+        gpn = self.gpus_per_node
+        was_whole, is_whole = old >= gpn, new_free >= gpn
+        if was_whole != is_whole:
+            rack = self.whole_by_rack[self.node_rack[node_id]]
+            pod = self.node_pod[node_id]
+            if is_whole:
+                rack[node_id] = None
+                self.pod_whole[pod] += 1
+                self.whole_count += 1
+            else:
+                del rack[node_id]
+                self.pod_whole[pod] -= 1
+                self.whole_count -= 1
+
+    def take(self, node_id: str, gpus: int) -> None:
+        self._set(node_id, self.free[node_id] - gpus)
+
+    def give(self, node_id: str, gpus: int) -> None:
+        self._set(node_id, self.free[node_id] + gpus)
+
+    def max_free(self) -> int:
+        buckets = self.buckets
+        for key in self.bucket_keys:
+            if buckets[key]:
+                return key
+        return 0
+
+
+class CapacityIndex:
+    """Free GPUs of the whole fleet, one `AcceleratorPool` per accelerator type."""
+
+    __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node")
+
+    def __init__(self, nodes: Iterable[Node], running: Iterable[Running], gpus_per_node: int):
+        used: dict[str, int] = {}
+        for run in running:
+            for node_id, gpus in run.allocation:
+                used[node_id] = used.get(node_id, 0) + gpus
+        by_accelerator: dict[str, list[Node]] = {}
+        self.node_accelerator: dict[str, str] = {}
+        for node in nodes:
+            by_accelerator.setdefault(node.accelerator, []).append(node)
+            self.node_accelerator[node.id] = node.accelerator
+        self.gpus_per_node = gpus_per_node
+        self.pools: dict[str, AcceleratorPool] = {
+            accelerator: AcceleratorPool(accelerator, members, used, gpus_per_node)
+            for accelerator, members in sorted(by_accelerator.items())
+        }
+        # Free GPUs taken out of placement because they are held for a reservation.
+        self.held: dict[str, int] = {}
+
+    def pool(self, accelerator: str) -> AcceleratorPool | None:
+        return self.pools.get(accelerator)
+
+    def free(self, node_id: str) -> int:
+        return self.pools[self.node_accelerator[node_id]].free.get(node_id, 0)
+
+    def take(self, allocation: Iterable[tuple[str, int]]) -> None:
+        for node_id, gpus in allocation:
+            self.pools[self.node_accelerator[node_id]].take(node_id, gpus)
+
+    def give(self, allocation: Iterable[tuple[str, int]]) -> None:
+        for node_id, gpus in allocation:
+            self.pools[self.node_accelerator[node_id]].give(node_id, gpus)
+
+    def hold(self, node_id: str) -> None:
+        """Take a node's free GPUs out of placement until `unhold`."""
+        free = self.free(node_id)
+        self.held[node_id] = self.held.get(node_id, 0) + free
+        if free:
+            self.take(((node_id, free),))
+
+    def unhold(self, node_id: str) -> None:
+        free = self.held.pop(node_id, 0)
+        if free:
+            self.give(((node_id, free),))
+
+
+def level_of(node_ids: Iterable[str], node_rack: Mapping[str, str], node_pod: Mapping[str, str]) -> str:
+    """The smallest topology domain containing all the given nodes."""
+    ids = set(node_ids)
+    if len(ids) <= 1:
+        return "node"
+    if len({node_rack[node_id] for node_id in ids}) == 1:
+        return "rack"
+    if len({node_pod[node_id] for node_id in ids}) == 1:
+        return "pod"
+    return "fleet"

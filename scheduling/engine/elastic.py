@@ -1,0 +1,78 @@
+"""Elastic jobs: start smaller when the full size does not fit, grow into idle capacity.
+
+An elastic job runs anywhere in `min_gpus..max_gpus`. When its requested size does not fit it
+starts at the largest size that does; after everything pending has been considered, idle GPUs
+that no pending job could use go to running elastic jobs (highest priority first) up to their
+`max_gpus`. Shrinking happens in preemption, where elastic victims give up GPUs first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .capacity import AcceleratorPool
+from .model import Job, Running
+from .plan import Allocation, Grow
+from .quota import QuotaLedger
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    run: Running
+    allocation: Allocation
+    added: int
+
+
+def reduced_sizes(job: Job, pool: AcceleratorPool) -> list[int]:
+    """Sizes below the requested one worth trying for an elastic job, largest first."""
+    if job.min_gpus is None or job.min_gpus >= job.gpus:
+        return []
+    low, high, gpn = max(1, job.min_gpus), job.gpus - 1, pool.gpus_per_node
+    sizes: list[int] = []
+    if high > gpn:
+        whole = min(pool.whole_count, high // gpn)
+        sizes.extend(count * gpn for count in range(whole, 1, -1) if count * gpn >= low)
+    single = min(high, gpn, pool.max_free())
+    if single >= low:
+        sizes.append(single)
+    return sizes
+
+
+def plan_growth(
+    runs: Iterable[Running],
+    pool: AcceleratorPool,
+    ledger: QuotaLedger,
+    held: dict[str, int],
+) -> list[Growth]:
+    """Give idle GPUs of `pool` to elastic jobs, on the nodes they already occupy."""
+    growths: list[Growth] = []
+    elastic = [run for run in runs if run.job.max_gpus is not None and run.grace_until_s is None]
+    for run in sorted(elastic, key=lambda r: (-r.job.priority, r.job.id)):
+        room = (run.job.max_gpus or 0) - run.gpus
+        if room <= 0 or pool.total_free == 0:
+            continue
+        added: dict[str, int] = {}
+        for node_id, gpus in run.allocation:
+            if node_id in held or node_id not in pool.free:
+                continue
+            extra = min(room - sum(added.values()), pool.free[node_id])
+            if extra > 0:
+                added[node_id] = extra
+        total = sum(added.values())
+        if total <= 0 or ledger.admit(run.job.team, run.job.accelerator, total) is None:
+            continue
+        for node_id, extra in added.items():
+            pool.take(node_id, extra)
+        ledger.charge(run.job.team, run.job.accelerator, total)
+        allocation = tuple((node_id, gpus + added.get(node_id, 0)) for node_id, gpus in run.allocation)
+        growths.append(Growth(run, allocation, total))
+    return growths
+
+
+def grow_action(growth: Growth, ledger: QuotaLedger) -> Grow:
+    job = growth.run.job
+    borrowing = growth.run.borrowing or ledger.used(job.team, job.accelerator) > ledger.guaranteed(
+        job.team, job.accelerator
+    )
+    return Grow(job.id, growth.allocation, sum(gpus for _, gpus in growth.allocation), borrowing)

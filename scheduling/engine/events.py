@@ -1,0 +1,63 @@
+"""What happened while `FleetState` advanced time or applied a plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    job_id: str
+    time_s: float
+    allocation: tuple[tuple[str, int], ...]
+    level: str
+    restore_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    job_id: str
+    time_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    job_id: str
+    time_s: float
+    progress_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpointed:
+    job_id: str
+    time_s: float
+    progress_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """A running job left its GPUs and went back to pending, rolled back to its checkpoint."""
+
+    job_id: str
+    time_s: float
+    reason: str
+    lost_gpu_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resized:
+    job_id: str
+    time_s: float
+    allocation: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An action that no longer matched the state it was planned on; nothing changed."""
+
+    job_id: str
+    time_s: float
+    reason: str
+
+
+Event = Started | Completed | TimedOut | Checkpointed | Evicted | Resized | Rejected

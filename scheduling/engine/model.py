@@ -1,0 +1,165 @@
+"""Frozen inputs of one scheduling cycle.
+
+Everything the engine reads is one of these dataclasses; collections are tuples so a snapshot can
+be shared between the live cycle, the simulator and tests without anyone mutating it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEVELS: tuple[str, ...] = ("node", "rack", "pod", "fleet")
+LEVEL_RANK: dict[str, int] = {level: rank for rank, level in enumerate(LEVELS)}
+JOB_KINDS: tuple[str, ...] = ("training", "serving", "batch")
+WITHIN_TEAM_ORDERS: tuple[str, ...] = ("submit", "shortest_limit", "las")
+DEFAULT_LEVEL_PENALTY: tuple[tuple[str, float], ...] = (
+    ("node", 1.0),
+    ("rack", 1.0),
+    ("pod", 1.15),
+    ("fleet", 1.4),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    pod: str
+    rack: str
+    accelerator: str
+    gpus: int = 8
+    healthy_gpus: int = 8
+    cordoned: bool = False
+
+    @property
+    def rack_key(self) -> str:
+        """Rack names are only unique inside their pod."""
+        return f"{self.pod}/{self.rack}"
+
+    @property
+    def usable_gpus(self) -> int:
+        return 0 if self.cordoned else max(0, min(self.gpus, self.healthy_gpus))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    team: str
+    kind: str
+    priority: int
+    preemptible: bool
+    accelerator: str
+    gpus: int
+    duration_s: float
+    submit_s: float
+    time_limit_s: float | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_gb: float = 0.0
+    required_level: str | None = None
+    preferred_level: str | None = None
+    # GPU-seconds of service already received (set when a job is requeued); drives the
+    # least-attained-service order.
+    attained_gpu_s: float = 0.0
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.min_gpus is not None and self.min_gpus < self.gpus
+
+    @property
+    def estimate_s(self) -> float:
+        """The runtime the scheduler plans with: the time limit when given, else the duration."""
+        return self.time_limit_s if self.time_limit_s is not None else self.duration_s
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    job: Job
+    allocation: tuple[tuple[str, int], ...]
+    start_s: float
+    progress_s: float
+    checkpoint_s: float
+    borrowing: bool
+    grace_until_s: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return sum(gpus for _, gpus in self.allocation)
+
+    @property
+    def lost_gpu_s(self) -> float:
+        """Work that preempting this job now would throw away, in GPU-seconds."""
+        return max(0.0, self.progress_s - self.checkpoint_s) * self.job.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    team: str
+    accelerator: str
+    guaranteed: int
+    borrow_limit: int
+    lend_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    id: str
+    department: str
+    fairshare_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    backfill: bool = True
+    reservation_depth: int = 1
+    topology_aware: bool = True
+    preemption: bool = True
+    preemption_grace_s: float = 30.0
+    fairshare_half_life_s: float = 7 * 86400.0
+    within_team_order: str = "submit"
+    level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY
+    elastic: bool = True
+    gpus_per_node: int = 8
+    # Bounds the victim searches of one cycle; later preemptors try again next cycle.
+    max_preemption_attempts: int = 16
+    fairshare: bool = True
+
+    @classmethod
+    def fifo(cls) -> Policy:
+        """Strict FIFO gang scheduling: the blocked head holds back everyone behind it."""
+        return cls(
+            backfill=False,
+            topology_aware=False,
+            preemption=False,
+            elastic=False,
+            fairshare=False,
+        )
+
+    @classmethod
+    def easy(cls) -> Policy:
+        """EASY backfill: one reservation for the head, first-fit placement, no preemption."""
+        return cls(
+            backfill=True,
+            reservation_depth=1,
+            topology_aware=False,
+            preemption=False,
+            elastic=False,
+            fairshare=False,
+        )
+
+    def penalty(self, level: str) -> float:
+        for name, factor in self.level_penalty:
+            if name == level:
+                return factor
+        return 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    running: tuple[Running, ...]
+    pending: tuple[Job, ...]
+    teams: tuple[Team, ...]
+    quotas: tuple[Quota, ...]
+    policy: Policy
+    usage: tuple[tuple[str, float], ...] = ()

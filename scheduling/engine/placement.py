@@ -1,0 +1,142 @@
+"""Gang placement: all or nothing, smallest topology domain first, best fit inside it.
+
+Single-node jobs (gpus <= gpus_per_node) go on exactly one node, the one that leaves the fewest
+free GPUs behind. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (nodes with at
+least `gpus_per_node` free GPUs), packed `gpus_per_node` per node with the remainder on the last;
+the remainder's unused GPUs stay available to single-node jobs. A gang is placed in one rack if
+any rack has enough whole nodes (the one with the fewest left over), else one pod, else the fleet,
+never wider than the job's `required_level`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .capacity import AcceleratorPool, level_of
+from .model import LEVEL_RANK
+from .plan import REASON_CAPACITY, REASON_TOPOLOGY, Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    allocation: Allocation
+    level: str
+
+
+def nodes_needed(gpus: int, gpus_per_node: int) -> int:
+    return -(-gpus // gpus_per_node)
+
+
+def could_fit_by_shape(pool: AcceleratorPool, gpus: int) -> bool:
+    """A cheap necessary condition for `fit_gang`: enough free GPUs in the right shape."""
+    gpn = pool.gpus_per_node
+    if gpus <= gpn:
+        return pool.max_free() >= gpus
+    return pool.whole_count >= nodes_needed(gpus, gpn)
+
+
+def classify_misfit(pool: AcceleratorPool | None, gpus: int) -> str:
+    """Why a job does not fit now: too few free GPUs at all, or free GPUs in the wrong shape."""
+    if pool is None or pool.total_free < gpus:
+        return REASON_CAPACITY
+    return REASON_TOPOLOGY
+
+
+def fit_gang(
+    pool: AcceleratorPool,
+    gpus: int,
+    *,
+    max_level: str = "fleet",
+    topology_aware: bool = True,
+) -> Fit | None:
+    """Where `gpus` GPUs fit right now, or None. Never mutates the pool."""
+    if gpus <= 0:
+        return None
+    if gpus <= pool.gpus_per_node:
+        node_id = _best_node(pool, gpus) if topology_aware else _first_node(pool, gpus)
+        return None if node_id is None else Fit(((node_id, gpus),), "node")
+    count = nodes_needed(gpus, pool.gpus_per_node)
+    if pool.whole_count < count or LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+        return None
+    if topology_aware:
+        node_ids = _whole_nodes_in_smallest_domain(pool, count, max_level)
+    else:
+        node_ids = [node_id for node_id in pool.order if pool.free[node_id] >= pool.gpus_per_node][:count]
+    if node_ids is None or len(node_ids) < count:
+        return None
+    level = level_of(node_ids, pool.node_rack, pool.node_pod)
+    if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
+        return None
+    return Fit(pack_whole_nodes(node_ids, gpus, pool.gpus_per_node), level)
+
+
+def pack_whole_nodes(node_ids: list[str], gpus: int, gpus_per_node: int) -> Allocation:
+    allocation: list[tuple[str, int]] = []
+    remaining = gpus
+    for node_id in node_ids:
+        share = min(gpus_per_node, remaining)
+        allocation.append((node_id, share))
+        remaining -= share
+    return tuple(allocation)
+
+
+def _best_node(pool: AcceleratorPool, gpus: int) -> str | None:
+    buckets = pool.buckets
+    for free in range(gpus, len(buckets)):
+        bucket = buckets[free]
+        if bucket:
+            return next(iter(bucket))
+    return None
+
+
+def _first_node(pool: AcceleratorPool, gpus: int) -> str | None:
+    if pool.max_free() < gpus:
+        return None
+    free = pool.free
+    for node_id in pool.order:
+        if free[node_id] >= gpus:
+            return node_id
+    return None
+
+
+def _whole_nodes_in_smallest_domain(pool: AcceleratorPool, count: int, max_level: str) -> list[str] | None:
+    best_rack: tuple[int, str] | None = None
+    for rack_key, whole in pool.whole_by_rack.items():
+        spare = len(whole) - count
+        if spare >= 0 and (best_rack is None or (spare, rack_key) < best_rack):
+            best_rack = (spare, rack_key)
+    if best_rack is not None:
+        return list(pool.whole_by_rack[best_rack[1]])[:count]
+    if LEVEL_RANK[max_level] < LEVEL_RANK["pod"]:
+        return None
+    best_pod: tuple[int, str] | None = None
+    for pod, whole_count in pool.pod_whole.items():
+        spare = whole_count - count
+        if spare >= 0 and (best_pod is None or (spare, pod) < best_pod):
+            best_pod = (spare, pod)
+    if best_pod is not None:
+        return _gather_from_racks(pool, pool.racks_of_pod[best_pod[1]], count)
+    if LEVEL_RANK[max_level] < LEVEL_RANK["fleet"]:
+        return None
+    pods = sorted(pool.pod_whole, key=lambda pod: (-pool.pod_whole[pod], pod))
+    racks = [rack for pod in pods for rack in _racks_fullest_first(pool, pool.racks_of_pod[pod])]
+    return _take_nodes(pool, racks, count)
+
+
+def _racks_fullest_first(pool: AcceleratorPool, racks: tuple[str, ...]) -> list[str]:
+    return sorted(racks, key=lambda rack: (-len(pool.whole_by_rack[rack]), rack))
+
+
+def _gather_from_racks(pool: AcceleratorPool, racks: tuple[str, ...], count: int) -> list[str]:
+    # Fullest racks first keeps the gang on as few racks as possible.
+    return _take_nodes(pool, _racks_fullest_first(pool, racks), count)
+
+
+def _take_nodes(pool: AcceleratorPool, racks: list[str], count: int) -> list[str]:
+    chosen: list[str] = []
+    for rack in racks:
+        for node_id in pool.whole_by_rack[rack]:
+            chosen.append(node_id)
+            if len(chosen) == count:
+                return chosen
+    return chosen

@@ -1,0 +1,236 @@
+"""Victim selection: the cheapest set of running work whose removal frees a fitting domain.
+
+A job may preempt only work that is strictly lower priority and preemptible, or work that is
+borrowing quota when the preemptor's team is reclaiming within its own guarantee. Serving is
+never preempted by anything but serving. Cost is the work lost since the victim's last checkpoint
+(GPU-seconds), then its priority. Elastic victims give up GPUs by shrinking toward `min_gpus`
+(no work lost) before anyone is evicted. Jobs already in their grace period count as free
+victims: they are leaving anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .capacity import AcceleratorPool
+from .model import LEVEL_RANK, Job, Running
+from .placement import nodes_needed
+from .plan import Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A running job seen as a possible victim."""
+
+    run: Running
+    gpus_on: tuple[tuple[str, int], ...]
+    cost: float
+    shrinkable: int
+
+    @property
+    def job_id(self) -> str:
+        return self.run.job.id
+
+    @property
+    def leaving(self) -> bool:
+        return self.run.grace_until_s is not None
+
+
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    node_ids: tuple[str, ...]
+    evict: tuple[Candidate, ...]
+    shrink: tuple[tuple[Candidate, Allocation], ...]
+
+
+def candidate_of(run: Running, elastic: bool) -> Candidate:
+    job = run.job
+    gpus = run.gpus
+    shrinkable = 0
+    if elastic and job.min_gpus is not None and run.grace_until_s is None:
+        shrinkable = max(0, gpus - job.min_gpus)
+    cost = 0.0 if run.grace_until_s is not None else run.lost_gpu_s
+    return Candidate(run, run.allocation, cost, shrinkable)
+
+
+def may_preempt(preemptor: Job, victim: Running, reclaiming: bool) -> bool:
+    """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring)."""
+    if victim.job.kind == "serving" and preemptor.kind != "serving":
+        return False
+    if victim.job.team == preemptor.team and victim.job.priority >= preemptor.priority:
+        return False
+    if victim.grace_until_s is not None:
+        return True
+    if victim.job.preemptible and victim.job.priority < preemptor.priority:
+        return True
+    return reclaiming and victim.borrowing and victim.job.team != preemptor.team
+
+
+# One way to get GPUs on a node: (cost, priority, job id, gpus released, candidate, evicts?, node)
+_Option = tuple[float, int, str, int, Candidate, bool, str]
+_Freed = tuple[float, int, tuple[_Option, ...]]
+
+
+def pick_victims(
+    job: Job,
+    gpus: int,
+    pool: AcceleratorPool,
+    candidates: list[Candidate],
+    *,
+    max_level: str,
+    held: dict[str, int],
+    enough_nodes: int = 16,
+) -> VictimChoice | None:
+    """The cheapest victims that let `gpus` GPUs of `job` fit, or None when none do.
+
+    `candidates` must be sorted cheapest first. Nodes become feasible as cheap candidates are
+    added; the search stops as soon as enough feasible nodes exist to choose from, which keeps a
+    victim search far below O(running jobs) on a busy fleet while still preferring cheap victims.
+    """
+    gpn = pool.gpus_per_node
+    single = gpus <= gpn
+    if not single and LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+        return None
+    threshold = gpus if single else gpn
+    count = 1 if single else nodes_needed(gpus, gpn)
+    goal = max(enough_nodes, 4 * count)
+    options: dict[str, list[_Option]] = {}
+    releasable: dict[str, int] = {}
+    feasible: list[str] = []
+    free, usable = pool.free, pool.usable
+    for candidate in candidates:
+        priority = candidate.run.job.priority
+        for node_id, on_node in candidate.gpus_on:
+            if node_id not in free or node_id in held or usable[node_id] < threshold:
+                continue
+            node_options = options.setdefault(node_id, [])
+            if candidate.shrinkable:
+                released = min(on_node, candidate.shrinkable)
+                node_options.append((0.0, priority, candidate.job_id, released, candidate, False, node_id))
+            node_options.append((candidate.cost, priority, candidate.job_id, on_node, candidate, True, node_id))
+            before = releasable.get(node_id, 0)
+            releasable[node_id] = before + on_node
+            if free[node_id] + before < threshold <= free[node_id] + before + on_node:
+                feasible.append(node_id)
+        if len(feasible) + (0 if single else pool.whole_count) >= goal:
+            choice = _evaluate(pool, options, feasible, gpus, count, max_level)
+            if choice is not None:
+                return choice
+            goal *= 4
+    return _evaluate(pool, options, feasible, gpus, count, max_level)
+
+
+def _evaluate(
+    pool: AcceleratorPool,
+    options: dict[str, list[_Option]],
+    feasible: list[str],
+    gpus: int,
+    count: int,
+    max_level: str,
+) -> VictimChoice | None:
+    if gpus <= pool.gpus_per_node:
+        return _pick_single(pool, options, sorted(feasible), gpus)
+    return _pick_gang(pool, options, sorted(feasible), count, max_level)
+
+
+def _free_node(options: dict[str, list[_Option]], node_id: str, need: int) -> _Freed | None:
+    """Greedy cheapest options on one node releasing >= need GPUs: (cost, max prio, picks)."""
+    picks: dict[str, _Option] = {}
+    released = 0
+    # Shrinking (no work lost) comes before any eviction.
+    for option in sorted(options.get(node_id, ()), key=lambda o: (o[5], o[0], o[1], o[2])):
+        if released >= need:
+            break
+        previous = picks.get(option[2])
+        if previous is not None:
+            released -= previous[3]
+        picks[option[2]] = option
+        released += option[3]
+    if released < need:
+        return None
+    cost = sum(option[0] for option in picks.values())
+    top = max((option[1] for option in picks.values()), default=-(2**31))
+    return cost, top, tuple(picks.values())
+
+
+def _pick_single(
+    pool: AcceleratorPool, options: dict[str, list[_Option]], feasible: list[str], gpus: int
+) -> VictimChoice | None:
+    best = None
+    for node_id in feasible:
+        need = gpus - pool.free[node_id]
+        freed = _free_node(options, node_id, need)
+        if freed is None:
+            continue
+        key = (freed[0], freed[1], len(freed[2]), node_id)
+        if best is None or key < best[0]:
+            best = (key, node_id, freed[2])
+    if best is None:
+        return None
+    return _choice((best[1],), best[2])
+
+
+def _pick_gang(
+    pool: AcceleratorPool, options: dict[str, list[_Option]], feasible: list[str], count: int, max_level: str
+) -> VictimChoice | None:
+    gpn = pool.gpus_per_node
+    per_node: dict[str, _Freed] = {}
+    for whole in pool.whole_by_rack.values():
+        for node_id in whole:
+            per_node[node_id] = (0.0, -(2**31), ())
+    for node_id in feasible:
+        if node_id in per_node:
+            continue
+        freed = _free_node(options, node_id, gpn - pool.free[node_id])
+        if freed is not None:
+            per_node[node_id] = freed
+    domains: list[tuple[str, dict[str, list[str]]]] = [("rack", {}), ("pod", {}), ("fleet", {})]
+    for node_id in sorted(per_node):
+        domains[0][1].setdefault(pool.node_rack[node_id], []).append(node_id)
+        domains[1][1].setdefault(pool.node_pod[node_id], []).append(node_id)
+        domains[2][1].setdefault("fleet", []).append(node_id)
+    for level, groups in domains:
+        if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
+            break
+        best = None
+        for name, members in sorted(groups.items()):
+            if len(members) < count:
+                continue
+            cheapest = sorted(members, key=lambda n: (per_node[n][0], per_node[n][1], n))[:count]
+            key = (sum(per_node[n][0] for n in cheapest), max(per_node[n][1] for n in cheapest), name)
+            if best is None or key < best[0]:
+                best = (key, cheapest)
+        if best is not None:
+            picks = tuple(option for node_id in best[1] for option in per_node[node_id][2])
+            return _choice(tuple(best[1]), picks)
+    return None
+
+
+def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoice:
+    """Fold per-node picks into whole-job decisions: evict anywhere means evict everywhere."""
+    evicted: dict[str, Candidate] = {}
+    shrink_on: dict[str, dict[str, int]] = {}
+    candidates: dict[str, Candidate] = {}
+    for _, _, job_id, released, candidate, evicts, node_id in picks:
+        candidates[job_id] = candidate
+        if evicts:
+            evicted[job_id] = candidate
+        else:
+            shrink_on.setdefault(job_id, {})[node_id] = released
+    shrinks: list[tuple[Candidate, Allocation]] = []
+    for job_id in sorted(shrink_on):
+        if job_id in evicted:
+            continue
+        candidate = candidates[job_id]
+        if sum(shrink_on[job_id].values()) > candidate.shrinkable:
+            evicted[job_id] = candidate
+            continue
+        allocation = tuple(
+            (node_id, gpus - shrink_on[job_id].get(node_id, 0))
+            for node_id, gpus in candidate.gpus_on
+            if gpus - shrink_on[job_id].get(node_id, 0) > 0
+        )
+        shrinks.append((candidate, allocation))
+    evict = tuple(evicted[job_id] for job_id in sorted(evicted))
+    return VictimChoice(node_ids, evict, tuple(shrinks))
+

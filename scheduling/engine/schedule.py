@@ -1,0 +1,362 @@
+"""One scheduling cycle: snapshot in, plan out.
+
+The cycle, in order:
+ 1. Health: cordon nodes without healthy GPUs; requeue jobs on nodes that lost the GPUs they use.
+ 2. Index free capacity, charge running work to quotas, build release profiles (once).
+ 3. Order pending jobs: priority, fair share, within-team policy, id.
+ 4. For each job: quota admission -> placement (full size, then smaller if elastic, backfilling
+    around reservations) -> preemption (victims leave during their grace; the freed nodes are
+    reserved, the job starts next cycle) -> reservation for the first blocked heads.
+ 5. Elastic growth into capacity that nothing pending could use.
+ 6. A reason and an estimated start for every job that did not start.
+
+Working state is mutable and private to the cycle; the snapshot is never touched.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start
+from .capacity import AcceleratorPool, CapacityIndex
+from .elastic import grow_action, plan_growth, reduced_sizes
+from .fairshare import fairshare_factors
+from .health import triage_nodes
+from .model import LEVEL_RANK, LEVELS, Job, Running, Snapshot
+from .ordering import order_jobs
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang
+from .plan import (
+    REASON_CAPACITY,
+    REASON_PRIORITY,
+    REASON_QUOTA,
+    Action,
+    Cordon,
+    PendingStatus,
+    Plan,
+    Preempt,
+    Requeue,
+    Reserve,
+    Shrink,
+    Start,
+    reserved_for,
+)
+from .preemption import Candidate, candidate_of, may_preempt, pick_victims
+from .quota import Admission, QuotaLedger
+
+
+def schedule(snapshot: Snapshot, now: float) -> Plan:
+    """Decide what to start, preempt, resize and reserve; explain every job left pending."""
+    return _Cycle(snapshot, now).run()
+
+
+def expected_end_s(run: Running, now: float) -> float:
+    """When a running job is expected to release its GPUs (for reservations and estimates)."""
+    if run.grace_until_s is not None:
+        return max(now, run.grace_until_s)
+    job = run.job
+    if job.time_limit_s is not None:
+        return max(now, run.start_s + job.time_limit_s)
+    remaining = max(0.0, job.duration_s - run.progress_s)
+    return now + remaining * job.gpus / max(1, run.gpus)
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.policy = policy = snapshot.policy
+        self.actions: list[Action] = []
+        # Step 1: health.
+        triage = triage_nodes(snapshot.nodes, snapshot.running)
+        self.actions.extend(Cordon(node_id, reason) for node_id, reason in triage.cordon)
+        self.actions.extend(Requeue(job_id, reason) for job_id, reason in triage.requeue)
+        requeued = {job_id for job_id, _ in triage.requeue}
+        self.running = [run for run in snapshot.running if run.job.id not in requeued]
+        # Step 2: capacity, quotas, release profiles.
+        self.index = CapacityIndex(snapshot.nodes, self.running, policy.gpus_per_node)
+        capacity = {accelerator: pool.capacity for accelerator, pool in self.index.pools.items()}
+        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
+        self.profiles: dict[str, ReleaseProfile] = {name: ReleaseProfile(now) for name in self.index.pools}
+        self.candidates: dict[str, list[Candidate]] = {}
+        for run in self.running:
+            profile = self.profiles.get(run.job.accelerator)
+            if profile is not None:
+                profile.add(expected_end_s(run, now), run.allocation)
+            if policy.preemption:
+                self.candidates.setdefault(run.job.accelerator, []).append(candidate_of(run, policy.elastic))
+        for cands in self.candidates.values():
+            cands.sort(key=lambda c: (c.cost, c.run.job.priority, c.job_id))
+        self.victim_bounds = {name: _VictimBound(cands) for name, cands in self.candidates.items()}
+        self.book = ReservationBook()
+        self.started: set[str] = set()
+        self.picked: set[str] = set()
+        self.reasons: dict[str, str] = {}
+        self.estimates: dict[str, float | None] = {}
+        self.reservations_made: dict[str, int] = {}
+        self.fifo_blocked: set[str] = set()
+        self.preemption_attempts = 0
+
+    def run(self) -> Plan:
+        snapshot = self.snapshot
+        factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
+        queue = order_jobs(snapshot.pending, self.policy, factors)
+        for job in queue:
+            self._consider(job)
+        self._grow()
+        return Plan(tuple(self.actions), self._statuses(queue))
+
+    # Step 4: one pending job.
+    def _consider(self, job: Job) -> None:
+        pool = self.index.pool(job.accelerator)
+        if pool is None or job.gpus <= 0:
+            self.reasons[job.id] = REASON_CAPACITY
+            return
+        if job.accelerator in self.fifo_blocked:
+            self.reasons[job.id] = REASON_PRIORITY
+            return
+        size = self._smallest_size(job)
+        admission = self.ledger.admit(job.team, job.accelerator, size)
+        if admission is None and self.ledger.refusal(job.team, job.accelerator, size, pool.total_free) == REASON_QUOTA:
+            self.reasons[job.id] = REASON_QUOTA
+            return
+        if admission is not None and self._try_start(job, pool):
+            return
+        if self._try_preempt(job, pool):
+            return
+        reason = classify_misfit(pool, job.gpus)
+        blocker = self.reasons.get(job.id)
+        self.reasons[job.id] = blocker if blocker else reason
+        if not blocker:
+            self._try_reserve(job, pool)
+        if not self.policy.backfill:
+            self.fifo_blocked.add(job.accelerator)
+
+    def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
+        if self.policy.elastic and job.is_elastic:
+            return [job.gpus, *reduced_sizes(job, pool)]
+        return [job.gpus]
+
+    def _smallest_size(self, job: Job) -> int:
+        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
+            return max(1, job.min_gpus)
+        return job.gpus
+
+    def _try_start(self, job: Job, pool: AcceleratorPool) -> bool:
+        max_level = job.required_level or "fleet"
+        for size in self._sizes(job, pool):
+            admission = self.ledger.admit(job.team, job.accelerator, size)
+            if admission is None:
+                continue
+            fit, taken = self._fit(job, pool, size, max_level), False
+            if fit is None and self.policy.backfill and self.book.could_fit_with_held(pool, size):
+                fit, taken = self._fit_around_reservations(job, pool, size, max_level), True
+            if fit is not None:
+                self._commit_start(job, fit, admission, taken)
+                return True
+        return False
+
+    def _fit(self, job: Job, pool: AcceleratorPool, size: int, max_level: str) -> Fit | None:
+        if not could_fit_by_shape(pool, size):
+            return None
+        topology_aware = self.policy.topology_aware
+        if job.preferred_level and not topology_aware:
+            preferred = fit_gang(pool, size, max_level=_narrower(job.preferred_level, max_level))
+            if preferred is not None:
+                return preferred
+        return fit_gang(pool, size, max_level=max_level, topology_aware=topology_aware)
+
+    def _fit_around_reservations(self, job: Job, pool: AcceleratorPool, size: int, max_level: str) -> Fit | None:
+        """EASY backfill: use reserved nodes only if the job surely ends before they are needed.
+
+        Only reservations starting after the job's worst-case end are opened up, so whatever
+        the placement picks cannot delay any reservation.
+        """
+        worst_end_s = self.now + _worst_runtime_s(job, size, self._worst_penalty(size, max_level))
+        entries = self.book.of(job.accelerator)
+        usable = [entry for entry in entries if entry.start_s >= worst_end_s]
+        fit = None
+        if usable:
+            self.book.release_holds(self.index, usable)
+            fit = fit_gang(pool, size, max_level=max_level, topology_aware=self.policy.topology_aware)
+            if fit is not None:
+                self.index.take(fit.allocation)
+            self.book.restore_holds(self.index, usable)
+        if fit is None and entries:
+            first = min(entries, key=lambda entry: (entry.start_s, entry.job_id))
+            self.reasons[job.id] = reserved_for(first.job_id)
+        return fit
+
+    def _worst_penalty(self, size: int, max_level: str) -> float:
+        if size <= self.policy.gpus_per_node:
+            return self.policy.penalty("node")
+        allowed = [level for level in LEVELS if LEVEL_RANK[level] <= LEVEL_RANK[max_level]]
+        return max(self.policy.penalty(level) for level in allowed)
+
+    def _commit_start(self, job: Job, fit: Fit, admission: Admission, taken: bool) -> None:
+        if not taken:
+            self.index.take(fit.allocation)
+        size = sum(gpus for _, gpus in fit.allocation)
+        self.ledger.charge(job.team, job.accelerator, size)
+        runtime_s = _worst_runtime_s(job, size, self.policy.penalty(fit.level))
+        self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
+        self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level))
+        self.started.add(job.id)
+        self.reasons.pop(job.id, None)
+
+    def _try_preempt(self, job: Job, pool: AcceleratorPool) -> bool:
+        policy = self.policy
+        if not policy.preemption or self.preemption_attempts >= policy.max_preemption_attempts:
+            return False
+        size = self._smallest_size(job)
+        admission = self.ledger.admit(job.team, job.accelerator, size)
+        reclaiming = admission is not None and admission.within_guarantee
+        bound = self.victim_bounds.get(job.accelerator)
+        if bound is None or pool.total_free + bound.upper(job.priority, reclaiming) < size:
+            return False
+        eligible = [
+            candidate
+            for candidate in self.candidates[job.accelerator]
+            if candidate.job_id not in self.picked and may_preempt(job, candidate.run, reclaiming)
+        ]
+        if not eligible:
+            return False
+        self.preemption_attempts += 1
+        max_level = job.required_level or "fleet"
+        choice = pick_victims(job, size, pool, eligible, max_level=max_level, held=self.index.held)
+        if choice is None:
+            return False
+        start_s = self.now
+        for victim in choice.evict:
+            self.picked.add(victim.job_id)
+            if victim.leaving:
+                start_s = max(start_s, victim.run.grace_until_s or self.now)
+            else:
+                self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", policy.preemption_grace_s))
+                start_s = max(start_s, self.now + policy.preemption_grace_s)
+        for victim, allocation in choice.shrink:
+            self.picked.add(victim.job_id)
+            self.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
+        self._reserve(job, pool, choice.node_ids, start_s)
+        self.reasons[job.id] = REASON_CAPACITY
+        return True
+
+    def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
+        made = self.reservations_made.get(job.accelerator, 0)
+        if made >= max(0, self.policy.reservation_depth):
+            return
+        found = earliest_start(
+            pool,
+            self.index.held,
+            self.profiles[job.accelerator],
+            job.gpus,
+            max_level=job.required_level or "fleet",
+            topology_aware=self.policy.topology_aware,
+        )
+        if found is None:
+            return
+        self.reservations_made[job.accelerator] = made + 1
+        self._reserve(job, pool, found[1], found[0])
+
+    def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
+        self.book.add(self.index, Reservation(job.id, job.accelerator, node_ids, start_s))
+        self.actions.append(Reserve(job.id, node_ids, start_s))
+        self.estimates[job.id] = start_s
+
+    # Step 5: elastic growth.
+    def _grow(self) -> None:
+        if not self.policy.elastic:
+            return
+        waiting = {
+            job.accelerator
+            for job in self.snapshot.pending
+            if job.id not in self.started and self.reasons.get(job.id) != REASON_QUOTA
+        }
+        for accelerator, pool in self.index.pools.items():
+            if accelerator in waiting or pool.total_free == 0:
+                continue
+            runs = [
+                run
+                for run in self.running
+                if run.job.accelerator == accelerator and run.job.id not in self.picked
+            ]
+            for growth in plan_growth(runs, pool, self.ledger, self.index.held):
+                self.actions.append(grow_action(growth, self.ledger))
+
+    # Step 6: reasons and estimates.
+    def _statuses(self, queue: list[Job]) -> tuple[PendingStatus, ...]:
+        statuses: list[PendingStatus] = []
+        demand: dict[str, float] = {}
+        held = self.index.held
+        free_now = {
+            name: pool.total_free + sum(held[node_id] for node_id in held if node_id in pool.free)
+            for name, pool in self.index.pools.items()
+        }
+        for job in queue:
+            if job.id in self.started:
+                continue
+            accelerator = job.accelerator
+            reason = self.reasons.get(job.id, REASON_CAPACITY)
+            if job.id in self.estimates:
+                estimate = self.estimates[job.id]
+            elif accelerator in self.profiles:
+                ahead = demand.get(accelerator, 0.0)
+                estimate = self.profiles[accelerator].estimate(free_now[accelerator], job.gpus, ahead)
+                if reason == REASON_QUOTA and estimate is not None:
+                    estimate = self._quota_estimate(job, estimate)
+            else:
+                estimate = None
+            demand[accelerator] = demand.get(accelerator, 0.0) + job.gpus * job.estimate_s
+            statuses.append(PendingStatus(job.id, reason, estimate))
+        return tuple(statuses)
+
+    def _quota_estimate(self, job: Job, estimate: float) -> float | None:
+        size = self._smallest_size(job)
+        limit = self.ledger.limit(job.team, job.accelerator)
+        if size > limit:
+            return None
+        excess = self.ledger.used(job.team, job.accelerator) + size - limit
+        if excess <= 0:
+            return estimate
+        releases = sorted(
+            (expected_end_s(run, self.now), run.gpus)
+            for run in self.running
+            if run.job.team == job.team and run.job.accelerator == job.accelerator
+        )
+        freed = 0
+        for end_s, gpus in releases:
+            freed += gpus
+            if freed >= excess:
+                return max(estimate, end_s)
+        return None
+
+
+class _VictimBound:
+    """Upper bound on GPUs a preemptor could free, from priorities alone (cheap pre-check)."""
+
+    __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        preemptible = sorted(
+            (c.run.job.priority, c.run.gpus) for c in candidates if c.run.job.preemptible and not c.leaving
+        )
+        self.priorities = [priority for priority, _ in preemptible]
+        self.cumulative = [0]
+        for _, gpus in preemptible:
+            self.cumulative.append(self.cumulative[-1] + gpus)
+        self.borrowing = sum(c.run.gpus for c in candidates if c.run.borrowing and not c.leaving)
+        self.leaving = sum(c.run.gpus for c in candidates if c.leaving)
+
+    def upper(self, priority: int, reclaiming: bool) -> int:
+        lower = self.cumulative[bisect_left(self.priorities, priority)]
+        return lower + self.leaving + (self.borrowing if reclaiming else 0)
+
+
+def _worst_runtime_s(job: Job, size: int, penalty: float) -> float:
+    """How long a start can hold its GPUs: the time limit, else the slowed-down duration."""
+    if job.time_limit_s is not None:
+        return job.time_limit_s
+    return job.duration_s * penalty * job.gpus / max(1, size)
+
+
+def _narrower(level: str, other: str) -> str:
+    return level if LEVEL_RANK[level] <= LEVEL_RANK[other] else other

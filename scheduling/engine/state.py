@@ -1,0 +1,393 @@
+"""FleetState: the one model of a fleet advancing in time, shared by the simulator and live loop.
+
+Progress is evaluated lazily: each running job keeps an anchor (time, progress) and a rate, so
+advancing time costs O(events), not O(running jobs). The rate is the allocated share of the
+requested size divided by the topology penalty of the placement level. Checkpoints happen every
+`checkpoint_interval_s` of work counted from the progress the job (re)started with; a restart
+first pays the restore time (checkpoint bytes of all jobs restarting together through shared
+storage, capped per node by the NIC).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from .capacity import level_of
+from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
+from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Running, Snapshot, Team
+from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
+
+_COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
+_LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    allocated_gpu_s: float
+    useful_gpu_s: float
+    lost_gpu_s: float
+    restore_gpu_s: float
+    completed: int
+    timed_out: int
+    evictions: int
+
+
+class _Run:
+    __slots__ = (
+        "job", "allocation", "gpus", "start_s", "level", "borrowing", "grace_until_s",
+        "anchor_s", "anchor_progress", "rate", "base_progress", "version",
+    )
+
+    def __init__(self, job: Job, allocation: tuple[tuple[str, int], ...], start_s: float, level: str) -> None:
+        self.job = job
+        self.allocation = allocation
+        self.gpus = sum(gpus for _, gpus in allocation)
+        self.start_s = start_s
+        self.level = level
+        self.borrowing = False
+        self.grace_until_s: float | None = None
+        self.anchor_s = start_s
+        self.anchor_progress = 0.0
+        self.rate = 1.0
+        self.base_progress = 0.0
+        self.version = 0
+
+    def progress_at(self, time_s: float) -> float:
+        if time_s <= self.anchor_s:
+            return self.anchor_progress
+        return min(self.job.duration_s, self.anchor_progress + (time_s - self.anchor_s) * self.rate)
+
+    def checkpoint_at(self, time_s: float) -> float:
+        interval = self.job.checkpoint_interval_s
+        if not interval or interval <= 0:
+            return self.base_progress
+        done = self.progress_at(time_s) - self.base_progress
+        return self.base_progress + math.floor(done / interval + 1e-9) * interval
+
+
+class FleetState:
+    """Nodes, running and pending jobs, advanced by time and changed by plans."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        *,
+        level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY,
+        usage_half_life_s: float = Policy().fairshare_half_life_s,
+        storage_gbps: float = 50.0,
+        nic_gbps: float = 12.5,
+        checkpoint_events: bool = True,
+        now: float = 0.0,
+    ) -> None:
+        self.nodes: dict[str, Node] = {node.id: node for node in sorted(nodes, key=lambda n: n.id)}
+        self.node_used: dict[str, int] = {node_id: 0 for node_id in self.nodes}
+        self._rack = {node.id: node.rack_key for node in self.nodes.values()}
+        self._pod = {node.id: node.pod for node in self.nodes.values()}
+        self.penalty = dict(level_penalty)
+        self.half_life_s = usage_half_life_s
+        self.storage_gbps, self.nic_gbps = storage_gbps, nic_gbps
+        self.checkpoint_events = checkpoint_events
+        self.now = now
+        self.running: dict[str, _Run] = {}
+        self.pending: dict[str, Job] = {}
+        self.saved_progress: dict[str, float] = {}
+        self._heap: list[tuple[float, int, int, str, int]] = []
+        self._seq = 0
+        self._allocated = 0
+        self._accrued_s = now
+        self._allocated_gpu_s = self._useful_gpu_s = self._lost_gpu_s = self._restore_gpu_s = 0.0
+        self._completed = self._timed_out = self._evictions = 0
+        self._usage: dict[str, tuple[float, float, int]] = {}  # team -> (value, at_s, gpus)
+        self._node_tuple: tuple[Node, ...] | None = None
+
+    # Queue -------------------------------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        self.pending[job.id] = job
+
+    def cancel(self, job_id: str) -> bool:
+        return self.pending.pop(job_id, None) is not None
+
+    # Time --------------------------------------------------------------------------------------
+    def next_event_time(self) -> float | None:
+        heap = self._heap
+        while heap:
+            time_s, _, kind, job_id, version = heap[0]
+            run = self.running.get(job_id)
+            if run is not None and run.version == version:
+                return time_s
+            heapq.heappop(heap)
+        return None
+
+    def advance(self, to_s: float) -> list[Event]:
+        """Move time forward to `to_s`, returning what happened on the way, in order."""
+        events: list[Event] = []
+        heap = self._heap
+        while heap and heap[0][0] <= to_s:
+            time_s, _, kind, job_id, version = heapq.heappop(heap)
+            run = self.running.get(job_id)
+            if run is None or run.version != version:
+                continue
+            self._accrue(time_s)
+            if kind == _COMPLETE:
+                self._finish(run, time_s)
+                self._completed += 1
+                events.append(Completed(job_id, time_s))
+            elif kind == _TIMEOUT:
+                progress = run.progress_at(time_s)
+                self._finish(run, time_s)
+                self._timed_out += 1
+                events.append(TimedOut(job_id, time_s, progress))
+            elif kind == _GRACE:
+                events.append(self._evict(run, time_s, "preempted"))
+            else:
+                events.append(Checkpointed(job_id, time_s, run.checkpoint_at(time_s)))
+                self._push_checkpoint(run, time_s)
+        self._accrue(max(to_s, self.now))
+        self.now = max(self.now, to_s)
+        return events
+
+    # Plans -------------------------------------------------------------------------------------
+    def apply(self, plan: Plan, now: float) -> list[Event]:
+        """Carry out a plan; actions that no longer fit the state are `Rejected`, not half-done."""
+        events = self.advance(now) if now > self.now else []
+        later: list[Start | Grow] = []
+        for action in plan.actions:
+            if isinstance(action, Cordon):
+                self._set_node(replace(self.nodes[action.node_id], cordoned=True))
+            elif isinstance(action, Requeue):
+                run = self.running.get(action.job_id)
+                if run is not None:
+                    events.append(self._evict(run, now, action.reason))
+            elif isinstance(action, Preempt):
+                events.extend(self._preempt(action, now))
+            elif isinstance(action, Shrink):
+                events.append(self._resize(action.job_id, action.allocation, now, False))
+            elif isinstance(action, (Start, Grow)):
+                later.append(action)
+        starts = [action for action in later if isinstance(action, Start)]
+        events.extend(self._start_all(starts, now))
+        for action in later:
+            if isinstance(action, Grow):
+                events.append(self._resize(action.job_id, action.allocation, now, action.borrowing))
+        return events
+
+    def snapshot(
+        self,
+        now: float,
+        teams: tuple[Team, ...],
+        quotas: tuple[Quota, ...],
+        policy: Policy,
+        usage: tuple[tuple[str, float], ...] | None = None,
+    ) -> Snapshot:
+        if self._node_tuple is None:
+            self._node_tuple = tuple(self.nodes.values())
+        running = tuple(
+            Running(
+                run.job, run.allocation, run.start_s, run.progress_at(now), run.checkpoint_at(now),
+                run.borrowing, run.grace_until_s,
+            )
+            for run in self.running.values()
+        )
+        usage = self.usage(now) if usage is None else usage
+        return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage)
+
+    # Failures ----------------------------------------------------------------------------------
+    def set_node_health(self, node_id: str, healthy_gpus: int, now: float | None = None) -> list[Event]:
+        when = self.now if now is None else now
+        events = self.advance(when) if when > self.now else []
+        node = replace(self.nodes[node_id], healthy_gpus=max(0, healthy_gpus))
+        self._set_node(node)
+        if self.node_used[node_id] > node.usable_gpus or node.healthy_gpus < self.node_used[node_id]:
+            for run in self._runs_on(node_id):
+                events.append(self._evict(run, when, "node-degraded"))
+        return events
+
+    def fail_node(self, node_id: str, now: float) -> list[Event]:
+        events = self.advance(now) if now > self.now else []
+        self._set_node(replace(self.nodes[node_id], healthy_gpus=0))
+        for run in self._runs_on(node_id):
+            events.append(self._evict(run, now, "node-failed"))
+        return events
+
+    # Accounting --------------------------------------------------------------------------------
+    def counters(self) -> Counters:
+        self._accrue(self.now)
+        in_flight = sum(
+            max(0.0, run.progress_at(self.now) - run.base_progress) * run.job.gpus for run in self.running.values()
+        )
+        return Counters(
+            self._allocated_gpu_s, self._useful_gpu_s + in_flight, self._lost_gpu_s, self._restore_gpu_s,
+            self._completed, self._timed_out, self._evictions,
+        )
+
+    def usage(self, now: float) -> tuple[tuple[str, float], ...]:
+        """Decayed GPU-seconds per team at `now` (half-life `usage_half_life_s`)."""
+        return tuple(sorted((team, self._usage_at(team, now)) for team in self._usage))
+
+    def free_gpus(self, node_id: str) -> int:
+        return max(0, self.nodes[node_id].usable_gpus - self.node_used[node_id])
+
+    # Internals ---------------------------------------------------------------------------------
+    def _usage_at(self, team: str, time_s: float) -> float:
+        value, at_s, gpus = self._usage.get(team, (0.0, time_s, 0))
+        elapsed = max(0.0, time_s - at_s)
+        if self.half_life_s <= 0:
+            return 0.0
+        decay = math.pow(0.5, elapsed / self.half_life_s)
+        return value * decay + gpus * self.half_life_s / _LN2 * (1.0 - decay)
+
+    def _charge_usage(self, team: str, time_s: float, delta_gpus: int) -> None:
+        gpus = self._usage.get(team, (0.0, time_s, 0))[2]
+        self._usage[team] = (self._usage_at(team, time_s), time_s, gpus + delta_gpus)
+
+    def _accrue(self, time_s: float) -> None:
+        if time_s > self._accrued_s:
+            self._allocated_gpu_s += self._allocated * (time_s - self._accrued_s)
+            self._accrued_s = time_s
+
+    def _set_node(self, node: Node) -> None:
+        self.nodes[node.id] = node
+        self._node_tuple = None
+
+    def _runs_on(self, node_id: str) -> list[_Run]:
+        return sorted(
+            (run for run in self.running.values() if any(n == node_id for n, _ in run.allocation)),
+            key=lambda run: run.job.id,
+        )
+
+    def _push(self, time_s: float, kind: int, run: _Run) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time_s, self._seq, kind, run.job.id, run.version))
+
+    def _schedule_events(self, run: _Run, now: float) -> None:
+        run.version += 1
+        job = run.job
+        if run.rate > 0:
+            remaining = max(0.0, job.duration_s - run.anchor_progress)
+            self._push(max(now, run.anchor_s) + remaining / run.rate, _COMPLETE, run)
+        if job.time_limit_s is not None:
+            self._push(max(now, run.start_s + job.time_limit_s), _TIMEOUT, run)
+        if run.grace_until_s is not None:
+            self._push(max(now, run.grace_until_s), _GRACE, run)
+        self._push_checkpoint(run, now)
+
+    def _push_checkpoint(self, run: _Run, now: float) -> None:
+        interval = run.job.checkpoint_interval_s
+        if not self.checkpoint_events or not interval or interval <= 0 or run.rate <= 0:
+            return
+        next_progress = run.checkpoint_at(now) + interval
+        if next_progress >= run.job.duration_s:
+            return
+        when = run.anchor_s + (next_progress - run.anchor_progress) / run.rate
+        self._push(max(when, now), _CHECKPOINT, run)
+
+    def _rate(self, job: Job, gpus: int, level: str) -> float:
+        return (gpus / max(1, job.gpus)) / self.penalty.get(level, 1.0)
+
+    def _reanchor(self, run: _Run, now: float) -> None:
+        if now > run.anchor_s:
+            run.anchor_progress = run.progress_at(now)
+            run.anchor_s = now
+
+    def _take(self, run: _Run, sign: int) -> None:
+        for node_id, gpus in run.allocation:
+            self.node_used[node_id] += sign * gpus
+        self._allocated += sign * run.gpus
+        self._charge_usage(run.job.team, self._accrued_s, sign * run.gpus)
+
+    def _finish(self, run: _Run, time_s: float) -> None:
+        self._useful_gpu_s += max(0.0, run.progress_at(time_s) - run.base_progress) * run.job.gpus
+        self._take(run, -1)
+        del self.running[run.job.id]
+        self.saved_progress.pop(run.job.id, None)
+        run.version += 1
+
+    def _evict(self, run: _Run, time_s: float, reason: str) -> Evicted:
+        self._accrue(time_s)
+        progress, kept = run.progress_at(time_s), run.checkpoint_at(time_s)
+        lost = max(0.0, progress - kept) * run.job.gpus
+        self._useful_gpu_s += max(0.0, kept - run.base_progress) * run.job.gpus
+        self._lost_gpu_s += lost
+        self._evictions += 1
+        self._take(run, -1)
+        del self.running[run.job.id]
+        run.version += 1
+        attained = run.job.attained_gpu_s + max(0.0, time_s - run.start_s) * run.gpus
+        self.pending[run.job.id] = replace(run.job, attained_gpu_s=attained)
+        self.saved_progress[run.job.id] = kept
+        return Evicted(run.job.id, time_s, reason, lost)
+
+    def _preempt(self, action: Preempt, now: float) -> list[Event]:
+        run = self.running.get(action.job_id)
+        if run is None:
+            return [Rejected(action.job_id, now, "not-running")]
+        if action.grace_s <= 0:
+            return [self._evict(run, now, action.reason)]
+        if run.grace_until_s is None:
+            run.grace_until_s = now + action.grace_s
+            self._reanchor(run, now)
+            self._schedule_events(run, now)
+        return []
+
+    def _fits(self, allocation: tuple[tuple[str, int], ...], accelerator: str, held: dict[str, int]) -> bool:
+        for node_id, gpus in allocation:
+            node = self.nodes.get(node_id)
+            if node is None or node.accelerator != accelerator or gpus <= 0:
+                return False
+            if self.node_used[node_id] - held.get(node_id, 0) + gpus > node.usable_gpus:
+                return False
+        return len({node_id for node_id, _ in allocation}) == len(allocation)
+
+    def _start_all(self, starts: list[Start], now: float) -> list[Event]:
+        valid: list[tuple[Start, Job]] = []
+        events: list[Event] = []
+        for action in starts:
+            job = self.pending.get(action.job_id)
+            if job is None or not self._fits(action.allocation, job.accelerator, {}):
+                events.append(Rejected(action.job_id, now, "not-pending" if job is None else "no-capacity"))
+                continue
+            run = _Run(job, action.allocation, now, level_of((n for n, _ in action.allocation), self._rack, self._pod))
+            run.borrowing = action.borrowing
+            self._accrue(now)
+            self._take(run, +1)
+            del self.pending[job.id]
+            self.running[job.id] = run
+            valid.append((action, job))
+        restoring_gb = sum(job.checkpoint_gb for _, job in valid if self.saved_progress.get(job.id, 0.0) > 0)
+        for action, job in valid:
+            events.append(self._launch(self.running[job.id], now, restoring_gb))
+        return events
+
+    def _launch(self, run: _Run, now: float, restoring_gb: float) -> Started:
+        job = run.job
+        saved = self.saved_progress.get(job.id, 0.0)
+        restore_s = 0.0
+        if saved > 0 and job.checkpoint_gb > 0:
+            nodes = len(run.allocation)
+            restore_s = max(restoring_gb / self.storage_gbps, job.checkpoint_gb / (nodes * self.nic_gbps))
+        self._restore_gpu_s += restore_s * run.gpus
+        run.anchor_s, run.anchor_progress, run.base_progress = now + restore_s, saved, saved
+        run.rate = self._rate(job, run.gpus, run.level)
+        self._schedule_events(run, now)
+        return Started(job.id, now, run.allocation, run.level, restore_s)
+
+    def _resize(self, job_id: str, allocation: tuple[tuple[str, int], ...], now: float, borrowing: bool) -> Event:
+        run = self.running.get(job_id)
+        if run is None:
+            return Rejected(job_id, now, "not-running")
+        if not self._fits(allocation, run.job.accelerator, dict(run.allocation)):
+            return Rejected(job_id, now, "no-capacity")
+        self._accrue(now)
+        self._reanchor(run, now)
+        self._take(run, -1)
+        run.allocation = allocation
+        run.gpus = sum(gpus for _, gpus in allocation)
+        run.level = level_of((n for n, _ in allocation), self._rack, self._pod)
+        run.borrowing = run.borrowing or borrowing
+        self._take(run, +1)
+        run.rate = self._rate(run.job, run.gpus, run.level)
+        self._schedule_events(run, now)
+        return Resized(job_id, now, allocation)
