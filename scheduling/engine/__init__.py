@@ -21,7 +21,7 @@ from .plan import (
     Start,
 )
 from .schedule import schedule
-from .state import Counters, FleetState
+from .state import Counters, FleetState, RunView
 
 __all__ = [
     "Action",
@@ -45,6 +45,7 @@ __all__ = [
     "Reserve",
     "Resized",
     "Running",
+    "RunView",
     "Shrink",
     "Snapshot",
     "Start",

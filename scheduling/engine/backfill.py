@@ -96,6 +96,8 @@ class ReservationBook:
         self._refresh_counts(index, reservation.accelerator)
 
     def of(self, accelerator: str) -> list[Reservation]:
+        if len(self.entries) == 1:
+            return self.entries if self.entries[0].accelerator == accelerator else []
         return [entry for entry in self.entries if entry.accelerator == accelerator]
 
     def could_fit_with_held(self, pool: AcceleratorPool, gpus: int) -> bool:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter
 
 from .model import Job, Policy
-
-OrderKey = tuple[int, float, float, float, str]
-
 
 def within_team_key(policy: Policy) -> Callable[[Job], float]:
     if policy.within_team_order == "shortest_limit":
@@ -22,13 +20,14 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, factors: Mapping[str, float]
 
     Higher priority first; then the team with the lower fair-share factor (when fair share is on);
     then the within-team order (submit time, shortest time limit, or least attained service),
-    with submit time and finally the job id as explicit tie-breakers.
+    with submit time and finally the job id as explicit tie-breakers. Implemented as stable
+    sorts from the last key to the first, which is much faster than building key tuples.
     """
-    secondary = within_team_key(policy)
-    use_fairshare = policy.fairshare
-
-    def key(job: Job) -> OrderKey:
-        share = factors.get(job.team, 0.0) if use_fairshare else 0.0
-        return (-job.priority, share, secondary(job), job.submit_s, job.id)
-
-    return sorted(jobs, key=key)
+    ordered = sorted(jobs, key=attrgetter("id"))
+    ordered.sort(key=attrgetter("submit_s"))
+    if policy.within_team_order != "submit":
+        ordered.sort(key=within_team_key(policy))
+    if policy.fairshare and factors:
+        ordered.sort(key=lambda job: factors.get(job.team, 0.0))
+    ordered.sort(key=attrgetter("priority"), reverse=True)
+    return ordered

@@ -10,6 +10,7 @@ victims: they are leaving anyway.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .capacity import AcceleratorPool
@@ -75,7 +76,7 @@ def pick_victims(
     job: Job,
     gpus: int,
     pool: AcceleratorPool,
-    candidates: list[Candidate],
+    candidates: Iterable[Candidate],
     *,
     max_level: str,
     held: dict[str, int],

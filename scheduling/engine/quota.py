@@ -26,6 +26,10 @@ class Admission:
     within_guarantee: bool
 
 
+_OWN = Admission(borrowing=False, within_guarantee=True)
+_BORROWED = Admission(borrowing=True, within_guarantee=False)
+
+
 @dataclass(slots=True)
 class _Account:
     guaranteed: int
@@ -90,8 +94,12 @@ class QuotaLedger:
             for accelerator in sorted(set(capacity) | set(by_accelerator))
         }
         self.department = {team.id: team.department for team in teams}
+        usage: dict[tuple[str, str], int] = {}
         for run in running:
-            self.charge(run.job.team, run.job.accelerator, run.gpus)
+            key = (run.job.team, run.job.accelerator)
+            usage[key] = usage.get(key, 0) + sum(gpus for _, gpus in run.allocation)
+        for (team, accelerator), gpus in sorted(usage.items()):
+            self.charge(team, accelerator, gpus)
 
     def _ledger(self, accelerator: str) -> _AcceleratorLedger:
         ledger = self.ledgers.get(accelerator)
@@ -118,14 +126,14 @@ class QuotaLedger:
         account = ledger.account(team)
         new_used = account.used + gpus
         if new_used <= account.guaranteed:
-            return Admission(borrowing=False, within_guarantee=True)
+            return _OWN
         if new_used > account.limit:
             return None
         extra = new_used - max(account.used, account.guaranteed)
         # The team's own unused guarantee is in the pool but is not a loan to itself.
         if ledger.borrowed + extra > ledger.pool - account.lendable():
             return None
-        return Admission(borrowing=True, within_guarantee=False)
+        return _BORROWED
 
     def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int) -> str:
         """Why `admit` said no: "quota" (the team's limit, or idle GPUs that are not lendable),

@@ -77,16 +77,17 @@ class _Cycle:
         capacity = {accelerator: pool.capacity for accelerator, pool in self.index.pools.items()}
         self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
         self.profiles: dict[str, ReleaseProfile] = {name: ReleaseProfile(now) for name in self.index.pools}
-        self.candidates: dict[str, list[Candidate]] = {}
         for run in self.running:
             profile = self.profiles.get(run.job.accelerator)
             if profile is not None:
                 profile.add(expected_end_s(run, now), run.allocation)
-            if policy.preemption:
-                self.candidates.setdefault(run.job.accelerator, []).append(candidate_of(run, policy.elastic))
-        for cands in self.candidates.values():
-            cands.sort(key=lambda c: (c.cost, c.run.job.priority, c.job_id))
-        self.victim_bounds = {name: _VictimBound(cands) for name, cands in self.candidates.items()}
+        # Victim candidates are built on the first preemption attempt per accelerator.
+        self.candidates: dict[str, list[Candidate]] = {}
+        self.victim_bounds: dict[str, _VictimBound] = {}
+        # A failed fit stays failed until the working state changes: cache misses per shape.
+        self.generation = 0
+        self.misses: dict[tuple[str, int, str], int] = {}
+        self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
         self.started: set[str] = set()
         self.picked: set[str] = set()
@@ -95,6 +96,7 @@ class _Cycle:
         self.reservations_made: dict[str, int] = {}
         self.fifo_blocked: set[str] = set()
         self.preemption_attempts = 0
+        self.team_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
 
     def run(self) -> Plan:
         snapshot = self.snapshot
@@ -107,21 +109,26 @@ class _Cycle:
 
     # Step 4: one pending job.
     def _consider(self, job: Job) -> None:
-        pool = self.index.pool(job.accelerator)
+        accelerator = job.accelerator
+        pool = self.index.pools.get(accelerator)
         if pool is None or job.gpus <= 0:
             self.reasons[job.id] = REASON_CAPACITY
             return
-        if job.accelerator in self.fifo_blocked:
+        if accelerator in self.fifo_blocked:
             self.reasons[job.id] = REASON_PRIORITY
             return
-        size = self._smallest_size(job)
-        admission = self.ledger.admit(job.team, job.accelerator, size)
+        size = job.gpus if job.min_gpus is None else self._smallest_size(job)
+        admission = self.ledger.admit(job.team, accelerator, size)
         if admission is None and self.ledger.refusal(job.team, job.accelerator, size, pool.total_free) == REASON_QUOTA:
             self.reasons[job.id] = REASON_QUOTA
             return
-        if admission is not None and self._try_start(job, pool):
+        # Cheap shape checks first: on a busy fleet most jobs stop here.
+        shaped = could_fit_by_shape(pool, size)
+        if not shaped and self.book.entries and self.policy.backfill:
+            shaped = self.book.could_fit_with_held(pool, size)
+        if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
-        if self._try_preempt(job, pool):
+        if self._try_preempt(job, pool, size, admission):
             return
         reason = classify_misfit(pool, job.gpus)
         blocker = self.reasons.get(job.id)
@@ -141,13 +148,21 @@ class _Cycle:
             return max(1, job.min_gpus)
         return job.gpus
 
-    def _try_start(self, job: Job, pool: AcceleratorPool) -> bool:
+    def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
         max_level = job.required_level or "fleet"
         for size in self._sizes(job, pool):
-            admission = self.ledger.admit(job.team, job.accelerator, size)
+            if size == smallest:
+                admission: Admission | None = smallest_admission
+            else:
+                admission = self.ledger.admit(job.team, job.accelerator, size)
             if admission is None:
                 continue
-            fit, taken = self._fit(job, pool, size, max_level), False
+            key = (job.accelerator, size, max_level)
+            fit, taken = None, False
+            if self.misses.get(key) != self.generation or job.preferred_level:
+                fit = self._fit(job, pool, size, max_level)
+                if fit is None:
+                    self.misses[key] = self.generation
             if fit is None and self.policy.backfill and self.book.could_fit_with_held(pool, size):
                 fit, taken = self._fit_around_reservations(job, pool, size, max_level), True
             if fit is not None:
@@ -171,8 +186,16 @@ class _Cycle:
         Only reservations starting after the job's worst-case end are opened up, so whatever
         the placement picks cannot delay any reservation.
         """
-        worst_end_s = self.now + _worst_runtime_s(job, size, self._worst_penalty(size, max_level))
         entries = self.book.of(job.accelerator)
+        if not entries:
+            return None
+        worst_end_s = self.now + _worst_runtime_s(job, size, self._worst_penalty(size, max_level))
+        key = (job.accelerator, size, max_level)
+        missed = self.backfill_misses.get(key)
+        if missed is not None and missed[0] == self.generation and worst_end_s >= missed[1]:
+            # A job ending no earlier than one that already failed here fails too.
+            self.reasons[job.id] = missed[2]
+            return None
         usable = [entry for entry in entries if entry.start_s >= worst_end_s]
         fit = None
         if usable:
@@ -181,9 +204,10 @@ class _Cycle:
             if fit is not None:
                 self.index.take(fit.allocation)
             self.book.restore_holds(self.index, usable)
-        if fit is None and entries:
+        if fit is None:
             first = min(entries, key=lambda entry: (entry.start_s, entry.job_id))
             self.reasons[job.id] = reserved_for(first.job_id)
+            self.backfill_misses[key] = (self.generation, worst_end_s, self.reasons[job.id])
         return fit
 
     def _worst_penalty(self, size: int, max_level: str) -> float:
@@ -193,6 +217,7 @@ class _Cycle:
         return max(self.policy.penalty(level) for level in allowed)
 
     def _commit_start(self, job: Job, fit: Fit, admission: Admission, taken: bool) -> None:
+        self.generation += 1
         if not taken:
             self.index.take(fit.allocation)
         size = sum(gpus for _, gpus in fit.allocation)
@@ -203,23 +228,21 @@ class _Cycle:
         self.started.add(job.id)
         self.reasons.pop(job.id, None)
 
-    def _try_preempt(self, job: Job, pool: AcceleratorPool) -> bool:
+    def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
         policy = self.policy
         if not policy.preemption or self.preemption_attempts >= policy.max_preemption_attempts:
             return False
-        size = self._smallest_size(job)
-        admission = self.ledger.admit(job.team, job.accelerator, size)
         reclaiming = admission is not None and admission.within_guarantee
+        self._prepare_candidates(job.accelerator)
         bound = self.victim_bounds.get(job.accelerator)
         if bound is None or pool.total_free + bound.upper(job.priority, reclaiming) < size:
             return False
-        eligible = [
+        picked = self.picked
+        eligible = (
             candidate
             for candidate in self.candidates[job.accelerator]
-            if candidate.job_id not in self.picked and may_preempt(job, candidate.run, reclaiming)
-        ]
-        if not eligible:
-            return False
+            if candidate.job_id not in picked and may_preempt(job, candidate.run, reclaiming)
+        )
         self.preemption_attempts += 1
         max_level = job.required_level or "fleet"
         choice = pick_victims(job, size, pool, eligible, max_level=max_level, held=self.index.held)
@@ -240,6 +263,15 @@ class _Cycle:
         self.reasons[job.id] = REASON_CAPACITY
         return True
 
+    def _prepare_candidates(self, accelerator: str) -> None:
+        if accelerator in self.candidates:
+            return
+        elastic = self.policy.elastic
+        candidates = [candidate_of(run, elastic) for run in self.running if run.job.accelerator == accelerator]
+        candidates.sort(key=lambda c: (c.cost, c.run.job.priority, c.job_id))
+        self.candidates[accelerator] = candidates
+        self.victim_bounds[accelerator] = _VictimBound(candidates)
+
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
         made = self.reservations_made.get(job.accelerator, 0)
         if made >= max(0, self.policy.reservation_depth):
@@ -258,6 +290,7 @@ class _Cycle:
         self._reserve(job, pool, found[1], found[0])
 
     def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
+        self.generation += 1
         self.book.add(self.index, Reservation(job.id, job.accelerator, node_ids, start_s))
         self.actions.append(Reserve(job.id, node_ids, start_s))
         self.estimates[job.id] = start_s
@@ -291,22 +324,27 @@ class _Cycle:
             name: pool.total_free + sum(held[node_id] for node_id in held if node_id in pool.free)
             for name, pool in self.index.pools.items()
         }
+        started, reasons, estimates, profiles = self.started, self.reasons, self.estimates, self.profiles
         for job in queue:
-            if job.id in self.started:
+            job_id = job.id
+            if job_id in started:
                 continue
             accelerator = job.accelerator
-            reason = self.reasons.get(job.id, REASON_CAPACITY)
-            if job.id in self.estimates:
-                estimate = self.estimates[job.id]
-            elif accelerator in self.profiles:
+            reason = reasons.get(job_id, REASON_CAPACITY)
+            if job_id in estimates:
+                estimate = estimates[job_id]
+            elif accelerator in profiles:
                 ahead = demand.get(accelerator, 0.0)
-                estimate = self.profiles[accelerator].estimate(free_now[accelerator], job.gpus, ahead)
+                estimate = profiles[accelerator].estimate(free_now[accelerator], job.gpus, ahead)
                 if reason == REASON_QUOTA and estimate is not None:
                     estimate = self._quota_estimate(job, estimate)
             else:
                 estimate = None
-            demand[accelerator] = demand.get(accelerator, 0.0) + job.gpus * job.estimate_s
-            statuses.append(PendingStatus(job.id, reason, estimate))
+            limit_s = job.time_limit_s
+            demand[accelerator] = demand.get(accelerator, 0.0) + job.gpus * (
+                job.duration_s if limit_s is None else limit_s
+            )
+            statuses.append(PendingStatus(job_id, reason, estimate))
         return tuple(statuses)
 
     def _quota_estimate(self, job: Job, estimate: float) -> float | None:
@@ -317,17 +355,24 @@ class _Cycle:
         excess = self.ledger.used(job.team, job.accelerator) + size - limit
         if excess <= 0:
             return estimate
-        releases = sorted(
-            (expected_end_s(run, self.now), run.gpus)
-            for run in self.running
-            if run.job.team == job.team and run.job.accelerator == job.accelerator
-        )
+        releases = self._team_releases().get((job.team, job.accelerator), [])
         freed = 0
         for end_s, gpus in releases:
             freed += gpus
             if freed >= excess:
                 return max(estimate, end_s)
         return None
+
+
+    def _team_releases(self) -> dict[tuple[str, str], list[tuple[float, int]]]:
+        if self.team_releases is None:
+            self.team_releases = {}
+            for run in self.running:
+                key = (run.job.team, run.job.accelerator)
+                self.team_releases.setdefault(key, []).append((expected_end_s(run, self.now), run.gpus))
+            for releases in self.team_releases.values():
+                releases.sort()
+        return self.team_releases
 
 
 class _VictimBound:

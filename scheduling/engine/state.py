@@ -35,6 +35,19 @@ class Counters:
     evictions: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunView:
+    job: Job
+    allocation: tuple[tuple[str, int], ...]
+    start_s: float
+    level: str
+    borrowing: bool
+    grace_until_s: float | None
+    anchor_s: float
+    anchor_progress_s: float
+    base_progress_s: float
+
+
 class _Run:
     __slots__ = (
         "job", "allocation", "gpus", "start_s", "level", "borrowing", "grace_until_s",
@@ -104,8 +117,47 @@ class FleetState:
         self._node_tuple: tuple[Node, ...] | None = None
 
     # Queue -------------------------------------------------------------------------------------
-    def submit(self, job: Job) -> None:
+    def submit(self, job: Job, saved_progress_s: float = 0.0) -> None:
+        """Queue a job; ``saved_progress_s`` is work kept in a checkpoint from an earlier run."""
         self.pending[job.id] = job
+        if saved_progress_s > 0:
+            self.saved_progress[job.id] = saved_progress_s
+
+    def restore(
+        self,
+        job: Job,
+        allocation: tuple[tuple[str, int], ...],
+        *,
+        start_s: float,
+        borrowing: bool,
+        anchor_s: float | None,
+        anchor_progress_s: float,
+        base_progress_s: float,
+        grace_until_s: float | None = None,
+    ) -> None:
+        """Adopt a job that is already running, as recorded elsewhere (the live cycle rebuilds
+        its state from the database every tick). Progress is ``anchor_progress_s`` at
+        ``anchor_s`` and grows at the rate its size and placement level give."""
+        run = _Run(job, allocation, start_s, level_of((n for n, _ in allocation), self._rack, self._pod))
+        run.borrowing, run.grace_until_s = borrowing, grace_until_s
+        run.anchor_s = start_s if anchor_s is None else anchor_s
+        run.anchor_progress, run.base_progress = anchor_progress_s, base_progress_s
+        run.rate = self._rate(job, run.gpus, run.level)
+        self._reanchor(run, self.now)
+        self._accrue(self.now)
+        self._take(run, +1)
+        self.running[job.id] = run
+        self._schedule_events(run, self.now)
+
+    def run_view(self, job_id: str) -> RunView | None:
+        """A read-only view of a running job, for whoever records the state elsewhere."""
+        run = self.running.get(job_id)
+        if run is None:
+            return None
+        return RunView(
+            run.job, run.allocation, run.start_s, run.level, run.borrowing, run.grace_until_s,
+            run.anchor_s, run.anchor_progress, run.base_progress,
+        )
 
     def cancel(self, job_id: str) -> bool:
         return self.pending.pop(job_id, None) is not None
@@ -357,7 +409,7 @@ class FleetState:
             self.running[job.id] = run
             valid.append((action, job))
         restoring_gb = sum(job.checkpoint_gb for _, job in valid if self.saved_progress.get(job.id, 0.0) > 0)
-        for action, job in valid:
+        for _action, job in valid:
             events.append(self._launch(self.running[job.id], now, restoring_gb))
         return events
 

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import pytest
+
+from scheduling.engine import Node, Policy
+
+from .builders import Scenario, fleet, job, reason_of, running, started
+
+
+def test_a_gang_that_does_not_fit_starts_on_no_node() -> None:
+    plan = Scenario(fleet("1x1x2x8")).pending(job("big", 24)).plan()
+
+    assert plan.starts() == ()
+    assert reason_of(plan, "big") == "capacity"
+
+
+def test_a_multi_node_gang_takes_whole_nodes_in_the_rack_with_least_left_over() -> None:
+    busy = running(job("busy", 16), on=("p0-r0-n0", "p0-r0-n1"))
+    plan = Scenario(fleet("1x2x4x8")).with_running(busy).pending(job("gang", 16)).plan()
+
+    (start,) = plan.starts()
+    assert start.allocation == (("p0-r0-n2", 8), ("p0-r0-n3", 8))
+    assert start.level == "rack"
+
+
+def test_a_single_node_job_goes_where_it_leaves_the_fewest_free_gpus() -> None:
+    scenario = Scenario(fleet("1x1x3x8")).with_running(
+        running(job("six", 6), on="p0-r0-n0"),
+        running(job("four", 4), on="p0-r0-n1"),
+    )
+    plan = scenario.pending(job("two", 2)).plan()
+
+    assert started(plan) == {"two": (("p0-r0-n0", 2),)}
+    assert plan.starts()[0].level == "node"
+
+
+def test_a_gang_spans_racks_only_when_no_single_rack_fits() -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
+    )
+    plan = scenario.pending(job("gang", 16)).plan()
+
+    (start,) = plan.starts()
+    assert {node for node, _ in start.allocation} == {"p0-r0-n1", "p0-r1-n1"}
+    assert start.level == "pod"
+
+
+@pytest.mark.parametrize(
+    ("required", "expected_reason"),
+    [("rack", "topology"), ("node", "topology")],
+)
+def test_a_gang_with_a_required_level_waits_rather_than_spread_wider(required: str, expected_reason: str) -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
+    )
+    plan = scenario.pending(job("gang", 16, required_level=required)).plan()
+
+    assert plan.starts() == ()
+    assert reason_of(plan, "gang") == expected_reason
+
+
+def test_a_gang_whose_gpus_are_not_a_multiple_of_the_node_size_rounds_up_to_whole_nodes() -> None:
+    plan = Scenario(fleet("1x1x2x8")).pending(job("odd", 12)).plan()
+
+    (start,) = plan.starts()
+    assert start.allocation == (("p0-r0-n0", 8), ("p0-r0-n1", 4))
+
+
+@pytest.mark.parametrize(
+    ("node", "fits"),
+    [
+        (Node("n", "p", "r", "a100", 8, 8, False), True),
+        (Node("n", "p", "r", "a100", 8, 8, True), False),
+        (Node("n", "p", "r", "a100", 8, 4, False), False),
+        (Node("n", "p", "r", "h100", 8, 8, False), False),
+    ],
+    ids=["healthy", "cordoned", "half-healthy", "other-accelerator"],
+)
+def test_only_healthy_uncordoned_gpus_of_the_jobs_accelerator_are_used(node: Node, fits: bool) -> None:
+    plan = Scenario((node,)).pending(job("j", 8)).plan()
+
+    assert bool(plan.starts()) is fits
+
+
+def test_free_gpus_scattered_over_nodes_are_a_topology_problem_not_a_capacity_one() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).with_running(
+        running(job("a", 4), on="p0-r0-n0"), running(job("b", 4), on="p0-r0-n1")
+    )
+    plan = scenario.pending(job("eight", 8)).plan()
+
+    assert plan.starts() == ()
+    assert reason_of(plan, "eight") == "topology"
+
+
+def test_first_fit_takes_the_first_node_in_order_instead_of_the_best_one() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).with_running(running(job("six", 6), on="p0-r0-n1"))
+    best = scenario.pending(job("two", 2)).plan()
+    first = scenario.policy(Policy.fifo()).plan()
+
+    assert started(best) == {"two": (("p0-r0-n1", 2),)}
+    assert started(first) == {"two": (("p0-r0-n0", 2),)}
+
+
+def test_several_jobs_in_one_cycle_never_share_a_gpu() -> None:
+    plan = Scenario(fleet("1x1x2x8")).pending(*(job(f"j{i}", 4) for i in range(5))).plan()
+
+    assert len(plan.starts()) == 4
+    assert reason_of(plan, "j4") == "capacity"

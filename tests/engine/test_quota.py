@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+
+from .builders import Scenario, fleet, job, quota, reason_of, running, started, team
+
+
+def test_a_start_within_the_guarantee_is_not_borrowing() -> None:
+    plan = Scenario(fleet("1x1x2x8")).quotas(quota("alpha", 8, 8)).pending(job("j", 8)).plan()
+
+    assert plan.starts()[0].borrowing is False
+
+
+def test_a_start_beyond_the_guarantee_is_marked_borrowing() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).quotas(quota("alpha", 8, 8))
+    scenario.with_running(running(job("mine", 8), on="p0-r0-n0"))
+    plan = scenario.pending(job("more", 8)).plan()
+
+    assert plan.starts()[0].borrowing is True
+
+
+@pytest.mark.parametrize(
+    ("guaranteed", "borrow_limit", "asked", "starts"),
+    [(8, 0, 8, True), (8, 0, 16, False), (8, 8, 16, True), (0, 8, 16, False), (0, 16, 16, True)],
+)
+def test_a_team_never_goes_beyond_guarantee_plus_borrow_limit(
+    guaranteed: int, borrow_limit: int, asked: int, starts: bool
+) -> None:
+    plan = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", guaranteed, borrow_limit)).pending(job("j", asked)).plan()
+
+    assert bool(plan.starts()) is starts
+    if not starts:
+        assert reason_of(plan, "j") == "quota"
+
+
+def test_a_team_without_a_quota_row_borrows_idle_capacity_without_limit() -> None:
+    plan = Scenario(fleet("1x1x4x8")).quotas(quota("beta", 8, 0)).pending(job("j", 24)).plan()
+
+    (start,) = plan.starts()
+    assert start.borrowing is True
+
+
+@pytest.mark.parametrize(("lend_limit", "starts"), [(0, False), (8, True), (None, True)])
+def test_lend_limit_caps_how_much_of_an_unused_guarantee_others_may_borrow(lend_limit: int | None, starts: bool) -> None:
+    scenario = Scenario(fleet("1x1x4x8")).teams(team("alpha"), team("beta"))
+    scenario.quotas(quota("alpha", 16, 100), quota("beta", 16, 0, lend_limit=lend_limit))
+    plan = scenario.pending(job("j", 24)).plan()
+
+    assert bool(plan.starts()) is starts
+    if not starts:
+        assert reason_of(plan, "j") == "quota"
+
+
+def test_quota_is_charged_as_the_cycle_starts_jobs() -> None:
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8, 8))
+    plan = scenario.pending(job("a", 8), job("b", 8, submit_s=1), job("c", 8, submit_s=2)).plan()
+
+    assert set(started(plan)) == {"a", "b"}
+    assert reason_of(plan, "c") == "quota"
+
+
+def test_a_borrower_blocked_only_because_the_fleet_is_busy_waits_for_capacity() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("other", 8, team="beta"), on="p0-r0-n0"))
+    plan = scenario.pending(job("j", 8)).plan()
+
+    assert reason_of(plan, "j") == "capacity"
