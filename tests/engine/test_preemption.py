@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import pytest
+
+from scheduling.engine import Preempt, Reserve, Shrink
+
+from .builders import Scenario, fleet, job, quota, reason_of, running, started
+
+
+def _one_busy_node(victim_overrides: dict[str, object], borrowing: bool = False) -> Scenario:
+    victim = job("victim", 8, **victim_overrides)  # type: ignore[arg-type]
+    return Scenario(fleet("1x1x1x8")).with_running(running(victim, on="p0-r0-n0", borrowing=borrowing))
+
+
+def test_a_higher_priority_job_preempts_lower_priority_work_and_starts_next_cycle() -> None:
+    plan = _one_busy_node({"priority": 0}).pending(job("urgent", 8, priority=10)).plan(now=5.0)
+
+    assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)
+    assert started(plan) == {}
+    assert plan.of_type(Reserve) == (Reserve("urgent", ("p0-r0-n0",), 35.0),)
+    assert reason_of(plan, "urgent") == "capacity"
+
+
+@pytest.mark.parametrize(
+    ("victim", "preemptor"),
+    [
+        ({"priority": 10}, {"priority": 10}),
+        ({"priority": 0, "preemptible": False}, {"priority": 10}),
+        ({"priority": 0, "kind": "serving"}, {"priority": 10, "kind": "training"}),
+        ({"priority": 0, "team": "alpha"}, {"priority": 0, "team": "alpha"}),
+    ],
+    ids=["equal-priority", "not-preemptible", "serving-vs-training", "same-team-same-priority"],
+)
+def test_a_job_never_preempts_work_it_has_no_right_to(victim: dict[str, object], preemptor: dict[str, object]) -> None:
+    plan = _one_busy_node(victim).pending(job("p", 8, **preemptor)).plan()  # type: ignore[arg-type]
+
+    assert plan.of_type(Preempt) == ()
+
+
+def test_serving_may_preempt_lower_priority_serving() -> None:
+    plan = _one_busy_node({"priority": 0, "kind": "serving"}).pending(job("p", 8, priority=10, kind="serving")).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+
+
+def test_a_team_reclaiming_its_guarantee_preempts_borrowers_whatever_their_priority() -> None:
+    scenario = _one_busy_node({"priority": 50, "team": "beta", "preemptible": False}, borrowing=True)
+    plan = scenario.quotas(quota("alpha", 8)).pending(job("mine", 8, team="alpha")).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+
+
+def test_a_team_beyond_its_guarantee_does_not_preempt_borrowers() -> None:
+    scenario = _one_busy_node({"priority": 50, "team": "beta", "preemptible": False}, borrowing=True)
+    plan = scenario.quotas(quota("alpha", 0)).pending(job("mine", 8, team="alpha")).plan()
+
+    assert plan.of_type(Preempt) == ()
+
+
+def test_the_victim_set_that_loses_the_least_work_since_its_checkpoint_is_chosen() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).with_running(
+        running(job("costly", 8), on="p0-r0-n0", progress_s=500.0, checkpoint_s=100.0),
+        running(job("cheap", 8), on="p0-r0-n1", progress_s=500.0, checkpoint_s=490.0),
+    )
+    plan = scenario.pending(job("urgent", 8, priority=10)).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["cheap"]
+
+
+def test_an_elastic_victim_shrinks_before_anyone_is_evicted() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).with_running(
+        running(job("elastic", 8, min_gpus=4, max_gpus=8), on="p0-r0-n0"),
+        running(job("rigid", 8), on="p0-r0-n1"),
+    )
+    plan = scenario.pending(job("urgent", 4, priority=10)).plan()
+
+    assert plan.of_type(Preempt) == ()
+    assert plan.of_type(Shrink) == (Shrink("elastic", (("p0-r0-n0", 4),), 4),)
+
+
+def test_a_gang_preempts_whole_nodes_in_one_rack() -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        *(running(job(f"v{i}", 8), on=node, progress_s=10.0 * (i + 1)) for i, node in enumerate(
+            ["p0-r0-n0", "p0-r0-n1", "p0-r1-n0", "p0-r1-n1"]
+        ))
+    )
+    plan = scenario.pending(job("gang", 16, priority=10)).plan()
+
+    assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["v0", "v1"]
+    assert plan.of_type(Reserve)[0].node_ids == ("p0-r0-n0", "p0-r0-n1")
+
+
+def test_work_already_in_its_grace_period_is_not_preempted_twice() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("leaving", 8), on="p0-r0-n0", grace_until_s=20.0))
+    plan = scenario.pending(job("urgent", 8, priority=10)).plan(now=5.0)
+
+    assert plan.of_type(Preempt) == ()
+    assert plan.of_type(Reserve) == (Reserve("urgent", ("p0-r0-n0",), 20.0),)
+
+
+def test_backfill_does_not_steal_gpus_being_freed_for_a_preemptor() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("victim", 4), on="p0-r0-n0"))
+    plan = scenario.pending(job("urgent", 8, priority=10), job("small", 4, submit_s=1, time_limit_s=1e6)).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+    assert started(plan) == {}
+    assert reason_of(plan, "small") == "reserved-for:urgent"
+
+
+def test_preemption_off_means_no_victims() -> None:
+    plan = _one_busy_node({"priority": 0}).policy(preemption=False).pending(job("urgent", 8, priority=10)).plan()
+
+    assert plan.of_type(Preempt) == ()
