@@ -315,7 +315,9 @@ class FleetState:
         heapq.heappush(self._heap, (time_s, self._seq, kind, run.job.id, run.version))
 
     def _schedule_events(self, run: _Run, now: float) -> None:
-        run.version += 1
+        # Versions are unique across runs, so events of an earlier run of the same job go stale.
+        self._seq += 1
+        run.version = self._seq
         job = run.job
         if run.rate > 0:
             remaining = max(0.0, job.duration_s - run.anchor_progress)
@@ -355,7 +357,7 @@ class FleetState:
         self._take(run, -1)
         del self.running[run.job.id]
         self.saved_progress.pop(run.job.id, None)
-        run.version += 1
+        run.version = -1
 
     def _evict(self, run: _Run, time_s: float, reason: str) -> Evicted:
         self._accrue(time_s)
@@ -366,7 +368,7 @@ class FleetState:
         self._evictions += 1
         self._take(run, -1)
         del self.running[run.job.id]
-        run.version += 1
+        run.version = -1
         attained = run.job.attained_gpu_s + max(0.0, time_s - run.start_s) * run.gpus
         self.pending[run.job.id] = replace(run.job, attained_gpu_s=attained)
         self.saved_progress[run.job.id] = kept
