@@ -7,15 +7,16 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from portal.groups import FLEET_GROUP, team_group
-from tenants.selectors import team_ids_for_user
+from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from tenants.selectors import team_ids_for_user, user_is_fleet_admin
 
 # Close code for "not authenticated" (4000-4999 are free for applications).
 CLOSE_UNAUTHENTICATED = 4401
 
 
 class FleetConsumer(AsyncJsonWebsocketConsumer):
-    """Joins the fleet group and the groups of the user's own teams, then forwards events."""
+    """Joins the fleet group and the groups of the user's own teams (admins: every team's
+    job events), then forwards events."""
 
     groups_joined: list[str]
 
@@ -24,8 +25,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        team_ids = await database_sync_to_async(team_ids_for_user)(user=user)
-        self.groups_joined = [FLEET_GROUP, *(team_group(t) for t in team_ids)]
+        self.groups_joined = await database_sync_to_async(_groups_for)(user)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
@@ -36,3 +36,9 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
     async def fleet_event(self, event: dict[str, Any]) -> None:
         await self.send_json(event["payload"])
+
+
+def _groups_for(user: Any) -> list[str]:
+    if user_is_fleet_admin(user=user):
+        return [FLEET_GROUP, ALL_JOBS_GROUP]
+    return [FLEET_GROUP, *(team_group(t) for t in team_ids_for_user(user=user))]

@@ -41,9 +41,7 @@ def demo_seed(*, gpus_per_node: int = 8) -> None:
 
 def _seed_fleet(*, gpus_per_node: int) -> None:
     for pod_name, accelerator, racks, nodes_per_rack in DEMO_PODS:
-        accelerator_type, _ = AcceleratorType.objects.get_or_create(
-            name=accelerator, defaults={"memory_gb": 80}
-        )
+        accelerator_type, _ = AcceleratorType.objects.get_or_create(name=accelerator, defaults={"memory_gb": 80})
         pod = Pod.objects.create(name=pod_name)
         for r in range(racks):
             rack = Rack.objects.create(pod=pod, name=f"{pod_name}-r{r + 1}")
@@ -72,9 +70,7 @@ def _seed_users(*, first_team: Team) -> None:
     finance = Group.objects.get_or_create(name=FINANCE)[0]
     admin = User.objects.create_superuser("admin", "admin@fleetline.local", DEMO_PASSWORD)
     admin.groups.add(admins)
-    User.objects.create_user("finance", "finance@fleetline.local", DEMO_PASSWORD).groups.add(
-        finance
-    )
+    User.objects.create_user("finance", "finance@fleetline.local", DEMO_PASSWORD).groups.add(finance)
     lead = User.objects.create_user("lead", "lead@fleetline.local", DEMO_PASSWORD)
     member = User.objects.create_user("member", "member@fleetline.local", DEMO_PASSWORD)
     Membership.objects.create(user=lead, team=first_team, role=Membership.Role.LEAD)

@@ -134,9 +134,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # Redis: the Celery broker and the Channels layer.
-EMBEDDED_REDIS_SOCKET = Path(
-    os.environ.get("FLEETLINE_REDIS_SOCKET", VAR_DIR / "redis" / "redis.sock")
-).resolve()
+EMBEDDED_REDIS_SOCKET = Path(os.environ.get("FLEETLINE_REDIS_SOCKET", VAR_DIR / "redis" / "redis.sock")).resolve()
 REDIS_URL = os.environ.get("REDIS_URL", "")
 EMBEDDED_REDIS_STARTED = False
 if not REDIS_URL:
@@ -158,21 +156,39 @@ CELERY_RESULT_BACKEND = celery_url(REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "scheduling.tasks.fleet_heartbeat": {"queue": "cycle"},
+    "scheduling.tasks.fleet_cycle": {"queue": "cycle"},
+    "scheduling.tasks.demo_load": {"queue": "default"},
 }
 CELERY_WORKER_QUEUES = "default,cycle,reports,simulations"
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
+FLEET_CLOCK_SPEED = float(os.environ.get("FLEET_CLOCK_SPEED", "60"))
+FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
+# A leader that dies mid-tick holds the cycle lock at most this long.
+FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "30"))
+# Demo arrivals keep a fresh installation busy; turn off on a real fleet.
+FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", True)
+
 CELERY_BEAT_SCHEDULE = {
     "fleet-heartbeat": {
         "task": "scheduling.tasks.fleet_heartbeat",
         "schedule": float(os.environ.get("FLEET_HEARTBEAT_INTERVAL_S", "1.0")),
         "options": {"expires": 5},
     },
+    "fleet-cycle": {
+        "task": "scheduling.tasks.fleet_cycle",
+        "schedule": FLEET_CYCLE_INTERVAL_S,
+        "options": {"expires": 5 * FLEET_CYCLE_INTERVAL_S},
+    },
 }
-
-FLEET_CLOCK_SPEED = float(os.environ.get("FLEET_CLOCK_SPEED", "60"))
+if FLEET_DEMO_WORKLOAD:
+    CELERY_BEAT_SCHEDULE["demo-load"] = {
+        "task": "scheduling.tasks.demo_load",
+        "schedule": 2.0,
+        "options": {"expires": 10},
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

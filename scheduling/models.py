@@ -1,4 +1,5 @@
-"""The modelled fleet: accelerator types and the pod -> rack -> node topology."""
+"""The modelled fleet (accelerator types, pods, racks, nodes), its jobs and allocations, the
+fleet clock, serving deployments, and the usage ledger."""
 
 from __future__ import annotations
 
@@ -47,12 +48,11 @@ class Node(models.Model):
 
     rack = models.ForeignKey(Rack, on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=50, unique=True)
-    accelerator_type = models.ForeignKey(
-        AcceleratorType, on_delete=models.PROTECT, related_name="nodes"
-    )
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT, related_name="nodes")
     gpus = models.PositiveSmallIntegerField(default=8)
     healthy_gpus = models.PositiveSmallIntegerField(default=8)
     state = models.CharField(max_length=10, choices=State.choices, default=State.UP)
+    allocated_gpus = models.PositiveSmallIntegerField(default=0)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -62,7 +62,240 @@ class Node(models.Model):
                 condition=models.Q(healthy_gpus__lte=models.F("gpus")),
                 name="node_healthy_gpus_within_gpus",
             ),
+            # The database itself refuses a double-booked node.
+            models.CheckConstraint(
+                condition=models.Q(allocated_gpus__lte=models.F("gpus")),
+                name="node_allocated_gpus_within_gpus",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class Level(models.TextChoices):
+    """Topology domains, smallest first."""
+
+    NODE = "node", "Node"
+    RACK = "rack", "Rack"
+    POD = "pod", "Pod"
+    FLEET = "fleet", "Fleet"
+
+
+class JobKind(models.TextChoices):
+    TRAINING = "training", "Training"
+    SERVING = "serving", "Serving"
+    BATCH = "batch", "Batch"
+
+
+class FleetClock(models.Model):
+    """The simulated fleet clock and the fencing token of the cycle leader (one row, pk=1)."""
+
+    sim_now_s = models.FloatField(default=0.0)
+    wall_updated_at = models.DateTimeField(null=True, blank=True)
+    leader_token = models.BigIntegerField(default=0)
+    ticks = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"fleet clock at {self.sim_now_s:.0f} s"
+
+
+class ServingDeployment(models.Model):
+    """A serving service whose replica count follows a demand curve.
+
+    Demand is diurnal: ``min_replicas`` at the trough and ``max_replicas`` at ``peak_hour``
+    (fleet-clock hours), a cosine in between. Each replica is a serving job of
+    ``gpus_per_replica`` GPUs.
+    """
+
+    team = models.ForeignKey("tenants.Team", on_delete=models.CASCADE, related_name="deployments")
+    name = models.CharField(max_length=100, unique=True)
+    priority_class = models.ForeignKey("tenants.PriorityClass", on_delete=models.PROTECT)
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT)
+    gpus_per_replica = models.PositiveSmallIntegerField(default=8)
+    min_replicas = models.PositiveSmallIntegerField(default=1)
+    max_replicas = models.PositiveSmallIntegerField(default=4)
+    peak_hour = models.FloatField(default=14.0)
+    period_h = models.FloatField(default=24.0)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(min_replicas__lte=models.F("max_replicas")),
+                name="deployment_min_replicas_within_max",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Job(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMED_OUT = "timed_out", "Timed out"
+
+    ACTIVE_STATES = (State.PENDING, State.RUNNING)
+
+    team = models.ForeignKey("tenants.Team", on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs")
+    deployment = models.ForeignKey(
+        ServingDeployment, on_delete=models.CASCADE, null=True, blank=True, related_name="replicas"
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.TRAINING)
+    priority_class = models.ForeignKey("tenants.PriorityClass", on_delete=models.PROTECT)
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT)
+    gpus = models.PositiveIntegerField()
+    min_gpus = models.PositiveIntegerField(null=True, blank=True)
+    max_gpus = models.PositiveIntegerField(null=True, blank=True)
+    duration_s = models.FloatField(help_text="Work at full size, in fleet seconds.")
+    time_limit_s = models.FloatField(null=True, blank=True)
+    checkpoint_interval_s = models.FloatField(null=True, blank=True)
+    checkpoint_gb = models.FloatField(default=0.0)
+    required_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
+    preferred_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    version = models.PositiveIntegerField(default=0)
+    submit_s = models.FloatField()
+    started_s = models.FloatField(null=True, blank=True)
+    finished_s = models.FloatField(null=True, blank=True)
+    # Progress is stored as an anchor: work done at anchor_s; between changes it grows at the
+    # rate the engine derives from size and placement level, so ticks need not rewrite it.
+    anchor_s = models.FloatField(null=True, blank=True)
+    anchor_progress_s = models.FloatField(default=0.0)
+    base_progress_s = models.FloatField(default=0.0, help_text="Progress this run restored from.")
+    saved_progress_s = models.FloatField(default=0.0, help_text="Last checkpoint, for restarts.")
+    attained_gpu_s = models.FloatField(default=0.0)
+    borrowing = models.BooleanField(default=False)
+    placement_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
+    grace_until_s = models.FloatField(null=True, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    pending_reason = models.CharField(max_length=80, blank=True)
+    estimated_start_s = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["state"], name="job_state_idx"),
+            models.Index(fields=["team", "state"], name="job_team_state_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_positive"),
+            models.CheckConstraint(
+                condition=models.Q(min_gpus__isnull=True) | models.Q(min_gpus__lte=models.F("gpus")),
+                name="job_min_gpus_within_gpus",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+
+class Allocation(models.Model):
+    """GPUs of one node held by one running job."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
+    gpus = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "node"], name="allocation_unique_job_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpus} GPUs of node {self.node_id} for job {self.job_id}"
+
+
+class SchedulerEvent(models.Model):
+    class Kind(models.TextChoices):
+        SUBMITTED = "submitted", "Submitted"
+        STARTED = "started", "Started"
+        COMPLETED = "completed", "Completed"
+        TIMED_OUT = "timed_out", "Timed out"
+        PREEMPTING = "preempting", "Preemption requested"
+        EVICTED = "evicted", "Evicted"
+        RESIZED = "resized", "Resized"
+        CANCELLED = "cancelled", "Cancelled"
+        RESERVED = "reserved", "Reserved"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, null=True, related_name="events")
+    team = models.ForeignKey("tenants.Team", on_delete=models.CASCADE, null=True)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    sim_time_s = models.FloatField()
+    message = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["job", "id"], name="event_job_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.sim_time_s:.0f} s"
+
+
+class TeamUsage(models.Model):
+    """Decayed GPU-seconds a team has used, for fair share (Slurm-style half-life decay)."""
+
+    team = models.OneToOneField("tenants.Team", on_delete=models.CASCADE, related_name="usage")
+    decayed_gpu_s = models.FloatField(default=0.0)
+    as_of_s = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return f"{self.decayed_gpu_s:.0f} GPU-s at {self.as_of_s:.0f} s"
+
+
+class UsageSample(models.Model):
+    """One tick's GPU-seconds for one team, accelerator type and job kind: the finance ledger."""
+
+    sim_time_s = models.FloatField()
+    interval_s = models.FloatField()
+    recorded_at = models.DateTimeField()
+    team = models.ForeignKey("tenants.Team", on_delete=models.CASCADE, related_name="usage_samples")
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT)
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    allocated_gpu_s = models.FloatField(default=0.0)
+    useful_gpu_s = models.FloatField(default=0.0)
+    lost_gpu_s = models.FloatField(default=0.0)
+    borrowed_gpu_s = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [models.Index(fields=["recorded_at"], name="usage_recorded_idx")]
+
+    def __str__(self) -> str:
+        return f"usage at {self.sim_time_s:.0f} s"
+
+
+class FleetSample(models.Model):
+    """One tick of the whole fleet: capacity, what it did, and the queue."""
+
+    sim_time_s = models.FloatField()
+    interval_s = models.FloatField()
+    recorded_at = models.DateTimeField()
+    capacity_gpus = models.PositiveIntegerField()
+    healthy_gpus = models.PositiveIntegerField()
+    serving_gpus = models.PositiveIntegerField()
+    training_gpus = models.PositiveIntegerField()
+    batch_gpus = models.PositiveIntegerField()
+    idle_gpu_s = models.FloatField()
+    down_gpu_s = models.FloatField()
+    pending_jobs = models.PositiveIntegerField()
+    running_jobs = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["recorded_at"], name="fleet_sample_recorded_idx")]
+
+    def __str__(self) -> str:
+        return f"fleet at {self.sim_time_s:.0f} s"
+
+    @property
+    def allocated_gpus(self) -> int:
+        return self.serving_gpus + self.training_gpus + self.batch_gpus

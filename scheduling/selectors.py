@@ -1,12 +1,18 @@
-"""Read-side queries for the fleet."""
+"""Read-side queries for the fleet and its jobs. Job selectors are scoped by ``user=``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from django.db.models import Count, Sum
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, QuerySet, Sum
+from django.http import Http404
 
-from scheduling.models import Node, Pod, Rack
+from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent
+from tenants.models import Membership
+from tenants.permissions import is_fleet_admin
+
+AnyUser = AbstractBaseUser | AnonymousUser
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +26,8 @@ class FleetSummary:
 
 
 def fleet_summary() -> FleetSummary:
-    """Size and health of the whole fleet, in three queries."""
-    totals = Node.objects.aggregate(
-        nodes=Count("id"), gpus=Sum("gpus"), healthy_gpus=Sum("healthy_gpus")
-    )
+    """Size and health of the whole fleet, in four queries."""
+    totals = Node.objects.aggregate(nodes=Count("id"), gpus=Sum("gpus"), healthy_gpus=Sum("healthy_gpus"))
     return FleetSummary(
         pods=Pod.objects.count(),
         racks=Rack.objects.count(),
@@ -32,3 +36,94 @@ def fleet_summary() -> FleetSummary:
         healthy_gpus=totals["healthy_gpus"] or 0,
         nodes_up=Node.objects.filter(state=Node.State.UP).count(),
     )
+
+
+def jobs_for_user(*, user: AnyUser, states: tuple[str, ...] | None = None) -> QuerySet[Job]:
+    """Jobs the user may see: their teams' jobs, or every job for fleet admins."""
+    jobs = Job.objects.select_related("team", "accelerator_type", "priority_class")
+    if not is_fleet_admin(user):
+        jobs = jobs.filter(team__in=Membership.objects.filter(user_id=user.pk).values("team_id"))
+    if states:
+        jobs = jobs.filter(state__in=states)
+    return jobs
+
+
+def job_for_user(*, user: AnyUser, job_id: int) -> Job:
+    job = jobs_for_user(user=user).filter(pk=job_id).first()
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:
+    return list(SchedulerEvent.objects.filter(job=job).order_by("-id")[:limit])
+
+
+def job_nodes(*, job: Job) -> list[tuple[str, int]]:
+    return list(Allocation.objects.filter(job=job).order_by("node__name").values_list("node__name", "gpus"))
+
+
+def fleet_samples_recent(*, limit: int = 300) -> list[FleetSample]:
+    """The newest ``limit`` fleet samples, oldest first, for the live charts."""
+    return list(reversed(FleetSample.objects.order_by("-id")[:limit]))
+
+
+@dataclass
+class NodeCell:
+    id: int
+    name: str
+    accelerator: str
+    gpus: int
+    healthy_gpus: int
+    allocated_gpus: int
+    state: str
+    jobs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RackColumn:
+    name: str
+    nodes: list[NodeCell] = field(default_factory=list)
+
+
+@dataclass
+class PodBlock:
+    name: str
+    racks: list[RackColumn] = field(default_factory=list)
+
+
+def fleet_map() -> list[PodBlock]:
+    """Pods -> racks -> nodes with occupancy and the jobs on each node, in two queries."""
+    jobs_on: dict[int, list[str]] = {}
+    for node_id, name, gpus in Allocation.objects.order_by("job_id").values_list("node_id", "job__name", "gpus"):
+        jobs_on.setdefault(node_id, []).append(f"{name} ({gpus})")
+    pods: dict[str, PodBlock] = {}
+    racks: dict[str, RackColumn] = {}
+    for row in Node.objects.order_by("rack__pod__name", "rack__name", "name").values(
+        "id",
+        "name",
+        "rack__name",
+        "rack__pod__name",
+        "accelerator_type__name",
+        "gpus",
+        "healthy_gpus",
+        "allocated_gpus",
+        "state",
+    ):
+        pod = pods.setdefault(row["rack__pod__name"], PodBlock(row["rack__pod__name"]))
+        if row["rack__name"] not in racks:
+            racks[row["rack__name"]] = RackColumn(row["rack__name"])
+            pod.racks.append(racks[row["rack__name"]])
+        racks[row["rack__name"]].nodes.append(
+            NodeCell(
+                row["id"],
+                row["name"],
+                row["accelerator_type__name"],
+                row["gpus"],
+                row["healthy_gpus"],
+                row["allocated_gpus"],
+                row["state"],
+                jobs_on.get(row["id"], []),
+            )
+        )
+    return list(pods.values())

@@ -6,9 +6,24 @@ from typing import Any
 
 from celery import shared_task
 
-from scheduling.services import fleet_heartbeat_publish
+from scheduling.services.feed import fleet_heartbeat_publish
+from scheduling.services.leader import cycle_run_as_leader
+from scheduling.services.workload import demo_load_generate
 
 
 @shared_task(ignore_result=False)
 def fleet_heartbeat() -> dict[str, Any]:
     return fleet_heartbeat_publish()
+
+
+@shared_task(ignore_result=False)
+def fleet_cycle() -> dict[str, Any] | None:
+    result = cycle_run_as_leader()
+    if result is None:
+        return None
+    return {"tick": result.tick, "sim_to_s": result.sim_to_s, "changes": len(result.applied.changes)}
+
+
+@shared_task
+def demo_load() -> int:
+    return demo_load_generate()

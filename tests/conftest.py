@@ -72,9 +72,20 @@ def celery_worker_process(subprocess_env: dict[str, str]) -> Iterator[subprocess
     app.control.purge()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo",
-            "--loglevel=WARNING", "-Q", settings.CELERY_WORKER_QUEUES,
-            "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "-Q",
+            settings.CELERY_WORKER_QUEUES,
+            "-n",
+            f"test-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
         ],
         cwd=ROOT,
         env=subprocess_env,
@@ -99,8 +110,7 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
     """Daphne serving the whole ASGI application (HTTP and websockets); yields its base URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "portal.asgi:application"],
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
         cwd=ROOT,
         env=subprocess_env,
     )

@@ -10,8 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PURE_PACKAGES = ("scheduling/engine", "scheduling/sim")
 FORBIDDEN = (
-    "django", "rest_framework", "channels", "channels_redis", "celery", "daphne", "redis",
-    "portal", "tenants", "scheduling.models", "scheduling.services", "scheduling.selectors",
+    "django",
+    "rest_framework",
+    "channels",
+    "channels_redis",
+    "celery",
+    "daphne",
+    "redis",
+    "portal",
+    "tenants",
+    "scheduling.models",
+    "scheduling.services",
+    "scheduling.selectors",
     "scheduling.tasks",
 )
 
@@ -46,5 +56,6 @@ def test_the_boundary_check_catches_a_django_import(tmp_path: Path) -> None:
     sample = tmp_path / "bad.py"
     sample.write_text("from django.db import models\nimport scheduling.models\n")
     assert [m for m in _imports(sample) if _is_forbidden(m)] == [
-        "django.db", "scheduling.models",
+        "django.db",
+        "scheduling.models",
     ]

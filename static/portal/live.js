@@ -23,3 +23,10 @@ Fleetline.live = (function () {
     on: function (kind, fn) { (handlers[kind] = handlers[kind] || []).push(fn); },
   };
 })();
+
+// Fleet-clock seconds as "day 3, 14:05", matching the server's fleet_time filter.
+Fleetline.fleetTime = function (seconds) {
+  var total = Math.floor(seconds / 60), days = Math.floor(total / 1440), rest = total % 1440;
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  return "day " + (days + 1) + ", " + pad(Math.floor(rest / 60)) + ":" + pad(rest % 60);
+};

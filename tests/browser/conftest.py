@@ -11,8 +11,13 @@ import pytest
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -28,7 +33,7 @@ def browser() -> Iterator[object]:
     path = _chromium_path()
     required = os.environ.get("REQUIRE_BROWSER") == "1"
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
         if required:
             pytest.fail("playwright is not installed but REQUIRE_BROWSER=1")
@@ -40,6 +45,8 @@ def browser() -> Iterator[object]:
     # Playwright's sync API keeps an event loop running in this thread while it is open; the ORM
     # calls that tests make between browser steps are still plain synchronous calls.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    # plotly.js is a large script; give assertions room on a loaded 2-core machine.
+    expect.set_options(timeout=15_000)
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from scheduling.services import fleet_heartbeat_publish
+from scheduling.services.feed import fleet_heartbeat_publish
 from tests.factories import PASSWORD, NodeFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -21,9 +21,7 @@ def _publish_heartbeat() -> dict[str, Any]:
         return pool.submit(fleet_heartbeat_publish).result()
 
 
-def test_a_logged_in_user_sees_the_fleet_size_and_the_live_heartbeat_move(
-    asgi_server: str, page: Page
-) -> None:
+def test_a_logged_in_user_sees_the_fleet_size_and_the_live_heartbeat_move(asgi_server: str, page: Page) -> None:
     NodeFactory.create_batch(4)
     user = UserFactory()
 

@@ -57,18 +57,12 @@ async def test_it_forwards_team_events_to_members_but_not_to_outsiders() -> None
     team = await database_sync_to_async(TeamFactory)()
     member = await database_sync_to_async(MembershipFactory)(team=team)
     outsider = await database_sync_to_async(MembershipFactory)()
-    member_ws, ok_member, _ = await _connect(
-        [ORIGIN, await database_sync_to_async(_session_cookie)(member.user)]
-    )
-    outsider_ws, ok_outsider, _ = await _connect(
-        [ORIGIN, await database_sync_to_async(_session_cookie)(outsider.user)]
-    )
+    member_ws, ok_member, _ = await _connect([ORIGIN, await database_sync_to_async(_session_cookie)(member.user)])
+    outsider_ws, ok_outsider, _ = await _connect([ORIGIN, await database_sync_to_async(_session_cookie)(outsider.user)])
     assert ok_member and ok_outsider
 
     payload = {"kind": "job", "team": team.id}
-    await get_channel_layer().group_send(
-        team_group(team.id), {"type": "fleet.event", "payload": payload}
-    )
+    await get_channel_layer().group_send(team_group(team.id), {"type": "fleet.event", "payload": payload})
 
     assert await member_ws.receive_json_from(timeout=5) == payload
     assert await outsider_ws.receive_nothing(timeout=0.5)

@@ -60,20 +60,34 @@ class Command(BaseCommand):
         commands = {
             "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"],
             "worker": [
-                python, "-m", "celery", "-A", "portal", "worker", "--loglevel=WARNING",
-                "--concurrency=2", "-Q", settings.CELERY_WORKER_QUEUES, "-n", "fleetline@%h",
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--loglevel=WARNING",
+                "--concurrency=2",
+                "-Q",
+                settings.CELERY_WORKER_QUEUES,
+                "-n",
+                "fleetline@%h",
             ],
             "beat": [
-                python, "-m", "celery", "-A", "portal", "beat", "--loglevel=WARNING",
-                "-s", schedule_file,
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "beat",
+                "--loglevel=WARNING",
+                "-s",
+                schedule_file,
             ],
         }
         # Each child gets its own session so the terminal's Ctrl-C reaches only this
         # supervisor, which then stops every child's whole process group in order.
-        return {
-            name: subprocess.Popen(cmd, env=env, start_new_session=True)
-            for name, cmd in commands.items()
-        }
+        return {name: subprocess.Popen(cmd, env=env, start_new_session=True) for name, cmd in commands.items()}
 
     def _stop_children(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
         for child in children.values():

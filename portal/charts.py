@@ -1,0 +1,89 @@
+"""Plain data in, Plotly figures out (as JSON for the browser). Never touches the ORM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+SERVING_COLOUR = "#d9822b"
+TRAINING_COLOUR = "#2f6fde"
+BATCH_COLOUR = "#8a63d2"
+IDLE_COLOUR = "#c9ced8"
+
+
+@dataclass(frozen=True, slots=True)
+class SharePoint:
+    sim_time_s: float
+    serving_gpus: int
+    training_gpus: int
+    batch_gpus: int
+    healthy_gpus: int
+    pending_jobs: int
+
+
+def _layout(title: str, y_title: str, **extra: object) -> dict[str, object]:
+    return {
+        "title": {"text": title, "font": {"size": 14}},
+        "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
+        "height": 260,
+        "xaxis": {"title": {"text": "fleet time (h)"}},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.25},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "autosize": True,
+        "template": "none",
+        **extra,
+    }
+
+
+def share_figure(points: Sequence[SharePoint]) -> str:
+    """Serving vs training (vs batch) GPUs over time, stacked, with idle capacity on top."""
+    hours = [p.sim_time_s / 3600 for p in points]
+    figure = go.Figure(layout=_layout("Serving vs training share", "GPUs"))
+    for name, values, colour in (
+        ("serving", [p.serving_gpus for p in points], SERVING_COLOUR),
+        ("training", [p.training_gpus for p in points], TRAINING_COLOUR),
+        ("batch", [p.batch_gpus for p in points], BATCH_COLOUR),
+        (
+            "idle",
+            [max(0, p.healthy_gpus - p.serving_gpus - p.training_gpus - p.batch_gpus) for p in points],
+            IDLE_COLOUR,
+        ),
+    ):
+        figure.add_trace(
+            go.Scatter(
+                x=hours, y=values, name=name, stackgroup="gpus", mode="lines", line={"width": 0.5, "color": colour}
+            )
+        )
+    return figure.to_json()
+
+
+def utilisation_figure(points: Sequence[SharePoint]) -> str:
+    """Allocated share of healthy GPUs, and the queue depth on a second axis."""
+    hours = [p.sim_time_s / 3600 for p in points]
+    utilisation = [
+        100 * (p.serving_gpus + p.training_gpus + p.batch_gpus) / p.healthy_gpus if p.healthy_gpus else 0
+        for p in points
+    ]
+    figure = go.Figure(
+        layout=_layout(
+            "Utilisation and queue",
+            "utilisation (%)",
+            yaxis2={"title": {"text": "pending jobs"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        )
+    )
+    figure.add_trace(go.Scatter(x=hours, y=utilisation, name="utilisation %", mode="lines", line={"color": "#2e9d5b"}))
+    figure.add_trace(
+        go.Scatter(
+            x=hours,
+            y=[p.pending_jobs for p in points],
+            name="pending jobs",
+            mode="lines",
+            yaxis="y2",
+            line={"color": "#c8413b", "dash": "dot"},
+        )
+    )
+    return figure.to_json()

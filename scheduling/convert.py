@@ -1,0 +1,116 @@
+"""Rows of the database in, frozen engine dataclasses out. Ids cross as strings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduling import engine
+from scheduling.models import Node
+
+UNLIMITED = 10**9
+
+
+def node_from_row(row: dict[str, Any]) -> engine.Node:
+    return engine.Node(
+        id=str(row["id"]),
+        pod=row["rack__pod__name"],
+        rack=row["rack__name"],
+        accelerator=row["accelerator_type__name"],
+        gpus=row["gpus"],
+        healthy_gpus=row["healthy_gpus"],
+        cordoned=row["state"] != Node.State.UP,
+    )
+
+
+NODE_FIELDS = ("id", "rack__name", "rack__pod__name", "accelerator_type__name", "gpus", "healthy_gpus", "state")
+
+JOB_FIELDS = (
+    "id",
+    "team_id",
+    "kind",
+    "priority_class__value",
+    "priority_class__preemptible",
+    "accelerator_type__name",
+    "gpus",
+    "min_gpus",
+    "max_gpus",
+    "duration_s",
+    "time_limit_s",
+    "submit_s",
+    "checkpoint_interval_s",
+    "checkpoint_gb",
+    "required_level",
+    "preferred_level",
+    "attained_gpu_s",
+    "state",
+    "version",
+    "started_s",
+    "anchor_s",
+    "anchor_progress_s",
+    "base_progress_s",
+    "saved_progress_s",
+    "borrowing",
+    "placement_level",
+    "grace_until_s",
+    "pending_reason",
+    "estimated_start_s",
+    "restarts",
+)
+
+
+def job_from_row(row: dict[str, Any]) -> engine.Job:
+    return engine.Job(
+        id=str(row["id"]),
+        team=str(row["team_id"]),
+        kind=row["kind"],
+        priority=row["priority_class__value"],
+        preemptible=row["priority_class__preemptible"],
+        accelerator=row["accelerator_type__name"],
+        gpus=row["gpus"],
+        duration_s=row["duration_s"],
+        submit_s=row["submit_s"],
+        time_limit_s=row["time_limit_s"],
+        min_gpus=row["min_gpus"],
+        max_gpus=row["max_gpus"],
+        checkpoint_interval_s=row["checkpoint_interval_s"],
+        checkpoint_gb=row["checkpoint_gb"],
+        required_level=row["required_level"] or None,
+        preferred_level=row["preferred_level"] or None,
+        attained_gpu_s=row["attained_gpu_s"],
+    )
+
+
+def team_from_row(row: dict[str, Any]) -> engine.Team:
+    return engine.Team(
+        id=str(row["id"]), department=str(row["department_id"]), fairshare_weight=row["fairshare_weight"]
+    )
+
+
+def quota_from_row(row: dict[str, Any]) -> engine.Quota:
+    return engine.Quota(
+        team=str(row["team_id"]),
+        accelerator=row["accelerator_type__name"],
+        guaranteed=row["guaranteed"],
+        borrow_limit=UNLIMITED if row["borrow_limit"] is None else row["borrow_limit"],
+        lend_limit=row["lend_limit"],
+    )
+
+
+def policy_from_row(row: Any | None) -> engine.Policy:
+    """The engine policy from the admin's FleetPolicy row (engine defaults when there is none)."""
+    if row is None:
+        return engine.Policy()
+    return engine.Policy(
+        backfill=row.backfill,
+        reservation_depth=row.reservation_depth,
+        preemption=row.preemption,
+        preemption_grace_s=row.preemption_grace_s,
+        fairshare_half_life_s=row.fairshare_half_life_s,
+        within_team_order=row.within_team_order,
+        level_penalty=(
+            ("node", row.topology_penalty_node),
+            ("rack", row.topology_penalty_rack),
+            ("pod", row.topology_penalty_pod),
+            ("fleet", row.topology_penalty_fleet),
+        ),
+    )

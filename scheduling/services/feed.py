@@ -1,0 +1,76 @@
+"""Write-side actions for the fleet and its live feed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from scheduling.selectors import fleet_summary
+
+if TYPE_CHECKING:
+    from scheduling.services.apply import AppliedTick
+    from scheduling.services.ledger import TickSample
+
+HEARTBEAT_SEQUENCE_KEY = "fleetline:heartbeat:seq"
+
+
+def fleet_event_publish(*, group: str, payload: dict[str, Any]) -> None:
+    """Send one event to every websocket in ``group``. Call it outside open transactions."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    async_to_sync(layer.group_send)(group, {"type": "fleet.event", "payload": payload})
+
+
+def fleet_heartbeat_publish() -> dict[str, Any]:
+    """Publish the fleet's heartbeat (a sequence number and its size) to the fleet group."""
+    seq = int(redis.Redis.from_url(settings.REDIS_URL).incr(HEARTBEAT_SEQUENCE_KEY))
+    payload = {
+        "kind": "heartbeat",
+        "seq": seq,
+        "sent_at": timezone.now().isoformat(),
+        **dataclasses.asdict(fleet_summary()),
+    }
+    fleet_event_publish(group=FLEET_GROUP, payload=payload)
+    return payload
+
+
+def tick_publish(*, sample: TickSample, applied: AppliedTick) -> None:
+    """After a tick commits: the fleet's share and occupancy to everyone, each job change to its
+    team (and to admins, who watch every team)."""
+    fleet_event_publish(group=FLEET_GROUP, payload=fleet_payload(sample))
+    for change in applied.changes:
+        payload = {
+            "kind": "job",
+            "id": change.job_id,
+            "team": change.team_id,
+            "state": change.state,
+            "event": change.event,
+            "message": change.message,
+            "sim_time_s": sample.sim_time_s,
+        }
+        fleet_event_publish(group=team_group(change.team_id), payload=payload)
+        fleet_event_publish(group=ALL_JOBS_GROUP, payload=payload)
+
+
+def fleet_payload(sample: TickSample) -> dict[str, Any]:
+    return {
+        "kind": "fleet",
+        "sim_time_s": sample.sim_time_s,
+        "capacity_gpus": sample.capacity_gpus,
+        "healthy_gpus": sample.healthy_gpus,
+        "serving_gpus": sample.serving_gpus,
+        "training_gpus": sample.training_gpus,
+        "batch_gpus": sample.batch_gpus,
+        "utilisation": round(sample.utilisation, 4),
+        "pending_jobs": sample.pending_jobs,
+        "running_jobs": sample.running_jobs,
+        "node_used": sample.node_used,
+    }

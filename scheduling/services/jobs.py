@@ -1,0 +1,167 @@
+"""Jobs from the outside: submit (validated against the fleet and the team's limits) and cancel."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Case, F, IntegerField, Sum, Value, When
+
+from scheduling.models import AcceleratorType, Allocation, FleetClock, Job, Level, Node, SchedulerEvent
+from tenants.models import PriorityClass, Quota, Team
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    kind: str
+    priority_class_id: int
+    accelerator_type_id: int
+    gpus: int
+    duration_s: float
+    time_limit_s: float | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_gb: float = 0.0
+    required_level: str = ""
+    preferred_level: str = ""
+
+
+def fleet_now_s() -> float:
+    return FleetClock.objects.filter(pk=1).values_list("sim_now_s", flat=True).first() or 0.0
+
+
+def nodes_shift(deltas: dict[int, int]) -> None:
+    """Add ``deltas`` to nodes' allocated GPUs in one statement; the database's check
+    constraint refuses a result above a node's GPUs."""
+    deltas = {node_id: d for node_id, d in deltas.items() if d}
+    if not deltas:
+        return
+    shift = Case(*(When(pk=node_id, then=Value(d)) for node_id, d in deltas.items()), output_field=IntegerField())
+    Node.objects.filter(pk__in=list(deltas)).update(allocated_gpus=F("allocated_gpus") + shift)
+
+
+def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    accelerator = AcceleratorType.objects.filter(pk=spec.accelerator_type_id).first()
+    priority = PriorityClass.objects.filter(pk=spec.priority_class_id).first()
+    if accelerator is None:
+        errors["accelerator_type"] = "Unknown accelerator type."
+    if priority is None:
+        errors["priority_class"] = "Unknown priority class."
+    elif priority.kind != spec.kind:
+        errors["priority_class"] = f"Priority class {priority.name} is for {priority.kind} jobs, not {spec.kind}."
+    if not spec.name.strip():
+        errors["name"] = "Give the job a name."
+    if spec.gpus < 1:
+        errors["gpus"] = "A job needs at least one GPU."
+    if spec.duration_s <= 0:
+        errors["duration"] = "Duration must be positive."
+    if spec.time_limit_s is not None and spec.time_limit_s <= 0:
+        errors["time_limit"] = "Time limit must be positive."
+    if spec.checkpoint_interval_s is not None and spec.checkpoint_interval_s <= 0:
+        errors["checkpoint_interval"] = "Checkpoint interval must be positive."
+    if spec.checkpoint_gb < 0:
+        errors["checkpoint_gb"] = "Checkpoint size cannot be negative."
+    if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
+        errors["min_gpus"] = "Minimum GPUs must be between 1 and the gang size."
+    if spec.max_gpus is not None and spec.max_gpus < spec.gpus:
+        errors["max_gpus"] = "Maximum GPUs cannot be below the gang size."
+    for name in ("required_level", "preferred_level"):
+        if getattr(spec, name) not in ("", *Level.values):
+            errors[name] = f"Level must be one of {', '.join(Level.values)}."
+    if accelerator is not None and spec.gpus >= 1:
+        errors.update(_capacity_errors(spec, team, accelerator))
+    return errors
+
+
+def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType) -> dict[str, str]:
+    per_node = Node.objects.filter(accelerator_type=accelerator).values_list("gpus", flat=True).first()
+    total = Node.objects.filter(accelerator_type=accelerator).aggregate(total=Sum("gpus"))["total"] or 0
+    if not per_node:
+        return {"accelerator_type": f"The fleet has no {accelerator.name} nodes."}
+    if spec.gpus > per_node and spec.gpus % per_node:
+        return {"gpus": f"Multi-node gangs take whole nodes: ask for a multiple of {per_node} GPUs."}
+    if spec.gpus > total:
+        return {"gpus": f"The fleet has only {total} {accelerator.name} GPUs."}
+    quota = Quota.objects.filter(team=team, accelerator_type=accelerator).first()
+    if quota is not None and quota.borrow_limit is not None and spec.gpus > quota.guaranteed + quota.borrow_limit:
+        limit = quota.guaranteed + quota.borrow_limit
+        return {"gpus": f"{team.name} may use at most {limit} {accelerator.name} GPUs (guarantee plus borrowing)."}
+    return {}
+
+
+@transaction.atomic
+def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> Job:
+    """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field."""
+    errors = _spec_errors(spec, team)
+    if errors:
+        raise ValidationError(errors)
+    now = fleet_now_s()
+    job = Job.objects.create(
+        team=team,
+        submitted_by=user,
+        name=spec.name.strip(),
+        kind=spec.kind,
+        priority_class_id=spec.priority_class_id,
+        accelerator_type_id=spec.accelerator_type_id,
+        gpus=spec.gpus,
+        min_gpus=spec.min_gpus,
+        max_gpus=spec.max_gpus,
+        duration_s=spec.duration_s,
+        time_limit_s=spec.time_limit_s,
+        checkpoint_interval_s=spec.checkpoint_interval_s,
+        checkpoint_gb=spec.checkpoint_gb,
+        required_level=spec.required_level,
+        preferred_level=spec.preferred_level,
+        submit_s=now,
+        pending_reason="new",
+    )
+    SchedulerEvent.objects.create(
+        job=job,
+        team=team,
+        kind=SchedulerEvent.Kind.SUBMITTED,
+        sim_time_s=now,
+        message=f"Submitted: {job.gpus} {job.accelerator_type.name} GPUs",
+    )
+    return job
+
+
+def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[int]:
+    """Cancel pending or running jobs, freeing their GPUs. Returns the ids actually cancelled."""
+    cancelled: list[int] = []
+    for job_id, team_id, state, version in (
+        Job.objects.filter(pk__in=job_ids, state__in=Job.ACTIVE_STATES)
+        .order_by("id")
+        .values_list("id", "team_id", "state", "version")
+    ):
+        with transaction.atomic():
+            if not Job.objects.filter(pk=job_id, state=state, version=version).update(
+                state=Job.State.CANCELLED,
+                finished_s=sim_now_s,
+                version=F("version") + 1,
+                pending_reason="",
+                estimated_start_s=None,
+                grace_until_s=None,
+            ):
+                continue
+            freed: dict[int, int] = defaultdict(int)
+            for node_id, gpus in Allocation.objects.filter(job_id=job_id).values_list("node_id", "gpus"):
+                freed[node_id] -= gpus
+            Allocation.objects.filter(job_id=job_id).delete()
+            nodes_shift(freed)
+            SchedulerEvent.objects.create(
+                job_id=job_id, team_id=team_id, kind=SchedulerEvent.Kind.CANCELLED, sim_time_s=sim_now_s, message=reason
+            )
+            cancelled.append(job_id)
+    return cancelled
+
+
+def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
+    """Cancel a job on a user's request; False when it had already ended."""
+    name = user.get_username()
+    return bool(jobs_release(job_ids=[job.pk], sim_now_s=fleet_now_s(), reason=f"Cancelled by {name}"))

@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from scheduling import views
+
+urlpatterns = [
+    path("jobs/", views.job_list, name="job-list"),
+    path("jobs/new/", views.job_submit_view, name="job-submit"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
+    path("fleet/", views.fleet_map_view, name="fleet-map"),
+]

@@ -1,0 +1,83 @@
+"""Job pages: list with pending reasons and estimated starts, detail with history, submit, cancel,
+and the fleet map."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from scheduling.forms import JobSubmitForm
+from scheduling.models import Job
+from scheduling.selectors import fleet_map, job_events, job_for_user, job_nodes, jobs_for_user
+from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
+from tenants.selectors import teams_for_user
+
+STATE_FILTERS = {
+    "active": Job.ACTIVE_STATES,
+    "pending": (Job.State.PENDING,),
+    "running": (Job.State.RUNNING,),
+    "ended": (Job.State.COMPLETED, Job.State.CANCELLED, Job.State.TIMED_OUT),
+}
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    show = request.GET.get("show", "active")
+    jobs = jobs_for_user(user=request.user, states=STATE_FILTERS.get(show, Job.ACTIVE_STATES)).order_by("-id")
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "scheduling/job_list.html",
+        {"page": page, "show": show, "filters": list(STATE_FILTERS), "now_s": fleet_now_s()},
+    )
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for_user(user=request.user, job_id=job_id)
+    return render(
+        request,
+        "scheduling/job_detail.html",
+        {
+            "job": job,
+            "events": job_events(job=job),
+            "nodes": job_nodes(job=job),
+            "now_s": fleet_now_s(),
+        },
+    )
+
+
+@login_required
+def job_submit_view(request: HttpRequest) -> HttpResponse:
+    teams = teams_for_user(user=request.user)
+    form = JobSubmitForm(request.POST or None, teams=teams)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = job_submit(team=form.cleaned_data["team"], spec=form.spec(), user=request.user)
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            messages.success(request, f"Submitted {job.name}.")
+            return redirect("job-detail", job_id=job.pk)
+    return render(request, "scheduling/job_submit.html", {"form": form, "has_teams": teams.exists()})
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for_user(user=request.user, job_id=job_id)
+    if job_cancel(job=job, user=request.user):
+        messages.success(request, f"Cancelled {job.name}.")
+    else:
+        messages.error(request, f"{job.name} had already ended.")
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+def fleet_map_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "scheduling/fleet_map.html", {"pods": fleet_map()})
