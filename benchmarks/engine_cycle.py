@@ -27,8 +27,7 @@ TEAMS = tuple(f"team-{index:02d}" for index in range(24))
 
 def build_nodes(count: int) -> tuple[Node, ...]:
     return tuple(
-        Node(f"n{index:05d}", f"p{index // 256:02d}", f"r{(index // 16) % 16:02d}", "h100")
-        for index in range(count)
+        Node(f"n{index:05d}", f"p{index // 256:02d}", f"r{(index // 16) % 16:02d}", "h100") for index in range(count)
     )
 
 

@@ -20,8 +20,9 @@ from .plan import (
     Shrink,
     Start,
 )
+from .runs import RunView
 from .schedule import schedule
-from .state import Counters, FleetState, RunView
+from .state import Counters, FleetState
 
 __all__ = [
     "Action",
@@ -44,8 +45,8 @@ __all__ = [
     "Requeue",
     "Reserve",
     "Resized",
-    "Running",
     "RunView",
+    "Running",
     "Shrink",
     "Snapshot",
     "Start",

@@ -53,7 +53,7 @@ def plan_growth(
         if room <= 0 or pool.total_free == 0:
             continue
         added: dict[str, int] = {}
-        for node_id, gpus in run.allocation:
+        for node_id, _ in run.allocation:
             if node_id in held or node_id not in pool.free:
                 continue
             extra = min(room - sum(added.values()), pool.free[node_id])

@@ -7,6 +7,7 @@ from operator import attrgetter
 
 from .model import Job, Policy
 
+
 def within_team_key(policy: Policy) -> Callable[[Job], float]:
     if policy.within_team_order == "shortest_limit":
         return lambda job: job.estimate_s

@@ -234,4 +234,3 @@ def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoi
         shrinks.append((candidate, allocation))
     evict = tuple(evicted[job_id] for job_id in sorted(evicted))
     return VictimChoice(node_ids, evict, tuple(shrinks))
-

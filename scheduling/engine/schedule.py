@@ -307,11 +307,7 @@ class _Cycle:
         for accelerator, pool in self.index.pools.items():
             if accelerator in waiting or pool.total_free == 0:
                 continue
-            runs = [
-                run
-                for run in self.running
-                if run.job.accelerator == accelerator and run.job.id not in self.picked
-            ]
+            runs = [run for run in self.running if run.job.accelerator == accelerator and run.job.id not in self.picked]
             for growth in plan_growth(runs, pool, self.ledger, self.index.held):
                 self.actions.append(grow_action(growth, self.ledger))
 
@@ -362,7 +358,6 @@ class _Cycle:
             if freed >= excess:
                 return max(estimate, end_s)
         return None
-
 
     def _team_releases(self) -> dict[tuple[str, str], list[tuple[float, int]]]:
         if self.team_releases is None:

@@ -13,72 +13,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Running, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
+from .runs import Counters, RunRecord, RunView
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
 _LN2 = math.log(2.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Counters:
-    allocated_gpu_s: float
-    useful_gpu_s: float
-    lost_gpu_s: float
-    restore_gpu_s: float
-    completed: int
-    timed_out: int
-    evictions: int
-
-
-@dataclass(frozen=True, slots=True)
-class RunView:
-    job: Job
-    allocation: tuple[tuple[str, int], ...]
-    start_s: float
-    level: str
-    borrowing: bool
-    grace_until_s: float | None
-    anchor_s: float
-    anchor_progress_s: float
-    base_progress_s: float
-
-
-class _Run:
-    __slots__ = (
-        "job", "allocation", "gpus", "start_s", "level", "borrowing", "grace_until_s",
-        "anchor_s", "anchor_progress", "rate", "base_progress", "version",
-    )
-
-    def __init__(self, job: Job, allocation: tuple[tuple[str, int], ...], start_s: float, level: str) -> None:
-        self.job = job
-        self.allocation = allocation
-        self.gpus = sum(gpus for _, gpus in allocation)
-        self.start_s = start_s
-        self.level = level
-        self.borrowing = False
-        self.grace_until_s: float | None = None
-        self.anchor_s = start_s
-        self.anchor_progress = 0.0
-        self.rate = 1.0
-        self.base_progress = 0.0
-        self.version = 0
-
-    def progress_at(self, time_s: float) -> float:
-        if time_s <= self.anchor_s:
-            return self.anchor_progress
-        return min(self.job.duration_s, self.anchor_progress + (time_s - self.anchor_s) * self.rate)
-
-    def checkpoint_at(self, time_s: float) -> float:
-        interval = self.job.checkpoint_interval_s
-        if not interval or interval <= 0:
-            return self.base_progress
-        done = self.progress_at(time_s) - self.base_progress
-        return self.base_progress + math.floor(done / interval + 1e-9) * interval
 
 
 class FleetState:
@@ -104,7 +48,7 @@ class FleetState:
         self.storage_gbps, self.nic_gbps = storage_gbps, nic_gbps
         self.checkpoint_events = checkpoint_events
         self.now = now
-        self.running: dict[str, _Run] = {}
+        self.running: dict[str, RunRecord] = {}
         self.pending: dict[str, Job] = {}
         self.saved_progress: dict[str, float] = {}
         self._heap: list[tuple[float, int, int, str, int]] = []
@@ -138,7 +82,7 @@ class FleetState:
         """Adopt a job that is already running, as recorded elsewhere (the live cycle rebuilds
         its state from the database every tick). Progress is ``anchor_progress_s`` at
         ``anchor_s`` and grows at the rate its size and placement level give."""
-        run = _Run(job, allocation, start_s, level_of((n for n, _ in allocation), self._rack, self._pod))
+        run = RunRecord(job, allocation, start_s, level_of((n for n, _ in allocation), self._rack, self._pod))
         run.borrowing, run.grace_until_s = borrowing, grace_until_s
         run.anchor_s = start_s if anchor_s is None else anchor_s
         run.anchor_progress, run.base_progress = anchor_progress_s, base_progress_s
@@ -155,8 +99,15 @@ class FleetState:
         if run is None:
             return None
         return RunView(
-            run.job, run.allocation, run.start_s, run.level, run.borrowing, run.grace_until_s,
-            run.anchor_s, run.anchor_progress, run.base_progress,
+            run.job,
+            run.allocation,
+            run.start_s,
+            run.level,
+            run.borrowing,
+            run.grace_until_s,
+            run.anchor_s,
+            run.anchor_progress,
+            run.base_progress,
         )
 
     def cancel(self, job_id: str) -> bool:
@@ -238,8 +189,13 @@ class FleetState:
             self._node_tuple = tuple(self.nodes.values())
         running = tuple(
             Running(
-                run.job, run.allocation, run.start_s, run.progress_at(now), run.checkpoint_at(now),
-                run.borrowing, run.grace_until_s,
+                run.job,
+                run.allocation,
+                run.start_s,
+                run.progress_at(now),
+                run.checkpoint_at(now),
+                run.borrowing,
+                run.grace_until_s,
             )
             for run in self.running.values()
         )
@@ -271,8 +227,13 @@ class FleetState:
             max(0.0, run.progress_at(self.now) - run.base_progress) * run.job.gpus for run in self.running.values()
         )
         return Counters(
-            self._allocated_gpu_s, self._useful_gpu_s + in_flight, self._lost_gpu_s, self._restore_gpu_s,
-            self._completed, self._timed_out, self._evictions,
+            self._allocated_gpu_s,
+            self._useful_gpu_s + in_flight,
+            self._lost_gpu_s,
+            self._restore_gpu_s,
+            self._completed,
+            self._timed_out,
+            self._evictions,
         )
 
     def usage(self, now: float) -> tuple[tuple[str, float], ...]:
@@ -304,17 +265,17 @@ class FleetState:
         self.nodes[node.id] = node
         self._node_tuple = None
 
-    def _runs_on(self, node_id: str) -> list[_Run]:
+    def _runs_on(self, node_id: str) -> list[RunRecord]:
         return sorted(
             (run for run in self.running.values() if any(n == node_id for n, _ in run.allocation)),
             key=lambda run: run.job.id,
         )
 
-    def _push(self, time_s: float, kind: int, run: _Run) -> None:
+    def _push(self, time_s: float, kind: int, run: RunRecord) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (time_s, self._seq, kind, run.job.id, run.version))
 
-    def _schedule_events(self, run: _Run, now: float) -> None:
+    def _schedule_events(self, run: RunRecord, now: float) -> None:
         # Versions are unique across runs, so events of an earlier run of the same job go stale.
         self._seq += 1
         run.version = self._seq
@@ -328,7 +289,7 @@ class FleetState:
             self._push(max(now, run.grace_until_s), _GRACE, run)
         self._push_checkpoint(run, now)
 
-    def _push_checkpoint(self, run: _Run, now: float) -> None:
+    def _push_checkpoint(self, run: RunRecord, now: float) -> None:
         interval = run.job.checkpoint_interval_s
         if not self.checkpoint_events or not interval or interval <= 0 or run.rate <= 0:
             return
@@ -341,25 +302,25 @@ class FleetState:
     def _rate(self, job: Job, gpus: int, level: str) -> float:
         return (gpus / max(1, job.gpus)) / self.penalty.get(level, 1.0)
 
-    def _reanchor(self, run: _Run, now: float) -> None:
+    def _reanchor(self, run: RunRecord, now: float) -> None:
         if now > run.anchor_s:
             run.anchor_progress = run.progress_at(now)
             run.anchor_s = now
 
-    def _take(self, run: _Run, sign: int) -> None:
+    def _take(self, run: RunRecord, sign: int) -> None:
         for node_id, gpus in run.allocation:
             self.node_used[node_id] += sign * gpus
         self._allocated += sign * run.gpus
         self._charge_usage(run.job.team, self._accrued_s, sign * run.gpus)
 
-    def _finish(self, run: _Run, time_s: float) -> None:
+    def _finish(self, run: RunRecord, time_s: float) -> None:
         self._useful_gpu_s += max(0.0, run.progress_at(time_s) - run.base_progress) * run.job.gpus
         self._take(run, -1)
         del self.running[run.job.id]
         self.saved_progress.pop(run.job.id, None)
         run.version = -1
 
-    def _evict(self, run: _Run, time_s: float, reason: str) -> Evicted:
+    def _evict(self, run: RunRecord, time_s: float, reason: str) -> Evicted:
         self._accrue(time_s)
         progress, kept = run.progress_at(time_s), run.checkpoint_at(time_s)
         lost = max(0.0, progress - kept) * run.job.gpus
@@ -403,7 +364,9 @@ class FleetState:
             if job is None or not self._fits(action.allocation, job.accelerator, {}):
                 events.append(Rejected(action.job_id, now, "not-pending" if job is None else "no-capacity"))
                 continue
-            run = _Run(job, action.allocation, now, level_of((n for n, _ in action.allocation), self._rack, self._pod))
+            run = RunRecord(
+                job, action.allocation, now, level_of((n for n, _ in action.allocation), self._rack, self._pod)
+            )
             run.borrowing = action.borrowing
             self._accrue(now)
             self._take(run, +1)
@@ -415,7 +378,7 @@ class FleetState:
             events.append(self._launch(self.running[job.id], now, restoring_gb))
         return events
 
-    def _launch(self, run: _Run, now: float, restoring_gb: float) -> Started:
+    def _launch(self, run: RunRecord, now: float, restoring_gb: float) -> Started:
         job = run.job
         saved = self.saved_progress.get(job.id, 0.0)
         restore_s = 0.0

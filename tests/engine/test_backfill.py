@@ -43,7 +43,9 @@ def test_a_job_on_nodes_outside_the_reservation_backfills_whatever_its_length() 
 
 
 def test_without_backfill_the_blocked_head_holds_back_everyone_behind_it() -> None:
-    plan = _busy_node().policy(Policy.fifo()).pending(job("head", 8), job("short", 4, submit_s=1, time_limit_s=1.0)).plan()
+    plan = (
+        _busy_node().policy(Policy.fifo()).pending(job("head", 8), job("short", 4, submit_s=1, time_limit_s=1.0)).plan()
+    )
 
     assert started(plan) == {}
     assert reason_of(plan, "short") == "priority"
@@ -74,7 +76,9 @@ def test_every_pending_job_gets_exactly_one_status_with_an_estimate_when_knowabl
 
 
 def test_a_running_job_without_a_time_limit_is_expected_to_end_when_its_work_is_done() -> None:
-    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, duration_s=300.0), on="p0-r0-n0", progress_s=100.0))
+    scenario = Scenario(fleet("1x1x1x8")).with_running(
+        running(job("r", 8, duration_s=300.0), on="p0-r0-n0", progress_s=100.0)
+    )
     plan = scenario.pending(job("next", 8)).plan(now=50.0)
 
     assert plan.of_type(Reserve) == (Reserve("next", ("p0-r0-n0",), 250.0),)

@@ -13,7 +13,9 @@ def _ids(jobs: list) -> list[str]:
 
 
 def test_a_higher_priority_job_goes_first_whatever_its_submit_time() -> None:
-    plan = Scenario(fleet("1x1x1x8")).pending(job("early", 8, submit_s=0), job("urgent", 8, priority=5, submit_s=9)).plan()
+    plan = (
+        Scenario(fleet("1x1x1x8")).pending(job("early", 8, submit_s=0), job("urgent", 8, priority=5, submit_s=9)).plan()
+    )
 
     assert set(started(plan)) == {"urgent"}
 

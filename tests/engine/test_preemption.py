@@ -80,9 +80,10 @@ def test_an_elastic_victim_shrinks_before_anyone_is_evicted() -> None:
 
 def test_a_gang_preempts_whole_nodes_in_one_rack() -> None:
     scenario = Scenario(fleet("1x2x2x8")).with_running(
-        *(running(job(f"v{i}", 8), on=node, progress_s=10.0 * (i + 1)) for i, node in enumerate(
-            ["p0-r0-n0", "p0-r0-n1", "p0-r1-n0", "p0-r1-n1"]
-        ))
+        *(
+            running(job(f"v{i}", 8), on=node, progress_s=10.0 * (i + 1))
+            for i, node in enumerate(["p0-r0-n0", "p0-r0-n1", "p0-r1-n0", "p0-r1-n1"])
+        )
     )
     plan = scenario.pending(job("gang", 16, priority=10)).plan()
 

@@ -41,7 +41,9 @@ def test_a_team_without_a_quota_row_borrows_idle_capacity_without_limit() -> Non
 
 
 @pytest.mark.parametrize(("lend_limit", "starts"), [(0, False), (8, True), (None, True)])
-def test_lend_limit_caps_how_much_of_an_unused_guarantee_others_may_borrow(lend_limit: int | None, starts: bool) -> None:
+def test_lend_limit_caps_how_much_of_an_unused_guarantee_others_may_borrow(
+    lend_limit: int | None, starts: bool
+) -> None:
     scenario = Scenario(fleet("1x1x4x8")).teams(team("alpha"), team("beta"))
     scenario.quotas(quota("alpha", 16, 100), quota("beta", 16, 0, lend_limit=lend_limit))
     plan = scenario.pending(job("j", 24)).plan()

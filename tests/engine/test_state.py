@@ -141,7 +141,9 @@ def test_a_failed_node_evicts_its_jobs_back_to_their_checkpoints() -> None:
 
 
 def test_a_restart_pays_the_restore_time_of_its_checkpoint() -> None:
-    state = _state_with(job("j", 8, duration_s=100.0, checkpoint_interval_s=10.0, checkpoint_gb=100.0), storage_gbps=10.0)
+    state = _state_with(
+        job("j", 8, duration_s=100.0, checkpoint_interval_s=10.0, checkpoint_gb=100.0), storage_gbps=10.0
+    )
     _start(state, "j", (("p0-r0-n0", 8),))
     state.apply(Plan((Preempt("j", "t", 0.0),), ()), 15.0)
 
@@ -153,7 +155,7 @@ def test_a_restart_pays_the_restore_time_of_its_checkpoint() -> None:
 
 def test_counters_track_allocated_and_useful_gpu_seconds() -> None:
     state = _state_with(job("j", 8, duration_s=100.0))
-    _start(state, "j", (("p0-r0-n0", 8), ))
+    _start(state, "j", (("p0-r0-n0", 8),))
     state.advance(150.0)
 
     counters = state.counters()
