@@ -6,9 +6,10 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from scheduling.models import AcceleratorType, Node, Pod, Rack
-from tenants.models import Department, Membership, Team
+from scheduling.models import AcceleratorType, Node, Pod, Rack, ServingDeployment
+from tenants.models import Department, Membership, PriorityClass, Team
 from tenants.roles import FINANCE, FLEET_ADMIN
+from tenants.services.demo import demo_quotas_seed
 
 DEMO_PASSWORD = "fleetline"
 DEMO_LOGINS = (
@@ -37,6 +38,8 @@ def demo_seed(*, gpus_per_node: int = 8) -> None:
     _seed_fleet(gpus_per_node=gpus_per_node)
     teams = _seed_teams()
     _seed_users(first_team=teams[0])
+    demo_quotas_seed()
+    _seed_deployments()
 
 
 def _seed_fleet(*, gpus_per_node: int) -> None:
@@ -75,3 +78,27 @@ def _seed_users(*, first_team: Team) -> None:
     member = User.objects.create_user("member", "member@fleetline.local", DEMO_PASSWORD)
     Membership.objects.create(user=lead, team=first_team, role=Membership.Role.LEAD)
     Membership.objects.create(user=member, team=first_team, role=Membership.Role.MEMBER)
+
+
+# (team slug, name, accelerator, GPUs per replica, min replicas, max replicas, peak hour)
+DEMO_DEPLOYMENTS = (
+    ("search-serving", "search-api", "H100", 8, 2, 8, 14.0),
+    ("recommendations", "recs-ranker", "A100", 4, 2, 10, 20.0),
+)
+
+
+def _seed_deployments() -> None:
+    serving = PriorityClass.objects.filter(kind=PriorityClass.Kind.SERVING).order_by("-value").first()
+    if serving is None:
+        return
+    for slug, name, accelerator, gpus, low, high, peak in DEMO_DEPLOYMENTS:
+        ServingDeployment.objects.create(
+            team=Team.objects.get(slug=slug),
+            name=name,
+            priority_class=serving,
+            accelerator_type=AcceleratorType.objects.get(name=accelerator),
+            gpus_per_replica=gpus,
+            min_replicas=low,
+            max_replicas=high,
+            peak_hour=peak,
+        )

@@ -1,0 +1,159 @@
+"""Job pages and the fleet map: the member / outsider / admin trio, validation, cancel."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from scheduling.models import Job, SchedulerEvent
+from tenants.roles import FLEET_ADMIN
+from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from tests.scheduling.conftest import Fleet
+
+
+@pytest.fixture
+def member(fleet: Fleet) -> Client:
+    client = Client()
+    client.force_login(MembershipFactory(team=fleet.team).user)
+    return client
+
+
+@pytest.fixture
+def outsider(fleet: Fleet) -> Client:
+    client = Client()
+    client.force_login(MembershipFactory(team=TeamFactory(name="Other", slug="other")).user)
+    return client
+
+
+@pytest.fixture
+def admin(fleet: Fleet) -> Client:
+    user = UserFactory()
+    user.groups.add(Group.objects.get_or_create(name=FLEET_ADMIN)[0])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _form(fleet: Fleet, **overrides: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "team": fleet.team.pk,
+        "name": "finetune-llm",
+        "kind": "training",
+        "priority_class": fleet.training.pk,
+        "accelerator_type": fleet.accelerator.pk,
+        "gpus": 16,
+        "duration_h": 2,
+        "time_limit_h": 3,
+        "checkpoint_interval_min": 30,
+        "checkpoint_gb": 40,
+    }
+    data.update(overrides)
+    return data
+
+
+def test_a_member_submits_a_job_from_the_browser_form(fleet: Fleet, member: Client) -> None:
+    response = member.post("/jobs/new/", _form(fleet))
+
+    job = Job.objects.get(name="finetune-llm")
+    assert response.status_code == 302
+    assert response["Location"] == f"/jobs/{job.pk}/"
+    assert (job.gpus, job.duration_s, job.time_limit_s, job.checkpoint_interval_s) == (16, 7200, 10800, 1800)
+    assert SchedulerEvent.objects.filter(job=job, kind=SchedulerEvent.Kind.SUBMITTED).exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"gpus": 12}, "gpus", "multiple of 8"),
+        ({"gpus": 64}, "gpus", "only 32 H100 GPUs"),
+        ({"gpus": 0}, "gpus", "greater than or equal to 1"),
+        ({"duration_h": 0}, "duration_h", "greater than or equal to 0.01"),
+        ({"min_gpus": 20}, "min_gpus", "between 1 and the gang size"),
+        ({"max_gpus": 8}, "max_gpus", "cannot be below the gang size"),
+        ({"kind": "serving"}, "priority_class", "is for training jobs"),
+        ({"name": "   "}, "name", "required"),
+    ],
+)
+def test_the_submit_form_rejects_bad_input_with_a_clear_message_and_saves_nothing(
+    fleet: Fleet, member: Client, overrides: dict[str, object], field: str, message: str
+) -> None:
+    response = member.post("/jobs/new/", _form(fleet, **overrides))
+
+    assert response.status_code == 200
+    assert message in " ".join(response.context["form"].errors[field])
+    assert not Job.objects.exists()
+
+
+def test_a_member_cannot_submit_for_a_team_they_are_not_in(fleet: Fleet, outsider: Client) -> None:
+    response = outsider.post("/jobs/new/", _form(fleet))
+
+    assert response.status_code == 200
+    assert "team" in response.context["form"].errors
+    assert not Job.objects.exists()
+
+
+def test_the_job_list_shows_the_teams_jobs_with_reason_and_start_estimate(fleet: Fleet, member: Client) -> None:
+    fleet.submit(gpus=32, duration_s=600.0, time_limit_s=600.0, name="big")
+    fleet.tick()
+    fleet.submit(gpus=16, name="waiting")
+    fleet.tick()
+
+    html = member.get("/jobs/").content.decode()
+
+    assert "big" in html and "waiting" in html
+    assert "in 10m" in html or "in 9m" in html
+
+
+def test_an_outsider_sees_neither_the_job_in_lists_nor_its_page(fleet: Fleet, outsider: Client) -> None:
+    job = fleet.submit(gpus=8, name="secret-run")
+
+    assert "secret-run" not in outsider.get("/jobs/").content.decode()
+    assert outsider.get(f"/jobs/{job.pk}/").status_code == 404
+    assert outsider.post(f"/jobs/{job.pk}/cancel/").status_code == 404
+    job.refresh_from_db()
+    assert job.state == Job.State.PENDING
+
+
+def test_an_admin_sees_every_teams_jobs(fleet: Fleet, admin: Client) -> None:
+    job = fleet.submit(gpus=8, name="any-team-run")
+
+    assert "any-team-run" in admin.get("/jobs/").content.decode()
+    assert admin.get(f"/jobs/{job.pk}/").status_code == 200
+
+
+def test_a_member_cancels_a_running_job_and_its_gpus_are_freed(fleet: Fleet, member: Client) -> None:
+    job = fleet.submit(gpus=16)
+    fleet.tick()
+
+    response = member.post(f"/jobs/{job.pk}/cancel/")
+
+    job.refresh_from_db()
+    assert response.status_code == 302
+    assert job.state == Job.State.CANCELLED
+    assert not job.allocations.exists()
+    assert sum(node.allocated_gpus for node in type(fleet.nodes[0]).objects.all()) == 0
+
+
+def test_the_job_page_shows_its_history(fleet: Fleet, member: Client) -> None:
+    job = fleet.submit(gpus=8, name="history")
+    fleet.tick()
+
+    html = member.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert "Submitted" in html and "Started on 1 node(s)" in html
+
+
+def test_the_fleet_map_shows_every_node_with_its_occupancy(fleet: Fleet, member: Client) -> None:
+    fleet.submit(gpus=8, name="mapped")
+    fleet.tick()
+
+    html = member.get("/fleet/").content.decode()
+
+    assert html.count('class="node ') == 4
+    assert "mapped (8)" in html
+
+
+def test_pages_require_login(fleet: Fleet) -> None:
+    for url in ("/jobs/", "/jobs/new/", "/fleet/"):
+        assert Client().get(url).status_code == 302
