@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .capacity import AcceleratorPool, CapacityIndex
-from .model import LEVEL_RANK
+from .model import LEVEL_RANK, Running
 from .placement import nodes_needed
 
 ReleaseEvent = tuple[float, str, int]
@@ -237,3 +237,14 @@ def _choose_gang_nodes(
     if LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]:
         return tuple(whole_in(list(pool.whole_by_rack))[:count])
     return None
+
+
+def expected_end_s(run: Running, now: float) -> float:
+    """When a running job is expected to release its GPUs (for reservations and estimates)."""
+    if run.grace_until_s is not None:
+        return max(now, run.grace_until_s)
+    job = run.job
+    if job.time_limit_s is not None:
+        return max(now, run.start_s + job.time_limit_s)
+    remaining = max(0.0, job.duration_s - run.progress_s)
+    return now + remaining * job.gpus / max(1, run.gpus)

@@ -10,6 +10,7 @@ victims: they are leaving anyway.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -234,3 +235,24 @@ def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoi
         shrinks.append((candidate, allocation))
     evict = tuple(evicted[job_id] for job_id in sorted(evicted))
     return VictimChoice(node_ids, evict, tuple(shrinks))
+
+
+class VictimBound:
+    """Upper bound on GPUs a preemptor could free, from priorities alone (cheap pre-check)."""
+
+    __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        preemptible = sorted(
+            (c.run.job.priority, c.run.gpus) for c in candidates if c.run.job.preemptible and not c.leaving
+        )
+        self.priorities = [priority for priority, _ in preemptible]
+        self.cumulative = [0]
+        for _, gpus in preemptible:
+            self.cumulative.append(self.cumulative[-1] + gpus)
+        self.borrowing = sum(c.run.gpus for c in candidates if c.run.borrowing and not c.leaving)
+        self.leaving = sum(c.run.gpus for c in candidates if c.leaving)
+
+    def upper(self, priority: int, reclaiming: bool) -> int:
+        lower = self.cumulative[bisect_left(self.priorities, priority)]
+        return lower + self.leaving + (self.borrowing if reclaiming else 0)

@@ -15,14 +15,15 @@ Working state is mutable and private to the cycle; the snapshot is never touched
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import math
 
-from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start
+from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex
 from .elastic import grow_action, plan_growth, reduced_sizes
+from .explain import explain_pending
 from .fairshare import fairshare_factors
 from .health import triage_nodes
-from .model import LEVEL_RANK, LEVELS, Job, Running, Snapshot
+from .model import LEVEL_RANK, LEVELS, Job, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang
 from .plan import (
@@ -31,7 +32,6 @@ from .plan import (
     REASON_QUOTA,
     Action,
     Cordon,
-    PendingStatus,
     Plan,
     Preempt,
     Requeue,
@@ -40,24 +40,13 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, candidate_of, may_preempt, pick_victims
+from .preemption import Candidate, VictimBound, candidate_of, may_preempt, pick_victims
 from .quota import Admission, QuotaLedger
 
 
 def schedule(snapshot: Snapshot, now: float) -> Plan:
     """Decide what to start, preempt, resize and reserve; explain every job left pending."""
     return _Cycle(snapshot, now).run()
-
-
-def expected_end_s(run: Running, now: float) -> float:
-    """When a running job is expected to release its GPUs (for reservations and estimates)."""
-    if run.grace_until_s is not None:
-        return max(now, run.grace_until_s)
-    job = run.job
-    if job.time_limit_s is not None:
-        return max(now, run.start_s + job.time_limit_s)
-    remaining = max(0.0, job.duration_s - run.progress_s)
-    return now + remaining * job.gpus / max(1, run.gpus)
 
 
 class _Cycle:
@@ -83,10 +72,12 @@ class _Cycle:
                 profile.add(expected_end_s(run, now), run.allocation)
         # Victim candidates are built on the first preemption attempt per accelerator.
         self.candidates: dict[str, list[Candidate]] = {}
-        self.victim_bounds: dict[str, _VictimBound] = {}
+        self.victim_bounds: dict[str, VictimBound] = {}
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
+        self.verdicts: dict[tuple[str, int, int, str | None, str | None], tuple[int, float, str]] = {}
+        self.reservation_attempts: dict[str, int] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
         self.started: set[str] = set()
@@ -96,7 +87,6 @@ class _Cycle:
         self.reservations_made: dict[str, int] = {}
         self.fifo_blocked: set[str] = set()
         self.preemption_attempts = 0
-        self.team_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
 
     def run(self) -> Plan:
         snapshot = self.snapshot
@@ -105,7 +95,20 @@ class _Cycle:
         for job in queue:
             self._consider(job)
         self._grow()
-        return Plan(tuple(self.actions), self._statuses(queue))
+        # Step 6: reasons and estimates.
+        statuses = explain_pending(
+            queue,
+            started=self.started,
+            reasons=self.reasons,
+            estimates=self.estimates,
+            profiles=self.profiles,
+            index=self.index,
+            ledger=self.ledger,
+            running=self.running,
+            now=self.now,
+            elastic=self.policy.elastic,
+        )
+        return Plan(tuple(self.actions), statuses)
 
     # Step 4: one pending job.
     def _consider(self, job: Job) -> None:
@@ -119,10 +122,16 @@ class _Cycle:
             return
         size = job.gpus if job.min_gpus is None else self._smallest_size(job)
         admission = self.ledger.admit(job.team, accelerator, size)
-        if admission is None and self.ledger.refusal(job.team, job.accelerator, size, pool.total_free) == REASON_QUOTA:
+        if admission is None and self.ledger.refusal(job.team, accelerator, size, pool.total_free) == REASON_QUOTA:
             self.reasons[job.id] = REASON_QUOTA
             return
-        # Cheap shape checks first: on a busy fleet most jobs stop here.
+        # A job shaped like one that already failed, with nothing changed since, fails the same way.
+        key = (accelerator, job.gpus, size, job.required_level, job.preferred_level)
+        verdict = self.verdicts.get(key)
+        if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
+            if verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1]:
+                self.reasons[job.id] = verdict[2]
+                return
         shaped = could_fit_by_shape(pool, size)
         if not shaped and self.book.entries and self.policy.backfill:
             shaped = self.book.could_fit_with_held(pool, size)
@@ -130,13 +139,29 @@ class _Cycle:
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        reason = classify_misfit(pool, job.gpus)
         blocker = self.reasons.get(job.id)
-        self.reasons[job.id] = blocker if blocker else reason
+        self.reasons[job.id] = blocker or classify_misfit(pool, job.gpus)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
-            self.fifo_blocked.add(job.accelerator)
+            self.fifo_blocked.add(accelerator)
+        if admission is not None:
+            worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
+            self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
+
+    def _settled(self, accelerator: str) -> bool:
+        """No more preemption or reservation attempts this cycle that could treat jobs differently."""
+        policy = self.policy
+        if policy.preemption and self.preemption_attempts < policy.max_preemption_attempts:
+            return False
+        return self.reservation_attempts.get(accelerator, 0) >= self._reservation_attempt_cap()
+
+    def _reservation_attempt_cap(self) -> int:
+        depth = max(0, self.policy.reservation_depth)
+        return depth + 4 if depth else 0
+
+    def _worst_end_s(self, job: Job, size: int) -> float:
+        return self.now + _worst_runtime_s(job, size, self._worst_penalty(size, job.required_level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
         if self.policy.elastic and job.is_elastic:
@@ -270,12 +295,15 @@ class _Cycle:
         candidates = [candidate_of(run, elastic) for run in self.running if run.job.accelerator == accelerator]
         candidates.sort(key=lambda c: (c.cost, c.run.job.priority, c.job_id))
         self.candidates[accelerator] = candidates
-        self.victim_bounds[accelerator] = _VictimBound(candidates)
+        self.victim_bounds[accelerator] = VictimBound(candidates)
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
         made = self.reservations_made.get(job.accelerator, 0)
-        if made >= max(0, self.policy.reservation_depth):
+        attempts = self.reservation_attempts.get(job.accelerator, 0)
+        if made >= max(0, self.policy.reservation_depth) or attempts >= self._reservation_attempt_cap():
             return
+        # Jobs that can never fit do not get to sweep the release profile over and over.
+        self.reservation_attempts[job.accelerator] = attempts + 1
         found = earliest_start(
             pool,
             self.index.held,
@@ -287,6 +315,8 @@ class _Cycle:
         if found is None:
             return
         self.reservations_made[job.accelerator] = made + 1
+        if made + 1 >= max(0, self.policy.reservation_depth):
+            self.reservation_attempts[job.accelerator] = self._reservation_attempt_cap()
         self._reserve(job, pool, found[1], found[0])
 
     def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
@@ -310,85 +340,6 @@ class _Cycle:
             runs = [run for run in self.running if run.job.accelerator == accelerator and run.job.id not in self.picked]
             for growth in plan_growth(runs, pool, self.ledger, self.index.held):
                 self.actions.append(grow_action(growth, self.ledger))
-
-    # Step 6: reasons and estimates.
-    def _statuses(self, queue: list[Job]) -> tuple[PendingStatus, ...]:
-        statuses: list[PendingStatus] = []
-        demand: dict[str, float] = {}
-        held = self.index.held
-        free_now = {
-            name: pool.total_free + sum(held[node_id] for node_id in held if node_id in pool.free)
-            for name, pool in self.index.pools.items()
-        }
-        started, reasons, estimates, profiles = self.started, self.reasons, self.estimates, self.profiles
-        for job in queue:
-            job_id = job.id
-            if job_id in started:
-                continue
-            accelerator = job.accelerator
-            reason = reasons.get(job_id, REASON_CAPACITY)
-            if job_id in estimates:
-                estimate = estimates[job_id]
-            elif accelerator in profiles:
-                ahead = demand.get(accelerator, 0.0)
-                estimate = profiles[accelerator].estimate(free_now[accelerator], job.gpus, ahead)
-                if reason == REASON_QUOTA and estimate is not None:
-                    estimate = self._quota_estimate(job, estimate)
-            else:
-                estimate = None
-            limit_s = job.time_limit_s
-            demand[accelerator] = demand.get(accelerator, 0.0) + job.gpus * (
-                job.duration_s if limit_s is None else limit_s
-            )
-            statuses.append(PendingStatus(job_id, reason, estimate))
-        return tuple(statuses)
-
-    def _quota_estimate(self, job: Job, estimate: float) -> float | None:
-        size = self._smallest_size(job)
-        limit = self.ledger.limit(job.team, job.accelerator)
-        if size > limit:
-            return None
-        excess = self.ledger.used(job.team, job.accelerator) + size - limit
-        if excess <= 0:
-            return estimate
-        releases = self._team_releases().get((job.team, job.accelerator), [])
-        freed = 0
-        for end_s, gpus in releases:
-            freed += gpus
-            if freed >= excess:
-                return max(estimate, end_s)
-        return None
-
-    def _team_releases(self) -> dict[tuple[str, str], list[tuple[float, int]]]:
-        if self.team_releases is None:
-            self.team_releases = {}
-            for run in self.running:
-                key = (run.job.team, run.job.accelerator)
-                self.team_releases.setdefault(key, []).append((expected_end_s(run, self.now), run.gpus))
-            for releases in self.team_releases.values():
-                releases.sort()
-        return self.team_releases
-
-
-class _VictimBound:
-    """Upper bound on GPUs a preemptor could free, from priorities alone (cheap pre-check)."""
-
-    __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
-
-    def __init__(self, candidates: list[Candidate]) -> None:
-        preemptible = sorted(
-            (c.run.job.priority, c.run.gpus) for c in candidates if c.run.job.preemptible and not c.leaving
-        )
-        self.priorities = [priority for priority, _ in preemptible]
-        self.cumulative = [0]
-        for _, gpus in preemptible:
-            self.cumulative.append(self.cumulative[-1] + gpus)
-        self.borrowing = sum(c.run.gpus for c in candidates if c.run.borrowing and not c.leaving)
-        self.leaving = sum(c.run.gpus for c in candidates if c.leaving)
-
-    def upper(self, priority: int, reclaiming: bool) -> int:
-        lower = self.cumulative[bisect_left(self.priorities, priority)]
-        return lower + self.leaving + (self.borrowing if reclaiming else 0)
 
 
 def _worst_runtime_s(job: Job, size: int, penalty: float) -> float:
