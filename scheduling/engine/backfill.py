@@ -49,7 +49,7 @@ class ReleaseProfile:
         A fluid approximation: the free capacity grows as running jobs end; the jobs ahead consume
         its area first. None when the accelerator can never hold `gpus` GPUs.
         """
-        times, levels, areas = self._curve_for(free_now)
+        times, levels, areas = self.curve(free_now)
         if gpus > levels[-1] or levels[-1] <= 0:
             return None
         first = bisect_left(levels, gpus)
@@ -59,7 +59,7 @@ class ReleaseProfile:
         work_time = times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
         return max(times[first], work_time)
 
-    def _curve_for(self, free_now: int) -> tuple[list[float], list[int], list[float]]:
+    def curve(self, free_now: int) -> tuple[list[float], list[int], list[float]]:
         if self._curve is not None and self._curve[1][0] == free_now:
             return self._curve
         times, levels, areas = [self.now], [free_now], [0.0]

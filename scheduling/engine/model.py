@@ -122,6 +122,9 @@ class Policy:
     gpus_per_node: int = 8
     # Bounds the victim searches of one cycle; later preemptors try again next cycle.
     max_preemption_attempts: int = 16
+    # Victim candidates one cycle may look at in total, so preemption cost does not grow with
+    # the number of running jobs.
+    preemption_scan_budget: int = 8192
     fairshare: bool = True
 
     @classmethod

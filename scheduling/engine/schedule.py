@@ -16,6 +16,7 @@ Working state is mutable and private to the cycle; the snapshot is never touched
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex
@@ -76,7 +77,7 @@ class _Cycle:
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
-        self.verdicts: dict[tuple[str, int, int, str | None, str | None], tuple[int, float, str]] = {}
+        self.verdicts: dict[tuple[str, int, int, str | None, str | None, bool], tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
@@ -86,7 +87,10 @@ class _Cycle:
         self.estimates: dict[str, float | None] = {}
         self.reservations_made: dict[str, int] = {}
         self.fifo_blocked: set[str] = set()
+        # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
+        self.waiting: set[str] = set()
         self.preemption_attempts = 0
+        self.scan_budget = policy.preemption_scan_budget
 
     def run(self) -> Plan:
         snapshot = self.snapshot
@@ -119,6 +123,7 @@ class _Cycle:
             return
         if accelerator in self.fifo_blocked:
             self.reasons[job.id] = REASON_PRIORITY
+            self.waiting.add(accelerator)
             return
         size = job.gpus if job.min_gpus is None else self._smallest_size(job)
         admission = self.ledger.admit(job.team, accelerator, size)
@@ -126,11 +131,12 @@ class _Cycle:
             self.reasons[job.id] = REASON_QUOTA
             return
         # A job shaped like one that already failed, with nothing changed since, fails the same way.
-        key = (accelerator, job.gpus, size, job.required_level, job.preferred_level)
+        key = (accelerator, job.gpus, size, job.required_level, job.preferred_level, admission is None)
         verdict = self.verdicts.get(key)
         if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
             if verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1]:
                 self.reasons[job.id] = verdict[2]
+                self.waiting.add(accelerator)
                 return
         shaped = could_fit_by_shape(pool, size)
         if not shaped and self.book.entries and self.policy.backfill:
@@ -141,18 +147,19 @@ class _Cycle:
             return
         blocker = self.reasons.get(job.id)
         self.reasons[job.id] = blocker or classify_misfit(pool, job.gpus)
+        self.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             self.fifo_blocked.add(accelerator)
-        if admission is not None:
-            worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
-            self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
+        worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
+        self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
 
     def _settled(self, accelerator: str) -> bool:
         """No more preemption or reservation attempts this cycle that could treat jobs differently."""
         policy = self.policy
-        if policy.preemption and self.preemption_attempts < policy.max_preemption_attempts:
+        searching = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
+        if policy.preemption and searching:
             return False
         return self.reservation_attempts.get(accelerator, 0) >= self._reservation_attempt_cap()
 
@@ -262,12 +269,9 @@ class _Cycle:
         bound = self.victim_bounds.get(job.accelerator)
         if bound is None or pool.total_free + bound.upper(job.priority, reclaiming) < size:
             return False
-        picked = self.picked
-        eligible = (
-            candidate
-            for candidate in self.candidates[job.accelerator]
-            if candidate.job_id not in picked and may_preempt(job, candidate.run, reclaiming)
-        )
+        if self.scan_budget <= 0:
+            return False
+        eligible = self._eligible(job, reclaiming)
         self.preemption_attempts += 1
         max_level = job.required_level or "fleet"
         choice = pick_victims(job, size, pool, eligible, max_level=max_level, held=self.index.held)
@@ -287,6 +291,16 @@ class _Cycle:
         self._reserve(job, pool, choice.node_ids, start_s)
         self.reasons[job.id] = REASON_CAPACITY
         return True
+
+    def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
+        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget."""
+        picked = self.picked
+        for candidate in self.candidates[job.accelerator]:
+            if self.scan_budget <= 0:
+                return
+            self.scan_budget -= 1
+            if candidate.job_id not in picked and may_preempt(job, candidate.run, reclaiming):
+                yield candidate
 
     def _prepare_candidates(self, accelerator: str) -> None:
         if accelerator in self.candidates:
@@ -329,11 +343,7 @@ class _Cycle:
     def _grow(self) -> None:
         if not self.policy.elastic:
             return
-        waiting = {
-            job.accelerator
-            for job in self.snapshot.pending
-            if job.id not in self.started and self.reasons.get(job.id) != REASON_QUOTA
-        }
+        waiting = self.waiting
         for accelerator, pool in self.index.pools.items():
             if accelerator in waiting or pool.total_free == 0:
                 continue
