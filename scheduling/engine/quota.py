@@ -77,7 +77,7 @@ class _AcceleratorLedger:
 class QuotaLedger:
     """Per-accelerator GPU usage by team, charged as the cycle starts jobs."""
 
-    __slots__ = ("ledgers", "department")
+    __slots__ = ("ledgers", "department", "version")
 
     def __init__(
         self,
@@ -94,6 +94,8 @@ class QuotaLedger:
             for accelerator in sorted(set(capacity) | set(by_accelerator))
         }
         self.department = {team.id: team.department for team in teams}
+        # Bumped on every charge or release, so callers can cache admissions between changes.
+        self.version = 0
         usage: dict[tuple[str, str], int] = {}
         for run in running:
             key = (run.job.team, run.job.accelerator)
@@ -144,7 +146,9 @@ class QuotaLedger:
         return "capacity"
 
     def charge(self, team: str, accelerator: str, gpus: int) -> None:
+        self.version += 1
         self._ledger(accelerator).change(team, gpus)
 
     def release(self, team: str, accelerator: str, gpus: int) -> None:
+        self.version += 1
         self._ledger(accelerator).change(team, -gpus)

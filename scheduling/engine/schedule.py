@@ -79,6 +79,7 @@ class _Cycle:
         self.misses: dict[tuple[str, int, str], int] = {}
         self.verdicts: dict[tuple[str, int, int, str | None, str | None, bool], tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
+        self.admissions: dict[tuple[str, str, int], tuple[int, int, Admission | None, bool]] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
         self.started: set[str] = set()
@@ -126,8 +127,8 @@ class _Cycle:
             self.waiting.add(accelerator)
             return
         size = job.gpus if job.min_gpus is None else self._smallest_size(job)
-        admission = self.ledger.admit(job.team, accelerator, size)
-        if admission is None and self.ledger.refusal(job.team, accelerator, size, pool.total_free) == REASON_QUOTA:
+        admission, refused = self._admission(job.team, accelerator, size, pool)
+        if refused:
             self.reasons[job.id] = REASON_QUOTA
             return
         # A job shaped like one that already failed, with nothing changed since, fails the same way.
@@ -154,6 +155,20 @@ class _Cycle:
             self.fifo_blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
         self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
+
+    def _admission(
+        self, team: str, accelerator: str, size: int, pool: AcceleratorPool
+    ) -> tuple[Admission | None, bool]:
+        """Quota admission, and whether its refusal is a quota one; cached until the ledger or
+        the free capacity changes (both only change through starts and growth)."""
+        key = (team, accelerator, size)
+        cached = self.admissions.get(key)
+        if cached is not None and cached[0] == self.ledger.version and cached[1] == pool.total_free:
+            return cached[2], cached[3]
+        admission = self.ledger.admit(team, accelerator, size)
+        refused = admission is None and self.ledger.refusal(team, accelerator, size, pool.total_free) == REASON_QUOTA
+        self.admissions[key] = (self.ledger.version, pool.total_free, admission, refused)
+        return admission, refused
 
     def _settled(self, accelerator: str) -> bool:
         """No more preemption or reservation attempts this cycle that could treat jobs differently."""
