@@ -32,6 +32,7 @@ class AcceleratorPool:
         "node_rack",
         "node_pod",
         "usable",
+        "healthy",
     )
 
     def __init__(
@@ -56,6 +57,7 @@ class AcceleratorPool:
         self.node_rack: dict[str, str] = {}
         self.node_pod: dict[str, str] = {}
         self.usable: dict[str, int] = {}
+        self.healthy: dict[str, int] = {}
         for node in sorted(nodes, key=lambda n: (n.pod, n.rack, n.id)):
             rack_key = node.rack_key
             self.node_rack[node.id] = rack_key
@@ -66,10 +68,24 @@ class AcceleratorPool:
                 self.pod_whole.setdefault(node.pod, 0)
             self.capacity += node.usable_gpus
             self.usable[node.id] = node.usable_gpus
+            self.healthy[node.id] = max(0, min(node.gpus, node.healthy_gpus))
             self.free[node.id] = 0
             self._set(node.id, max(0, node.usable_gpus - used.get(node.id, 0)))
         self.racks_of_pod = {pod: tuple(racks) for pod, racks in racks_of_pod.items()}
         self.order: tuple[str, ...] = tuple(sorted(self.free))
+
+    def clone(self) -> AcceleratorPool:
+        """A copy whose mutable parts are independent; topology maps are shared (read-only)."""
+        twin = AcceleratorPool.__new__(AcceleratorPool)
+        for name in ("accelerator", "gpus_per_node", "bucket_keys", "total_free", "capacity"):
+            setattr(twin, name, getattr(self, name))
+        for name in ("whole_count", "racks_of_pod", "order", "node_rack", "node_pod", "usable", "healthy"):
+            setattr(twin, name, getattr(self, name))
+        twin.free = dict(self.free)
+        twin.buckets = {key: dict(bucket) for key, bucket in self.buckets.items()}
+        twin.whole_by_rack = {rack: dict(whole) for rack, whole in self.whole_by_rack.items()}
+        twin.pod_whole = dict(self.pod_whole)
+        return twin
 
     def _set(self, node_id: str, new_free: int) -> None:
         old = self.free[node_id]
@@ -115,23 +131,23 @@ class CapacityIndex:
 
     __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node")
 
-    def __init__(self, nodes: Iterable[Node], running: Iterable[Running], gpus_per_node: int):
-        used: dict[str, int] = {}
-        for run in running:
-            for node_id, gpus in run.allocation:
-                used[node_id] = used.get(node_id, 0) + gpus
-        by_accelerator: dict[str, list[Node]] = {}
-        self.node_accelerator: dict[str, str] = {}
-        for node in nodes:
-            by_accelerator.setdefault(node.accelerator, []).append(node)
-            self.node_accelerator[node.id] = node.accelerator
+    def __init__(self, nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int):
+        node_accelerator, templates = _empty_fleet(nodes, gpus_per_node)
+        self.node_accelerator = node_accelerator
         self.gpus_per_node = gpus_per_node
-        self.pools: dict[str, AcceleratorPool] = {
-            accelerator: AcceleratorPool(accelerator, members, used, gpus_per_node)
-            for accelerator, members in sorted(by_accelerator.items())
-        }
+        self.pools: dict[str, AcceleratorPool] = {name: template.clone() for name, template in templates.items()}
+        for node_id, gpus in used.items():
+            accelerator = node_accelerator.get(node_id)
+            if accelerator is not None:
+                pool = self.pools[accelerator]
+                pool._set(node_id, max(0, pool.usable[node_id] - gpus))
         # Free GPUs taken out of placement because they are held for a reservation.
         self.held: dict[str, int] = {}
+
+    def usable(self, node_id: str) -> int | None:
+        """Healthy GPUs of an uncordoned node (0 when cordoned); None for unknown nodes."""
+        accelerator = self.node_accelerator.get(node_id)
+        return None if accelerator is None else self.pools[accelerator].usable[node_id]
 
     def pool(self, accelerator: str) -> AcceleratorPool | None:
         return self.pools.get(accelerator)
@@ -158,6 +174,39 @@ class CapacityIndex:
         free = self.held.pop(node_id, 0)
         if free:
             self.give(((node_id, free),))
+
+
+# The empty-fleet index of the last few node tuples seen. Building it is the fixed cost of every
+# cycle, and the live loop and the simulator pass the same tuple object while nodes don't change.
+# Keyed by identity (the tuple is kept alive in the value), so a lookup never hashes the nodes.
+_EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, dict[str, str], dict[str, AcceleratorPool]]] = {}
+
+
+def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> tuple[dict[str, str], dict[str, AcceleratorPool]]:
+    cached = _EMPTY_FLEETS.get(id(nodes))
+    if cached is not None and cached[0] is nodes and cached[1] == gpus_per_node:
+        return cached[2], cached[3]
+    by_accelerator: dict[str, list[Node]] = {}
+    node_accelerator: dict[str, str] = {}
+    for node in nodes:
+        by_accelerator.setdefault(node.accelerator, []).append(node)
+        node_accelerator[node.id] = node.accelerator
+    templates = {
+        accelerator: AcceleratorPool(accelerator, members, {}, gpus_per_node)
+        for accelerator, members in sorted(by_accelerator.items())
+    }
+    if len(_EMPTY_FLEETS) >= 4:
+        _EMPTY_FLEETS.pop(next(iter(_EMPTY_FLEETS)))
+    _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, node_accelerator, templates)
+    return node_accelerator, templates
+
+
+def usage_by_node(running: Iterable[Running]) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for run in running:
+        for node_id, gpus in run.allocation:
+            used[node_id] = used.get(node_id, 0) + gpus
+    return used
 
 
 def level_of(node_ids: Iterable[str], node_rack: Mapping[str, str], node_pod: Mapping[str, str]) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .capacity import CapacityIndex
 from .model import Node, Running
 
 
@@ -14,33 +15,36 @@ class Triage:
     requeue: tuple[tuple[str, str], ...]
 
 
-def triage_nodes(nodes: Iterable[Node], running: Iterable[Running]) -> Triage:
+def triage_nodes(
+    nodes: Iterable[Node],
+    running: Iterable[Running],
+    used: Mapping[str, int],
+    index: CapacityIndex,
+) -> Triage:
     """Cordon nodes with no healthy GPU; requeue every job on a node using more GPUs than it has.
 
     Which job on a degraded node lost the GPU is not known from the snapshot, so all jobs on it
     restart from their checkpoints elsewhere (a gang is only as healthy as its worst member).
+    A cordoned node keeps its running jobs; it only takes no new ones.
     """
-    by_id = {node.id: node for node in nodes}
     cordon = tuple(
-        (node.id, "no-healthy-gpus")
-        for node in sorted(by_id.values(), key=lambda n: n.id)
-        if node.healthy_gpus <= 0 and not node.cordoned
+        sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned)
     )
-    used: dict[str, int] = {}
-    runs = list(running)
-    for run in runs:
-        for node_id, gpus in run.allocation:
-            used[node_id] = used.get(node_id, 0) + gpus
-    degraded = {
-        node_id
-        for node_id, gpus in used.items()
-        if node_id not in by_id or gpus > max(0, min(by_id[node_id].gpus, by_id[node_id].healthy_gpus))
-    }
+    degraded = {node_id for node_id, gpus in used.items() if gpus > _healthy(index, node_id)}
+    if not degraded:
+        return Triage(cordon, ())
     requeue = tuple(
         sorted(
             (run.job.id, "node-degraded")
-            for run in runs
-            if degraded and any(node_id in degraded for node_id, _ in run.allocation)
+            for run in running
+            if any(node_id in degraded for node_id, _ in run.allocation)
         )
     )
     return Triage(cordon, requeue)
+
+
+def _healthy(index: CapacityIndex, node_id: str) -> int:
+    pool = index.pools.get(index.node_accelerator.get(node_id, ""))
+    if pool is None:
+        return -1
+    return pool.healthy[node_id]

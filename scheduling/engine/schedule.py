@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterator
 
 from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s
-from .capacity import AcceleratorPool, CapacityIndex
+from .capacity import AcceleratorPool, CapacityIndex, usage_by_node
 from .elastic import grow_action, plan_growth, reduced_sizes
 from .explain import explain_pending
 from .fairshare import fairshare_factors
@@ -56,14 +56,17 @@ class _Cycle:
         self.now = now
         self.policy = policy = snapshot.policy
         self.actions: list[Action] = []
-        # Step 1: health.
-        triage = triage_nodes(snapshot.nodes, snapshot.running)
+        # Steps 1-2: index free capacity, then triage health against it.
+        used = usage_by_node(snapshot.running)
+        self.index = CapacityIndex(snapshot.nodes, used, policy.gpus_per_node)
+        triage = triage_nodes(snapshot.nodes, snapshot.running, used, self.index)
         self.actions.extend(Cordon(node_id, reason) for node_id, reason in triage.cordon)
         self.actions.extend(Requeue(job_id, reason) for job_id, reason in triage.requeue)
-        requeued = {job_id for job_id, _ in triage.requeue}
-        self.running = [run for run in snapshot.running if run.job.id not in requeued]
-        # Step 2: capacity, quotas, release profiles.
-        self.index = CapacityIndex(snapshot.nodes, self.running, policy.gpus_per_node)
+        self.running = list(snapshot.running)
+        if triage.requeue:
+            requeued = {job_id for job_id, _ in triage.requeue}
+            self.running = [run for run in snapshot.running if run.job.id not in requeued]
+            self.index = CapacityIndex(snapshot.nodes, usage_by_node(self.running), policy.gpus_per_node)
         capacity = {accelerator: pool.capacity for accelerator, pool in self.index.pools.items()}
         self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
         self.profiles: dict[str, ReleaseProfile] = {name: ReleaseProfile(now) for name in self.index.pools}
