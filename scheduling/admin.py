@@ -57,7 +57,6 @@ class JobAdmin(admin.ModelAdmin):
         "gpus",
         "accelerator_type",
         "state",
-        "pending_reason",
     ]
     list_filter = ["state", "kind", "team", "accelerator_type"]
     search_fields = ["name"]

@@ -52,8 +52,6 @@ JOB_FIELDS = (
     "borrowing",
     "placement_level",
     "grace_until_s",
-    "pending_reason",
-    "estimated_start_s",
     "restarts",
 )
 

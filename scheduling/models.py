@@ -177,8 +177,6 @@ class Job(models.Model):
     placement_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
     grace_until_s = models.FloatField(null=True, blank=True)
     restarts = models.PositiveIntegerField(default=0)
-    pending_reason = models.CharField(max_length=80, blank=True)
-    estimated_start_s = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

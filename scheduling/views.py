@@ -15,6 +15,7 @@ from scheduling.forms import JobSubmitForm
 from scheduling.models import Job
 from scheduling.selectors import fleet_map, job_events, job_for_user, job_nodes, jobs_for_user
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
+from scheduling.services.pending import pending_info_for
 from tenants.selectors import teams_for_user
 
 STATE_FILTERS = {
@@ -30,6 +31,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
     show = request.GET.get("show", "active")
     jobs = jobs_for_user(user=request.user, states=STATE_FILTERS.get(show, Job.ACTIVE_STATES)).order_by("-id")
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    pending = pending_info_for(job_ids=[job.pk for job in page if job.state == Job.State.PENDING])
+    for job in page:
+        job.pending = pending.get(job.pk)
     return render(
         request,
         "scheduling/job_list.html",
@@ -40,6 +44,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = job_for_user(user=request.user, job_id=job_id)
+    job.pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
     return render(
         request,
         "scheduling/job_detail.html",

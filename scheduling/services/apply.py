@@ -46,7 +46,6 @@ class AppliedTick:
     changes: list[JobChange] = field(default_factory=list)
     finished: list[FinishedRun] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
-    pending_updated: int = 0
 
     def count(self, event: str) -> int:
         return sum(1 for change in self.changes if change.event == event)
@@ -79,8 +78,6 @@ def _final_fields(
             "borrowing": run.borrowing,
             "placement_level": run.level,
             "grace_until_s": run.grace_until_s,
-            "pending_reason": "",
-            "estimated_start_s": None,
         }
         kind, message = _running_event(history, run)
         return fields, run.allocation, kind, message
@@ -111,8 +108,6 @@ def _final_fields(
             (e.time_s for e in history if isinstance(e, (engine.Completed, engine.TimedOut))), sim_now_s
         ),
         "grace_until_s": None,
-        "pending_reason": "",
-        "estimated_start_s": None,
     }
     if timed_out:
         return fields, (), SchedulerEvent.Kind.TIMED_OUT, "Killed at its time limit"
@@ -191,19 +186,4 @@ def plan_apply(*, loaded: Loaded, plan: engine.Plan, events: list[engine.Event],
                 lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
                 applied.finished.append(FinishedRun(str(row["id"]), event.time_s, lost))
     SchedulerEvent.objects.bulk_create(new_events)
-    applied.pending_updated = _pending_reasons_write(loaded, plan)
     return applied
-
-
-def _pending_reasons_write(loaded: Loaded, plan: engine.Plan) -> int:
-    """Store each still-pending job's reason and estimated start where they changed."""
-    changed = []
-    for status in plan.pending:
-        row = loaded.jobs.get(status.job_id)
-        if row is None or row["state"] != Job.State.PENDING or status.job_id not in loaded.state.pending:
-            continue
-        estimate = None if status.estimated_start_s is None else round(status.estimated_start_s)
-        if row["pending_reason"] != status.reason or row["estimated_start_s"] != estimate:
-            changed.append(Job(pk=row["id"], pending_reason=status.reason[:80], estimated_start_s=estimate))
-    Job.objects.bulk_update(changed, ["pending_reason", "estimated_start_s"], batch_size=1000)
-    return len(changed)

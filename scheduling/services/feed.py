@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -12,7 +13,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from scheduling.engine import PendingStatus
 from scheduling.selectors import fleet_summary
+from scheduling.services.pending import pending_statuses_store
 
 if TYPE_CHECKING:
     from scheduling.services.apply import AppliedTick
@@ -42,9 +45,10 @@ def fleet_heartbeat_publish() -> dict[str, Any]:
     return payload
 
 
-def tick_publish(*, sample: TickSample, applied: AppliedTick) -> None:
-    """After a tick commits: the fleet's share and occupancy to everyone, each job change to its
-    team (and to admins, who watch every team)."""
+def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[PendingStatus]) -> None:
+    """After a tick commits: the pending jobs' reasons, the fleet's share and occupancy to
+    everyone, each job change to its team (and to admins, who watch every team)."""
+    pending_statuses_store(statuses=pending)
     fleet_event_publish(group=FLEET_GROUP, payload=fleet_payload(sample))
     for change in applied.changes:
         payload = {

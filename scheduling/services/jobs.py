@@ -119,7 +119,6 @@ def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> J
         required_level=spec.required_level,
         preferred_level=spec.preferred_level,
         submit_s=now,
-        pending_reason="new",
     )
     SchedulerEvent.objects.create(
         job=job,
@@ -144,8 +143,6 @@ def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[i
                 state=Job.State.CANCELLED,
                 finished_s=sim_now_s,
                 version=F("version") + 1,
-                pending_reason="",
-                estimated_start_s=None,
                 grace_until_s=None,
             ):
                 continue

@@ -34,7 +34,7 @@ def fleet_time(seconds: float | None) -> str:
 
 @register.filter
 def starts_in(estimated_s: float | None, now_s: float) -> str:
-    if estimated_s is None:
+    if not isinstance(estimated_s, int | float):
         return "unknown"
     wait = estimated_s - now_s
     return "now" if wait <= 60 else f"in {duration(wait)}"

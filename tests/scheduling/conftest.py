@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import TestCase
 
 from scheduling.models import AcceleratorType, Job, Node, Pod, Rack
 from scheduling.services.cycle import TickResult, cycle_tick
@@ -51,7 +52,10 @@ class Fleet:
         """One cycle, ``wall_step_s`` of wall time after the previous one."""
         self.token += 1
         self.wall_s += wall_step_s
-        result = cycle_tick(token=self.token, wall_now=T0 + timedelta(seconds=self.wall_s), speed=speed)
+        # Run what the tick defers to after commit (publishing, pending reasons) here too, also in
+        # tests that wrap everything in one transaction.
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            result = cycle_tick(token=self.token, wall_now=T0 + timedelta(seconds=self.wall_s), speed=speed)
         self.ticks.append(result)
         return result
 

@@ -6,6 +6,7 @@ import pytest
 from django.db.models import Sum
 
 from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node, SchedulerEvent, UsageSample
+from scheduling.services.pending import pending_info_for
 from scheduling.services.snapshot import snapshot_build
 from tests.scheduling.conftest import Fleet
 
@@ -72,8 +73,9 @@ def test_a_gang_that_does_not_fit_stays_pending_with_a_reason_and_an_estimate(fl
     waiting.refresh_from_db()
     running.refresh_from_db()
     assert waiting.state == Job.State.PENDING
-    assert waiting.pending_reason.startswith(("reserved-for:", "capacity"))
-    assert waiting.estimated_start_s == pytest.approx(running.started_s + 600.0, abs=1.0)
+    info = pending_info_for(job_ids=[waiting.pk])[waiting.pk]
+    assert info.reason.startswith(("reserved-for:", "capacity"))
+    assert info.estimated_start_s == pytest.approx(running.started_s + 600.0, abs=1.0)
 
 
 def test_a_job_over_its_team_quota_waits_with_reason_quota(fleet: Fleet) -> None:
@@ -89,7 +91,7 @@ def test_a_job_over_its_team_quota_waits_with_reason_quota(fleet: Fleet) -> None
 
     second.refresh_from_db()
     assert second.state == Job.State.PENDING
-    assert second.pending_reason == "quota"
+    assert pending_info_for(job_ids=[second.pk])[second.pk].reason == "quota"
 
 
 def test_a_stale_fencing_token_writes_nothing(fleet: Fleet) -> None:

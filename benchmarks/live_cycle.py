@@ -1,0 +1,171 @@
+"""End-to-end live cycle at scale: snapshot + engine + apply + publish on a real database.
+
+Builds a 2,048-node fleet (8 GPUs each), about 2,000 running jobs and 10,000 pending ones in the
+database named by DATABASE_URL (default: a PostgreSQL database ``fleetline_bench`` on
+127.0.0.1, created and wiped by this script), then times steady-state ticks. Prints JSON.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/fleetline_bench python benchmarks/live_cycle.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetline_bench")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+os.environ.setdefault("FLEET_DEMO_WORKLOAD", "0")
+
+
+def _ensure_database(url: str) -> None:
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _build(nodes: int, running: int, pending: int, seed: int) -> None:
+    from django.core.management import call_command
+
+    from scheduling.models import AcceleratorType, FleetClock, Job, Node, Pod, Rack
+    from tenants.models import Department, FleetPolicy, PriorityClass, Quota, Team
+
+    call_command("flush", interactive=False, verbosity=0)
+    rng = random.Random(seed)
+    h100 = AcceleratorType.objects.create(name="H100")
+    racks_per_pod, nodes_per_rack = 16, 16
+    node_rows = []
+    for p in range(max(1, nodes // (racks_per_pod * nodes_per_rack))):
+        pod = Pod.objects.create(name=f"pod-{p}")
+        for r in range(racks_per_pod):
+            rack = Rack.objects.create(pod=pod, name=f"pod-{p}-r{r}")
+            node_rows += [
+                Node(rack=rack, name=f"{rack.name}-n{n}", accelerator_type=h100) for n in range(nodes_per_rack)
+            ]
+    Node.objects.bulk_create(node_rows, batch_size=2000)
+    department = Department.objects.create(name="Research")
+    teams = [Team.objects.create(department=department, name=f"team-{i}", slug=f"team-{i}") for i in range(16)]
+    for team in teams:
+        Quota.objects.create(team=team, accelerator_type=h100, guaranteed=len(node_rows) * 8 // 20, borrow_limit=None)
+    FleetPolicy.objects.create(pk=FleetPolicy.SINGLETON_ID)
+    training = PriorityClass.objects.create(name="training", value=300, kind="training", preemptible=True)
+    FleetClock.objects.create(pk=1, sim_now_s=0.0)
+
+    def jobs(count: int, sizes: tuple[int, ...], prefix: str) -> list[Job]:
+        return [
+            Job(
+                team=rng.choice(teams),
+                name=f"{prefix}-{i}",
+                kind="training",
+                priority_class=training,
+                accelerator_type=h100,
+                gpus=rng.choice(sizes),
+                duration_s=rng.uniform(3600, 86400),
+                time_limit_s=86400 * 2,
+                checkpoint_interval_s=1800,
+                submit_s=0.0,
+            )
+            for i in range(count)
+        ]
+
+    Job.objects.bulk_create(jobs(running, (1, 2, 4, 8, 8, 16), "run"), batch_size=2000)
+
+
+def _add_pending(count: int, seed: int) -> None:
+    from scheduling.models import Job
+
+    rng = random.Random(seed + 1)
+    template = Job.objects.order_by("id").first()
+    assert template is not None
+    teams = list(Job.objects.values_list("team_id", flat=True).distinct())
+    Job.objects.bulk_create(
+        [
+            Job(
+                team_id=rng.choice(teams),
+                name=f"queued-{i}",
+                kind="training",
+                priority_class_id=template.priority_class_id,
+                accelerator_type_id=template.accelerator_type_id,
+                gpus=rng.choice((1, 2, 4, 8, 16, 32, 64)),
+                duration_s=rng.uniform(3600, 86400),
+                time_limit_s=86400 * 2,
+                checkpoint_interval_s=1800,
+                submit_s=60.0,
+            )
+            for i in range(count)
+        ],
+        batch_size=2000,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2048)
+    parser.add_argument("--running", type=int, default=2000)
+    parser.add_argument("--pending", type=int, default=10000)
+    parser.add_argument("--ticks", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    _ensure_database(os.environ["DATABASE_URL"])
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduling.models import Job
+    from scheduling.services.cycle import cycle_tick
+
+    call_command("migrate", verbosity=0)
+    _build(args.nodes, args.running, args.pending, args.seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    cycle_tick(token=1, wall_now=start)
+    first = cycle_tick(token=2, wall_now=start + timedelta(seconds=1))  # starts the running set
+    _add_pending(args.pending, args.seed)
+    totals, laps, queries = [], [], []
+    for i in range(args.ticks):
+        with CaptureQueriesContext(connection) as captured:
+            result = cycle_tick(token=3 + i, wall_now=start + timedelta(seconds=2 + i))
+        assert result is not None
+        totals.append(sum(result.timings_ms.values()))
+        laps.append(result.timings_ms)
+        queries.append(len(captured))
+    ordered = sorted(totals)
+    print(
+        json.dumps(
+            {
+                "database": connection.vendor,
+                "nodes": args.nodes,
+                "gpus": args.nodes * 8,
+                "running": Job.objects.filter(state=Job.State.RUNNING).count(),
+                "pending": Job.objects.filter(state=Job.State.PENDING).count(),
+                "first_fill_tick_ms": round(sum(first.timings_ms.values()), 1) if first else None,
+                "ticks": args.ticks,
+                "median_ms": round(statistics.median(totals), 1),
+                "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+                "median_step_ms": {k: round(statistics.median(lap[k] for lap in laps), 1) for k in laps[0]},
+                "queries_median": statistics.median(queries),
+                "target_ms": 1000,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
