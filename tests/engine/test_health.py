@@ -12,13 +12,13 @@ def test_a_node_without_healthy_gpus_is_cordoned() -> None:
     assert plan.of_type(Cordon) == (Cordon("dead", "no-healthy-gpus"),)
 
 
-def test_jobs_on_a_node_that_lost_gpus_they_use_are_requeued_and_nothing_new_lands_there() -> None:
+def test_jobs_on_a_node_that_lost_gpus_they_use_are_requeued_and_only_its_healthy_gpus_stay_usable() -> None:
     nodes = (Node("sick", "p", "r", "a100", 8, 6), Node("ok", "p", "r", "a100"))
     scenario = Scenario(nodes).with_running(running(job("victim", 8), on="sick"))
-    plan = scenario.pending(job("next", 4)).plan()
+    plan = scenario.pending(job("next", 8), job("small", 6, submit_s=1)).plan()
 
     assert plan.of_type(Requeue) == (Requeue("victim", "node-degraded"),)
-    assert started(plan) == {"next": (("ok", 4),)}
+    assert started(plan) == {"next": (("ok", 8),), "small": (("sick", 6),)}
 
 
 def test_a_cordoned_node_keeps_its_jobs_but_takes_no_new_ones() -> None:
