@@ -25,7 +25,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("FLEET_DEMO_WORKLOAD", "0")
 
 
-def _ensure_database(url: str) -> None:
+def _fresh_database(url: str) -> None:
+    """Drop and recreate the benchmark's own PostgreSQL database."""
     if not url.startswith("postgres"):
         return
     import psycopg
@@ -33,8 +34,8 @@ def _ensure_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     admin = url.rsplit("/", 1)[0] + "/postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _build(nodes: int, running: int, pending: int, seed: int) -> None:
@@ -43,7 +44,6 @@ def _build(nodes: int, running: int, pending: int, seed: int) -> None:
     from scheduling.models import AcceleratorType, FleetClock, Job, Node, Pod, Rack
     from tenants.models import Department, FleetPolicy, PriorityClass, Quota, Team
 
-    call_command("flush", interactive=False, verbosity=0)
     rng = random.Random(seed)
     h100 = AcceleratorType.objects.create(name="H100")
     racks_per_pod, nodes_per_rack = 16, 16
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    _ensure_database(os.environ["DATABASE_URL"])
+    _fresh_database(os.environ["DATABASE_URL"])
 
     import django
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling import views
+from scheduling import api, views
 
 urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
@@ -10,4 +10,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
     path("fleet/", views.fleet_map_view, name="fleet-map"),
+    path("api/jobs/", api.JobListApi.as_view(), name="api-job-list"),
+    path("api/jobs/submit/", api.JobSubmitApi.as_view(), name="api-job-submit"),
+    path("api/jobs/<int:job_id>/", api.JobDetailApi.as_view(), name="api-job-detail"),
+    path("api/jobs/<int:job_id>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
 ]

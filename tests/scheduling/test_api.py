@@ -1,0 +1,84 @@
+"""The jobs API: token or session auth, validation errors by field, team isolation."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from scheduling.models import Job
+from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from tests.scheduling.conftest import Fleet
+
+
+@pytest.fixture
+def member_api(fleet: Fleet) -> APIClient:
+    client = APIClient()
+    token = Token.objects.create(user=MembershipFactory(team=fleet.team).user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+def _payload(fleet: Fleet, **overrides: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "team": fleet.team.slug,
+        "name": "api-run",
+        "priority_class": fleet.training.pk,
+        "accelerator_type": fleet.accelerator.pk,
+        "gpus": 8,
+        "duration_s": 3600,
+    }
+    data.update(overrides)
+    return data
+
+
+def test_a_member_submits_a_job_with_a_token_and_sees_why_it_waits(fleet: Fleet, member_api: APIClient) -> None:
+    response = member_api.post("/api/jobs/submit/", _payload(fleet), format="json")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["state"] == "pending"
+    assert body["pending_reason"] == "new"
+    fleet.tick()
+    assert member_api.get(f"/api/jobs/{body['id']}/").json()["state"] == "running"
+
+
+def test_bad_input_is_refused_field_by_field_and_nothing_is_saved(fleet: Fleet, member_api: APIClient) -> None:
+    response = member_api.post("/api/jobs/submit/", _payload(fleet, gpus=12, duration_s=-1), format="json")
+
+    assert response.status_code == 400
+    assert "duration_s" in response.json()
+    response = member_api.post("/api/jobs/submit/", _payload(fleet, gpus=12), format="json")
+    assert response.status_code == 400
+    assert "multiple of 8" in response.json()["gpus"][0]
+    assert not Job.objects.exists()
+
+
+def test_a_member_cannot_submit_to_another_team(fleet: Fleet, member_api: APIClient) -> None:
+    other = TeamFactory(name="Other", slug="other")
+
+    response = member_api.post("/api/jobs/submit/", _payload(fleet, team=other.slug), format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"team": ["No such team among yours."]}
+
+
+def test_an_outsider_cannot_see_or_cancel_a_job(fleet: Fleet) -> None:
+    job = fleet.submit(gpus=8)
+    outsider = APIClient()
+    outsider.force_authenticate(UserFactory())
+
+    assert outsider.get(f"/api/jobs/{job.pk}/").status_code == 404
+    assert outsider.post(f"/api/jobs/{job.pk}/cancel/").status_code == 404
+    assert outsider.get("/api/jobs/").json() == []
+
+
+def test_anonymous_requests_are_refused(fleet: Fleet) -> None:
+    assert APIClient().get("/api/jobs/").status_code in (401, 403)
+
+
+def test_a_member_cancels_through_the_api_and_a_second_cancel_is_refused(fleet: Fleet, member_api: APIClient) -> None:
+    job = fleet.submit(gpus=8)
+
+    assert member_api.post(f"/api/jobs/{job.pk}/cancel/").json()["state"] == "cancelled"
+    assert member_api.post(f"/api/jobs/{job.pk}/cancel/").status_code == 400
