@@ -1,0 +1,3 @@
+from scheduling.sim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The metrics contract of DESIGN.md ("Simulator metrics"), assembled from what the recorder saw.
+
+Choices the contract leaves open, stated once:
+- JCT, wait and slowdown are over jobs that finished (completed or killed at their time limit);
+  `unfinished` counts jobs that could never start (e.g. beyond their team's quota).
+- `jain_fairness`: for each team, x = GPU-seconds used while demanding / GPU-seconds entitled while
+  demanding, where the entitlement at each moment is the max-min fair split of the fleet among the
+  teams with demand (pending + running GPUs), weighted by guarantees when quotas are given and
+  equal otherwise, each capped at its demand. Jain's index of the x values.
+- `guarantee_violation_gpu_hours`: per team, unmet = min(pending GPUs, unused guarantee); once
+  unmet has been positive for more than 5 minutes in a row, its GPU-time counts.
+- `fragmentation_idle_fraction`: idle GPU-seconds while the last plan left some job pending for
+  "topology" (enough free GPUs, wrong shape), over capacity x window.
+- `topology_optimal_fraction`: of starts of jobs with more than one GPU, those placed no wider than
+  the narrowest domain an empty fleet offers for their size.
+- `serving_slo_attainment` is null without a serving model; failure keys are 0 / null until a
+  failure model (hook) reports them.
+- `events_per_s` counts arrivals plus FleetState events (starts, completions, evictions, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduling.engine import Job
+
+from .formulas import bounded_slowdown, jain_index, limit_ratio, mean, offered_gpu_s, percentile, ratio
+from .recorder import Recorder
+
+CONTRACT_KEYS: tuple[str, ...] = (
+    "capacity_gpus",
+    "jobs",
+    "window_s",
+    "utilisation",
+    "goodput",
+    "offered_load",
+    "limit_ratio",
+    "jct_mean_s",
+    "jct_p50_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "wait_mean_s",
+    "wait_p99_s",
+    "bounded_slowdown_mean",
+    "jain_fairness",
+    "guarantee_violation_gpu_hours",
+    "fragmentation_idle_fraction",
+    "racks_per_multinode_job_mean",
+    "topology_optimal_fraction",
+    "preemptions",
+    "preemption_lost_gpu_hours",
+    "failures",
+    "mttd_mean_s",
+    "mttr_mean_s",
+    "failure_lost_gpu_hours",
+    "serving_slo_attainment",
+    "sim_wall_s",
+    "events_per_s",
+)
+WALL_KEYS: tuple[str, ...] = ("sim_wall_s", "events_per_s")
+
+
+@dataclass(frozen=True, slots=True)
+class TeamShare:
+    team: str
+    used_gpu_h: float
+    entitled_gpu_h: float
+    guaranteed_gpus: int
+
+    @property
+    def used_over_entitled(self) -> float | None:
+        return ratio(self.used_gpu_h, self.entitled_gpu_h)
+
+
+def team_shares(recorder: Recorder) -> tuple[TeamShare, ...]:
+    teams = sorted({team for team, _ in set(recorder.used_gpu_s) | set(recorder.entitled_gpu_s)})
+    return tuple(
+        TeamShare(
+            team,
+            sum(v for (t, _), v in recorder.used_gpu_s.items() if t == team) / 3600.0,
+            sum(v for (t, _), v in recorder.entitled_gpu_s.items() if t == team) / 3600.0,
+            sum(v for (t, _), v in recorder.guarantees.items() if t == team),
+        )
+        for team in teams
+    )
+
+
+def _jain(recorder: Recorder) -> float | None:
+    teams = sorted({team for team, _ in recorder.entitled_gpu_s})
+    shares = []
+    for team in teams:
+        entitled = sum(v for (t, _), v in recorder.entitled_gpu_s.items() if t == team)
+        used = sum(v for (t, _), v in recorder.used_while_demanding.items() if t == team)
+        if entitled > 0:
+            shares.append(used / entitled)
+    return jain_index(shares)
+
+
+def build_metrics(
+    recorder: Recorder,
+    jobs: Sequence[Job],
+    *,
+    policy_name: str,
+    end_s: float,
+    wall_s: float,
+    events: int,
+    cycles: int,
+    skipped_cycles: int,
+    quotas_given: bool,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    capacity = recorder.capacity_gpus
+    window_s = recorder.w1 - recorder.w0
+    area = capacity * window_s
+    finished = [o for o in recorder.outcomes.values() if o.end_s is not None]
+    jct = [o.end_s - o.job.submit_s for o in finished if o.end_s is not None]
+    waits = [o.first_start_s - o.job.submit_s for o in finished if o.first_start_s is not None]
+    slowdowns = [bounded_slowdown(o.end_s - o.job.submit_s, o.job.duration_s) for o in finished if o.end_s is not None]
+    goodput = ratio(recorder.useful_gpu_s, area)
+    offered = ratio(offered_gpu_s([(j.submit_s, j.duration_s, j.gpus) for j in jobs], recorder.w1), area)
+    metrics: dict[str, Any] = {
+        "capacity_gpus": capacity,
+        "jobs": len(jobs),
+        "window_s": window_s,
+        "utilisation": ratio(recorder.allocated_gpu_s, area),
+        "goodput": goodput,
+        "offered_load": offered,
+        "limit_ratio": limit_ratio(goodput, offered),
+        "jct_mean_s": mean(jct),
+        "jct_p50_s": percentile(jct, 50),
+        "jct_p95_s": percentile(jct, 95),
+        "jct_p99_s": percentile(jct, 99),
+        "wait_mean_s": mean(waits),
+        "wait_p99_s": percentile(waits, 99),
+        "bounded_slowdown_mean": mean(slowdowns),
+        "jain_fairness": _jain(recorder),
+        "guarantee_violation_gpu_hours": sum(m.gpu_s for m in recorder.meters.values()) / 3600.0,
+        "fragmentation_idle_fraction": ratio(recorder.fragment_idle_gpu_s, area),
+        "racks_per_multinode_job_mean": mean(recorder.multinode_racks),
+        "topology_optimal_fraction": ratio(recorder.topology_optimal, recorder.topology_checked),
+        "preemptions": recorder.preemptions,
+        "preemption_lost_gpu_hours": recorder.preemption_lost_gpu_s / 3600.0,
+        "failures": 0,
+        "mttd_mean_s": None,
+        "mttr_mean_s": None,
+        "failure_lost_gpu_hours": recorder.failure_lost_gpu_s / 3600.0,
+        "serving_slo_attainment": None,
+        "sim_wall_s": wall_s,
+        "events_per_s": events / wall_s if wall_s > 0 else None,
+    }
+    metrics.update({key: value for key, value in extra.items() if key in metrics})
+    metrics.update(
+        {
+            "policy": policy_name,
+            "completed": sum(1 for o in finished if not o.timed_out),
+            "timed_out": sum(1 for o in finished if o.timed_out),
+            "unfinished": len(recorder.outcomes) - len(finished),
+            "quotas": "given" if quotas_given else "none: teams share the fleet without guarantees",
+            "sim_end_s": end_s,
+            "cycles": cycles,
+            "cycles_skipped": skipped_cycles,
+            "events": events,
+        }
+    )
+    return metrics
