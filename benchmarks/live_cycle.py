@@ -125,7 +125,7 @@ def main() -> None:
 
     django.setup()
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
     from scheduling.models import Job
@@ -139,6 +139,7 @@ def main() -> None:
     _add_pending(args.pending, args.seed)
     totals, laps, queries = [], [], []
     for i in range(args.ticks):
+        reset_queries()
         with CaptureQueriesContext(connection) as captured:
             result = cycle_tick(token=3 + i, wall_now=start + timedelta(seconds=2 + i))
         assert result is not None

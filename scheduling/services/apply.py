@@ -138,21 +138,23 @@ def _node_deltas(old: Alloc, new: Alloc) -> dict[int, int]:
     return {node_id: d for node_id, d in deltas.items() if d}
 
 
-def _job_write(row: dict[str, Any], fields: dict[str, Any], old: Alloc, new: Alloc) -> bool:
+def _job_write(row: Any, fields: dict[str, Any], old: Alloc, new: Alloc) -> bool:
     """One job's change as a unit: guarded update, allocations, node counters."""
-    job_id = row["id"]
+    job_id = row.id
     try:
         with transaction.atomic():
-            updated = Job.objects.filter(pk=job_id, state=row["state"], version=row["version"]).update(
+            updated = Job.objects.filter(pk=job_id, state=row.state, version=row.version).update(
                 **fields, version=F("version") + 1
             )
             if not updated:
                 return False
             if old != new:
-                Allocation.objects.filter(job_id=job_id).delete()
-                Allocation.objects.bulk_create(
-                    Allocation(job_id=job_id, node_id=int(node_id), gpus=gpus) for node_id, gpus in new
-                )
+                if old:
+                    Allocation.objects.filter(job_id=job_id).delete()
+                if new:
+                    Allocation.objects.bulk_create(
+                        Allocation(job_id=job_id, node_id=int(node_id), gpus=gpus) for node_id, gpus in new
+                    )
                 nodes_shift(_node_deltas(old, new))
             return True
     except IntegrityError:
@@ -168,22 +170,22 @@ def plan_apply(*, loaded: Loaded, plan: engine.Plan, events: list[engine.Event],
             continue
         fields, new, kind, message = _final_fields(loaded, job_id, history, sim_now_s)
         old = loaded.allocations.get(job_id, ())
-        if old == new and all(row.get(name) == value for name, value in fields.items()):
+        if old == new and all(getattr(row, name, None) == value for name, value in fields.items()):
             continue
         acquires = any(d > 0 for d in _node_deltas(old, new).values())
         writes.append((acquires, int(job_id), row, fields, old, new, kind, message, history))
     new_events = []
     for _, _, row, fields, old, new, kind, message, history in sorted(writes, key=lambda w: (w[0], w[1])):
         if not _job_write(row, fields, old, new):
-            applied.skipped.append(row["id"])
+            applied.skipped.append(row.id)
             continue
-        applied.changes.append(JobChange(row["id"], row["team_id"], fields["state"], kind, message))
+        applied.changes.append(JobChange(row.id, row.team_id, fields["state"], kind, message))
         new_events.append(
-            SchedulerEvent(job_id=row["id"], team_id=row["team_id"], kind=kind, sim_time_s=sim_now_s, message=message)
+            SchedulerEvent(job_id=row.id, team_id=row.team_id, kind=kind, sim_time_s=sim_now_s, message=message)
         )
         for event in history:
             if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):
                 lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
-                applied.finished.append(FinishedRun(str(row["id"]), event.time_s, lost))
+                applied.finished.append(FinishedRun(str(row.id), event.time_s, lost))
     SchedulerEvent.objects.bulk_create(new_events)
     return applied

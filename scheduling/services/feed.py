@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -22,14 +23,31 @@ if TYPE_CHECKING:
     from scheduling.services.ledger import TickSample
 
 HEARTBEAT_SEQUENCE_KEY = "fleetline:heartbeat:seq"
+PUBLISH_CONCURRENCY = 8
+
+
+def fleet_events_publish(events: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send each ``(group, payload)`` to every websocket in its group, all in one pass of the
+    event loop. Call it outside open transactions."""
+    layer = get_channel_layer()
+    if layer is None or not events:
+        return
+
+    async def send_all() -> None:
+        # A few at a time: the channel layer's connection pool is small.
+        for start in range(0, len(events), PUBLISH_CONCURRENCY):
+            await asyncio.gather(
+                *(
+                    layer.group_send(group, {"type": "fleet.event", "payload": payload})
+                    for group, payload in events[start : start + PUBLISH_CONCURRENCY]
+                )
+            )
+
+    async_to_sync(send_all)()
 
 
 def fleet_event_publish(*, group: str, payload: dict[str, Any]) -> None:
-    """Send one event to every websocket in ``group``. Call it outside open transactions."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    async_to_sync(layer.group_send)(group, {"type": "fleet.event", "payload": payload})
+    fleet_events_publish([(group, payload)])
 
 
 def fleet_heartbeat_publish() -> dict[str, Any]:
@@ -49,7 +67,7 @@ def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[
     """After a tick commits: the pending jobs' reasons, the fleet's share and occupancy to
     everyone, each job change to its team (and to admins, who watch every team)."""
     pending_statuses_store(statuses=pending)
-    fleet_event_publish(group=FLEET_GROUP, payload=fleet_payload(sample))
+    events: list[tuple[str, dict[str, Any]]] = [(FLEET_GROUP, fleet_payload(sample))]
     for change in applied.changes:
         payload = {
             "kind": "job",
@@ -60,8 +78,8 @@ def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[
             "message": change.message,
             "sim_time_s": sample.sim_time_s,
         }
-        fleet_event_publish(group=team_group(change.team_id), payload=payload)
-        fleet_event_publish(group=ALL_JOBS_GROUP, payload=payload)
+        events += [(team_group(change.team_id), payload), (ALL_JOBS_GROUP, payload)]
+    fleet_events_publish(events)
 
 
 def fleet_payload(sample: TickSample) -> dict[str, Any]:

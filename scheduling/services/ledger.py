@@ -85,19 +85,19 @@ def usage_record(
         )
     for finished in applied.finished:
         row = loaded.jobs[finished.job_id]
-        if row["started_s"] is None:
+        if row.started_s is None:
             continue
-        key = (row["team_id"], row["accelerator_type__name"], row["kind"])
+        key = (row.team_id, row.accelerator_type__name, row.kind)
         gpus = sum(g for _, g in loaded.allocations.get(finished.job_id, ()))
         _charge(
             sums[key],
             gpus,
-            row["started_s"],
-            row["anchor_s"] or row["started_s"],
+            row.started_s,
+            row.anchor_s or row.started_s,
             finished.end_s,
             sim_from_s,
-            policy.penalty(row["placement_level"] or "node"),
-            row["borrowing"],
+            policy.penalty(row.placement_level or "node"),
+            row.borrowing,
         )
         sums[key].lost += finished.lost_gpu_s
     interval = max(0.0, sim_to_s - sim_from_s)

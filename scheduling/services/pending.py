@@ -1,8 +1,9 @@
 """Why each pending job waits and when it should start: recomputed by every cycle, so it lives
-in Redis (one hash, swapped whole after each committed tick), not in the job rows."""
+in Redis (one JSON document, replaced whole after each committed tick), not in the job rows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,32 +27,21 @@ def _client() -> redis.Redis:
 
 
 def pending_statuses_store(*, statuses: Iterable[engine.PendingStatus]) -> None:
-    mapping = {
-        status.job_id: f"{status.reason}|{'' if status.estimated_start_s is None else round(status.estimated_start_s)}"
+    document = {
+        status.job_id: [status.reason, None if status.estimated_start_s is None else round(status.estimated_start_s)]
         for status in statuses
     }
-    client = _client()
-    if not mapping:
-        client.delete(PENDING_KEY)
-        return
-    staging = f"{PENDING_KEY}:next"
-    with client.pipeline(transaction=True) as pipe:
-        pipe.delete(staging)
-        pipe.hset(staging, mapping=mapping)
-        pipe.rename(staging, PENDING_KEY)
-        pipe.execute()
+    _client().set(PENDING_KEY, json.dumps(document, separators=(",", ":")))
 
 
 def pending_info_for(*, job_ids: list[int]) -> dict[int, PendingInfo]:
     """The latest cycle's reason and estimate for each job; new jobs wait for their first cycle."""
     if not job_ids:
         return {}
-    values = _client().hmget(PENDING_KEY, [str(job_id) for job_id in job_ids])
+    raw = _client().get(PENDING_KEY)
+    document = json.loads(raw) if raw else {}
     info = {}
-    for job_id, value in zip(job_ids, values, strict=True):
-        if value is None:
-            info[job_id] = PendingInfo(NEW_JOB_REASON, None)
-            continue
-        reason, _, estimate = value.decode().partition("|")
-        info[job_id] = PendingInfo(reason, float(estimate) if estimate else None)
+    for job_id in job_ids:
+        reason, estimate = document.get(str(job_id), (NEW_JOB_REASON, None))
+        info[job_id] = PendingInfo(reason, None if estimate is None else float(estimate))
     return info

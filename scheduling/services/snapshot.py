@@ -9,7 +9,7 @@ from scheduling import engine
 from scheduling.convert import (
     JOB_FIELDS,
     NODE_FIELDS,
-    job_from_row,
+    JobCache,
     node_from_row,
     policy_from_row,
     quota_from_row,
@@ -17,6 +17,9 @@ from scheduling.convert import (
 )
 from scheduling.models import Allocation, Job, Node, TeamUsage
 from tenants.models import FleetPolicy, Quota, Team
+
+# Per process: a worker reuses the engine jobs of its previous tick.
+_JOB_CACHE = JobCache()
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Loaded:
     quotas: tuple[engine.Quota, ...]
     policy: engine.Policy
     usage: tuple[tuple[str, float], ...]
-    jobs: dict[str, dict[str, Any]]
+    jobs: dict[str, Any]  # job id -> row (a named tuple of JOB_FIELDS)
     allocations: dict[str, tuple[tuple[str, int], ...]]
     nodes: tuple[engine.Node, ...]
     team_usage: dict[int, tuple[float, float]] = field(default_factory=dict)
@@ -41,10 +44,10 @@ def _decayed(value: float, elapsed_s: float, half_life_s: float) -> float:
 
 def snapshot_build(*, sim_now_s: float) -> Loaded:
     """Seven queries, whatever the size of the fleet and the queue."""
-    nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values(*NODE_FIELDS))
+    nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values_list(*NODE_FIELDS, named=True))
     jobs = {
-        str(row["id"]): row
-        for row in Job.objects.filter(state__in=Job.ACTIVE_STATES).order_by("id").values(*JOB_FIELDS)
+        str(row.id): row
+        for row in Job.objects.filter(state__in=Job.ACTIVE_STATES).order_by("id").values_list(*JOB_FIELDS, named=True)
     }
     allocations: dict[str, list[tuple[str, int]]] = {}
     for job_id, node_id, gpus in (
@@ -89,7 +92,7 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
 
 def _state_restore(
     nodes: tuple[engine.Node, ...],
-    jobs: dict[str, dict[str, Any]],
+    jobs: dict[str, Any],
     allocations: dict[str, tuple[tuple[str, int], ...]],
     policy: engine.Policy,
     sim_now_s: float,
@@ -101,20 +104,19 @@ def _state_restore(
         checkpoint_events=False,
         now=sim_now_s,
     )
-    for job_id, row in jobs.items():
-        job = job_from_row(row)
+    for (job_id, row), job in zip(jobs.items(), _JOB_CACHE.jobs_from_rows(list(jobs.values())), strict=True):
         allocation = allocations.get(job_id)
-        if row["state"] == Job.State.RUNNING and allocation:
+        if row.state == Job.State.RUNNING and allocation:
             state.restore(
                 job,
                 allocation,
-                start_s=row["started_s"],
-                borrowing=row["borrowing"],
-                anchor_s=row["anchor_s"],
-                anchor_progress_s=row["anchor_progress_s"],
-                base_progress_s=row["base_progress_s"],
-                grace_until_s=row["grace_until_s"],
+                start_s=row.started_s,
+                borrowing=row.borrowing,
+                anchor_s=row.anchor_s,
+                anchor_progress_s=row.anchor_progress_s,
+                base_progress_s=row.base_progress_s,
+                grace_until_s=row.grace_until_s,
             )
         else:
-            state.submit(job, saved_progress_s=row["saved_progress_s"])
+            state.submit(job, saved_progress_s=row.saved_progress_s)
     return state
