@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .capacity import AcceleratorPool, CapacityIndex
-from .model import LEVEL_RANK, Running
+from .model import LEVEL_RANK, Job, Running
 from .placement import nodes_needed
 
 ReleaseEvent = tuple[float, str, int]
@@ -248,3 +248,10 @@ def expected_end_s(run: Running, now: float) -> float:
         return max(now, run.start_s + job.time_limit_s)
     remaining = max(0.0, job.duration_s - run.progress_s)
     return now + remaining * job.gpus / max(1, run.gpus)
+
+
+def worst_runtime_s(job: Job, size: int, penalty: float) -> float:
+    """How long a start can hold its GPUs: the time limit, else the slowed-down duration."""
+    if job.time_limit_s is not None:
+        return job.time_limit_s
+    return job.duration_s * penalty * job.gpus / max(1, size)

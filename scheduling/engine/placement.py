@@ -140,3 +140,7 @@ def _take_nodes(pool: AcceleratorPool, racks: list[str], count: int) -> list[str
             if len(chosen) == count:
                 return chosen
     return chosen
+
+
+def narrower(level: str, other: str) -> str:
+    return level if LEVEL_RANK[level] <= LEVEL_RANK[other] else other

@@ -55,8 +55,12 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
-def may_preempt(preemptor: Job, victim: Running, reclaiming: bool) -> bool:
-    """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring)."""
+def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool = True) -> bool:
+    """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring).
+
+    Reclaiming takes only real loans: the victim's team must still use at least its own guarantee
+    after losing the victim, otherwise two teams would keep reclaiming from each other.
+    """
     if victim.job.kind == "serving" and preemptor.kind != "serving":
         return False
     if victim.job.team == preemptor.team and victim.job.priority >= preemptor.priority:
@@ -65,7 +69,7 @@ def may_preempt(preemptor: Job, victim: Running, reclaiming: bool) -> bool:
         return True
     if victim.job.preemptible and victim.job.priority < preemptor.priority:
         return True
-    return reclaiming and victim.borrowing and victim.job.team != preemptor.team
+    return reclaiming and victim.borrowing and victim.job.team != preemptor.team and victim_team_stays_covered
 
 
 # One way to get GPUs on a node: (cost, priority, job id, gpus released, candidate, evicts?, node)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s
+from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s, worst_runtime_s
 from .capacity import AcceleratorPool, CapacityIndex, usage_by_node
 from .elastic import grow_action, plan_growth, reduced_sizes
 from .explain import explain_pending
@@ -26,7 +26,7 @@ from .fairshare import fairshare_factors
 from .health import triage_nodes
 from .model import LEVEL_RANK, LEVELS, Job, Snapshot
 from .ordering import order_jobs
-from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, narrower
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
@@ -95,13 +95,18 @@ class _Cycle:
         self.waiting: set[str] = set()
         self.preemption_attempts = 0
         self.scan_budget = policy.preemption_scan_budget
+        # GPUs per (team, accelerator) already on their way out: in grace, or picked this cycle.
+        self.evicting: dict[tuple[str, str], int] = {}
+        for run in self.running:
+            if run.grace_until_s is not None:
+                key = (run.job.team, run.job.accelerator)
+                self.evicting[key] = self.evicting.get(key, 0) + run.gpus
 
     def run(self) -> Plan:
         snapshot = self.snapshot
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
         queue = order_jobs(snapshot.pending, self.policy, factors)
-        for job in queue:
-            self._consider(job)
+        self._consider_all(queue)
         self._grow()
         # Step 6: reasons and estimates.
         statuses = explain_pending(
@@ -117,6 +122,31 @@ class _Cycle:
             elastic=self.policy.elastic,
         )
         return Plan(tuple(self.actions), statuses)
+
+    def _consider_all(self, queue: list[Job]) -> None:
+        """Within each priority level, jobs that fit their own guarantee go before borrowers
+        (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by preemption,
+        and the owner has to reclaim them again, forever."""
+        deferred: list[Job] = []
+        priority = None
+        for job in queue:
+            if job.priority != priority:
+                for waiting in deferred:
+                    self._consider(waiting)
+                deferred, priority = [], job.priority
+            if self._borrows(job):
+                deferred.append(job)
+            else:
+                self._consider(job)
+        for waiting in deferred:
+            self._consider(waiting)
+
+    def _borrows(self, job: Job) -> bool:
+        pool = self.index.pools.get(job.accelerator)
+        if pool is None or job.gpus <= 0:
+            return False
+        admission = self._admission(job.team, job.accelerator, self._smallest_size(job), pool)[0]
+        return admission is not None and admission.borrowing
 
     # Step 4: one pending job.
     def _consider(self, job: Job) -> None:
@@ -186,7 +216,7 @@ class _Cycle:
         return depth + 4 if depth else 0
 
     def _worst_end_s(self, job: Job, size: int) -> float:
-        return self.now + _worst_runtime_s(job, size, self._worst_penalty(size, job.required_level or "fleet"))
+        return self.now + worst_runtime_s(job, size, self._worst_penalty(size, job.required_level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
         if self.policy.elastic and job.is_elastic:
@@ -225,7 +255,7 @@ class _Cycle:
             return None
         topology_aware = self.policy.topology_aware
         if job.preferred_level and not topology_aware:
-            preferred = fit_gang(pool, size, max_level=_narrower(job.preferred_level, max_level))
+            preferred = fit_gang(pool, size, max_level=narrower(job.preferred_level, max_level))
             if preferred is not None:
                 return preferred
         return fit_gang(pool, size, max_level=max_level, topology_aware=topology_aware)
@@ -239,7 +269,7 @@ class _Cycle:
         entries = self.book.of(job.accelerator)
         if not entries:
             return None
-        worst_end_s = self.now + _worst_runtime_s(job, size, self._worst_penalty(size, max_level))
+        worst_end_s = self.now + worst_runtime_s(job, size, self._worst_penalty(size, max_level))
         key = (job.accelerator, size, max_level)
         missed = self.backfill_misses.get(key)
         if missed is not None and missed[0] == self.generation and worst_end_s >= missed[1]:
@@ -272,7 +302,7 @@ class _Cycle:
             self.index.take(fit.allocation)
         size = sum(gpus for _, gpus in fit.allocation)
         self.ledger.charge(job.team, job.accelerator, size)
-        runtime_s = _worst_runtime_s(job, size, self.policy.penalty(fit.level))
+        runtime_s = worst_runtime_s(job, size, self.policy.penalty(fit.level))
         self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
         self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level))
         self.started.add(job.id)
@@ -298,6 +328,9 @@ class _Cycle:
         start_s = self.now
         for victim in choice.evict:
             self.picked.add(victim.job_id)
+            if not victim.leaving:
+                key = (victim.run.job.team, victim.run.job.accelerator)
+                self.evicting[key] = self.evicting.get(key, 0) + victim.run.gpus
             if victim.leaving:
                 start_s = max(start_s, victim.run.grace_until_s or self.now)
             else:
@@ -317,7 +350,16 @@ class _Cycle:
             if self.scan_budget <= 0:
                 return
             self.scan_budget -= 1
-            if candidate.job_id not in picked and may_preempt(job, candidate.run, reclaiming):
+            if candidate.job_id in picked:
+                continue
+            run = candidate.run
+            covered = True
+            if reclaiming and run.borrowing:
+                team, accelerator = run.job.team, run.job.accelerator
+                leaving = self.evicting.get((team, accelerator), 0)
+                used = self.ledger.used(team, accelerator) - leaving
+                covered = used - run.gpus >= self.ledger.guaranteed(team, accelerator)
+            if may_preempt(job, run, reclaiming, covered):
                 yield candidate
 
     def _prepare_candidates(self, accelerator: str) -> None:
@@ -368,14 +410,3 @@ class _Cycle:
             runs = [run for run in self.running if run.job.accelerator == accelerator and run.job.id not in self.picked]
             for growth in plan_growth(runs, pool, self.ledger, self.index.held):
                 self.actions.append(grow_action(growth, self.ledger))
-
-
-def _worst_runtime_s(job: Job, size: int, penalty: float) -> float:
-    """How long a start can hold its GPUs: the time limit, else the slowed-down duration."""
-    if job.time_limit_s is not None:
-        return job.time_limit_s
-    return job.duration_s * penalty * job.gpus / max(1, size)
-
-
-def _narrower(level: str, other: str) -> str:
-    return level if LEVEL_RANK[level] <= LEVEL_RANK[other] else other

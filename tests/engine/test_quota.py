@@ -66,3 +66,20 @@ def test_a_borrower_blocked_only_because_the_fleet_is_busy_waits_for_capacity() 
     plan = scenario.pending(job("j", 8)).plan()
 
     assert reason_of(plan, "j") == "capacity"
+
+
+def test_within_a_priority_a_team_inside_its_guarantee_goes_before_a_borrower() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 8), quota("beta", 0, 8))
+    plan = scenario.pending(job("borrower", 8, team="beta", submit_s=0), job("owner", 8, submit_s=5)).plan()
+
+    assert set(started(plan)) == {"owner"}
+
+
+def test_reclaiming_never_takes_a_team_below_its_own_guarantee() -> None:
+    from scheduling.engine import Preempt
+
+    stale = running(job("stale", 8, team="beta"), on="p0-r0-n0", borrowing=True)
+    scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 8), quota("beta", 8)).with_running(stale)
+    plan = scenario.pending(job("mine", 8)).plan()
+
+    assert plan.of_type(Preempt) == ()
