@@ -41,6 +41,7 @@ class SimResult:
     series: Series
     team_shares: tuple[TeamShare, ...]
     jct_s: tuple[float, ...]
+    jct_by_job: dict[str, float]
 
 
 @dataclass
@@ -184,8 +185,10 @@ def run_simulation(
         quotas_given=bool(quota_rows),
         extra=extra,
     )
-    jcts = tuple(sorted(o.end_s - o.job.submit_s for o in recorder.outcomes.values() if o.end_s is not None))
-    return SimResult(policy_name, metrics, recorder.series, team_shares(recorder), jcts)
+    by_job = {o.job.id: o.end_s - o.job.submit_s for o in recorder.outcomes.values() if o.end_s is not None}
+    return SimResult(
+        policy_name, metrics, recorder.series, team_shares(recorder), tuple(sorted(by_job.values())), by_job
+    )
 
 
 def _submit(loop: _Loop, job: Job) -> None:

@@ -37,3 +37,18 @@ def test_the_sample_replays_under_every_policy_with_every_contract_key(compariso
 def test_the_sample_ships_with_its_licence() -> None:
     readme = (SAMPLE / "README.md").read_text()
     assert "MIT License" in readme and "Microsoft Corporation" in readme
+
+
+def test_the_same_seed_gives_byte_identical_json_apart_from_wall_clock_keys(comparison) -> None:
+    trace = load_itp(sorted(SAMPLE.glob("*.csv")))
+    again = compare_policies(trace, parse_fleet("1x2x4x8"), ["fifo", "easy", "fleetline"])
+    assert again.to_json(deterministic=True) == comparison.to_json(deterministic=True)
+    assert "sim_wall_s" not in again.to_json(deterministic=True)
+
+
+def test_useful_work_matches_the_engines_own_count_when_the_window_covers_everything() -> None:
+    from .builders import job, simulate
+
+    # The window ends at the last submission, after everything has finished.
+    result = simulate("2x1x2x8", [job("x", 0, 8, 1000), job("y", 0, 16, 100), job("z", 2000, 1, 1)], "fifo")
+    assert result.metrics["goodput"] * 32 * 2000 == pytest.approx(8 * 1000 + 16 * 100)
