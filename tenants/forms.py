@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from scheduling.models import AcceleratorType
@@ -29,6 +31,12 @@ class QuotaRequestForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What the GPUs are for, and for how long.",
     )
+
+    def __init__(self, *args: Any, accelerator_choices: list[tuple[int, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if accelerator_choices is not None:
+            # The page has already read the accelerator types; rendering needs no second query.
+            self.fields["accelerator_type"].choices = accelerator_choices
 
 
 class ApproveForm(forms.Form):

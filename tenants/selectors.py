@@ -106,9 +106,9 @@ def quota_requests_for_team(*, team: Team, limit: int = 50) -> list[QuotaRequest
 
 
 def fleet_policy_get() -> FleetPolicy:
-    """The policy row, created with defaults on first use."""
-    policy, _ = FleetPolicy.objects.get_or_create(pk=FleetPolicy.SINGLETON_ID)
-    return policy
+    """The policy row, or the defaults (unsaved) before anyone has saved it: reads never write."""
+    policy = FleetPolicy.objects.filter(pk=FleetPolicy.SINGLETON_ID).first()
+    return policy if policy is not None else FleetPolicy(pk=FleetPolicy.SINGLETON_ID)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,9 @@ def team_list(request: HttpRequest) -> HttpResponse:
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     can_manage = can_manage_team_quota(request.user, team)
-    form = QuotaRequestForm(_posted(request)) if can_manage else None
+    quotas = selectors.quota_overview_for_team(team=team)
+    choices = [(row.accelerator_type_id, row.accelerator_type) for row in quotas]
+    form = QuotaRequestForm(_posted(request), accelerator_choices=choices) if can_manage else None
     if request.method == "POST":
         if form is None:
             raise Http404("No such page.")
@@ -45,7 +47,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "team": team,
         "can_manage": can_manage,
         "form": form,
-        "quotas": selectors.quota_overview_for_team(team=team),
+        "quotas": quotas,
         "quota_requests": selectors.quota_requests_for_team(team=team),
     }
     return render(request, "tenants/team_detail.html", context, status=400 if form and form.errors else 200)

@@ -1,0 +1,167 @@
+"""Priority classes and the fleet policy: admins only, validated, every save audited."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenants.models import AuditEvent, FleetPolicy, PriorityClass
+from tests.factories import FleetPolicyFactory, PriorityClassFactory
+from tests.tenants.conftest import World, client_for
+
+pytestmark = pytest.mark.django_db
+
+POLICY = {
+    "fairshare_half_life_s": "604800",
+    "backfill": "on",
+    "reservation_depth": "2",
+    "preemption": "on",
+    "preemption_grace_s": "60",
+    "within_team_order": "las",
+    "topology_penalty_node": "1.0",
+    "topology_penalty_rack": "1.0",
+    "topology_penalty_pod": "1.2",
+    "topology_penalty_fleet": "1.5",
+    "guarantee_overcommit_ratio": "1.0",
+    "heartbeat_interval_s": "10",
+    "dead_after_missed_heartbeats": "3",
+    "slow_threshold": "1.3",
+    "slow_consecutive_steps": "5",
+}
+CLASS = {"name": "research", "value": "400", "kind": "training", "preemptible": "on"}
+
+
+@pytest.mark.parametrize("who", ["lead", "member", "outsider", "finance"])
+@pytest.mark.parametrize(
+    "url", ["/admin-portal/policy/", "/admin-portal/policy/classes/new/", "/admin-portal/audit/"]
+)
+def test_only_fleet_admins_open_the_policy_pages(world: World, who: str, url: str) -> None:
+    assert client_for(getattr(world, who)).get(url).status_code == 404
+    assert client_for(world.admin).get(url).status_code == 200
+
+
+@pytest.mark.parametrize("who", ["lead", "member", "outsider", "finance"])
+def test_only_fleet_admins_change_policy_or_classes(world: World, who: str) -> None:
+    pc = PriorityClassFactory(name="batch", value=100)
+    client = client_for(getattr(world, who))
+    assert client.post("/admin-portal/policy/", POLICY).status_code == 404
+    assert client.post("/admin-portal/policy/classes/new/", CLASS).status_code == 404
+    assert client.post(f"/admin-portal/policy/classes/{pc.pk}/", {**CLASS, "name": "batch"}).status_code == 404
+    assert not AuditEvent.objects.exists()
+    assert PriorityClass.objects.get().value == 100
+
+
+def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: World) -> None:
+    FleetPolicyFactory()
+    response = client_for(world.admin).post("/admin-portal/policy/", POLICY)
+    assert response.status_code == 302
+    policy = FleetPolicy.objects.get()
+    assert (policy.reservation_depth, policy.within_team_order, policy.topology_penalty_pod) == (2, "las", 1.2)
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
+    assert event.actor == world.admin
+    assert event.before == {
+        "reservation_depth": 1,
+        "preemption_grace_s": 30.0,
+        "within_team_order": "submit",
+        "topology_penalty_pod": 1.15,
+        "topology_penalty_fleet": 1.4,
+    }
+    assert event.after == {
+        "reservation_depth": 2,
+        "preemption_grace_s": 60.0,
+        "within_team_order": "las",
+        "topology_penalty_pod": 1.2,
+        "topology_penalty_fleet": 1.5,
+    }
+
+
+def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
+    data = {k: v for k, v in POLICY.items() if k not in {"backfill", "preemption"}}
+    client_for(world.admin).post("/admin-portal/policy/", data)
+    policy = FleetPolicy.objects.get()
+    assert policy.backfill is False and policy.preemption is False
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("reservation_depth", "0", "greater than or equal to 1"),
+        ("reservation_depth", "", "This field is required"),
+        ("topology_penalty_node", "0.9", "Must be at least 1.0"),
+        ("topology_penalty_rack", "0.5", "Must be at least 1.0"),
+        ("topology_penalty_pod", "0.99", "Must be at least 1.0"),
+        ("topology_penalty_fleet", "-1", "Must be at least 1.0"),
+        ("fairshare_half_life_s", "0", "Must be greater than zero"),
+        ("fairshare_half_life_s", "soon", "Enter a number"),
+        ("preemption_grace_s", "-1", "greater than or equal to 0"),
+        ("within_team_order", "random", "Select a valid choice"),
+        ("guarantee_overcommit_ratio", "0", "Must be greater than zero"),
+        ("heartbeat_interval_s", "0", "Must be greater than zero"),
+        ("dead_after_missed_heartbeats", "0", "greater than or equal to 1"),
+        ("slow_threshold", "0.8", "Must be at least 1.0"),
+        ("slow_consecutive_steps", "0", "greater than or equal to 1"),
+    ],
+)
+def test_each_bad_policy_value_is_refused_next_to_its_field(
+    world: World, field: str, value: str, message: str
+) -> None:
+    FleetPolicyFactory()
+    response = client_for(world.admin).post("/admin-portal/policy/", {**POLICY, field: value})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert f'id="id_{field}-errors"' in body and message in body
+    assert FleetPolicy.objects.get().reservation_depth == 1
+    assert not AuditEvent.objects.exists()
+
+
+def test_the_policy_page_lists_the_priority_classes(world: World) -> None:
+    PriorityClassFactory(name="serving-critical", value=1000, kind="serving", preemptible=False)
+    body = client_for(world.admin).get("/admin-portal/policy/").content.decode()
+    assert "serving-critical" in body and "1000" in body
+
+
+def test_an_admin_adds_a_priority_class_and_it_is_audited(world: World) -> None:
+    response = client_for(world.admin).post("/admin-portal/policy/classes/new/", CLASS)
+    assert response.status_code == 302
+    pc = PriorityClass.objects.get()
+    assert (pc.name, pc.value, pc.kind, pc.preemptible, pc.may_preempt) == ("research", 400, "training", True, False)
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.PRIORITY_CLASS_SAVED)
+    assert event.before is None and event.after["name"] == "research"
+
+
+def test_an_admin_edits_a_priority_class_with_before_and_after(world: World) -> None:
+    pc = PriorityClassFactory(name="batch", value=100, kind="batch")
+    client = client_for(world.admin)
+    assert b'value="batch"' in client.get(f"/admin-portal/policy/classes/{pc.pk}/").content
+    response = client.post(f"/admin-portal/policy/classes/{pc.pk}/", {"name": "batch", "value": "150", "kind": "batch"})
+    assert response.status_code == 302
+    pc.refresh_from_db()
+    assert pc.value == 150 and pc.preemptible is False
+    event = AuditEvent.objects.get()
+    assert event.before["value"] == 100 and event.after["value"] == 150
+
+
+def test_an_unknown_priority_class_is_a_404(world: World) -> None:
+    assert client_for(world.admin).get("/admin-portal/policy/classes/999999/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("name", "", "This field is required"),
+        ("name", "has spaces", "Enter a valid"),
+        ("name", "taken", "Priority class with this Name already exists"),
+        ("value", "", "This field is required"),
+        ("value", "high", "Enter a whole number"),
+        ("kind", "gaming", "Select a valid choice"),
+    ],
+)
+def test_each_bad_priority_class_value_is_refused_next_to_its_field(
+    world: World, field: str, value: str, message: str
+) -> None:
+    PriorityClassFactory(name="taken")
+    response = client_for(world.admin).post("/admin-portal/policy/classes/new/", {**CLASS, field: value})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert f'id="id_{field}-errors"' in body and message in body
+    assert PriorityClass.objects.count() == 1
+    assert not AuditEvent.objects.exists()
