@@ -37,6 +37,7 @@ class FleetState:
         storage_gbps: float = 50.0,
         nic_gbps: float = 12.5,
         checkpoint_events: bool = True,
+        restart_overhead_s: float = 0.0,
         now: float = 0.0,
     ) -> None:
         self.nodes: dict[str, Node] = {node.id: node for node in sorted(nodes, key=lambda n: n.id)}
@@ -45,7 +46,7 @@ class FleetState:
         self._pod = {node.id: node.pod for node in self.nodes.values()}
         self.penalty = dict(level_penalty)
         self.half_life_s = usage_half_life_s
-        self.storage_gbps, self.nic_gbps = storage_gbps, nic_gbps
+        self.storage_gbps, self.nic_gbps, self.restart_overhead_s = storage_gbps, nic_gbps, restart_overhead_s
         self.checkpoint_events = checkpoint_events
         self.now = now
         self.running: dict[str, RunRecord] = {}
@@ -220,6 +221,15 @@ class FleetState:
             events.append(self._evict(run, now, "node-failed"))
         return events
 
+    def throttle_node(self, node_id: str, slowdown: float, now: float) -> list[Event]:
+        """Jobs on the node progress ``slowdown`` x slower from ``now`` (inf: stalled; 1.0: full speed)."""
+        events = self.advance(now) if now > self.now else []
+        for run in self._runs_on(node_id):
+            self._reanchor(run, now)
+            run.rate = self._rate(run.job, run.gpus, run.level) / max(1.0, slowdown)
+            self._schedule_events(run, now)
+        return events
+
     # Accounting --------------------------------------------------------------------------------
     def counters(self) -> Counters:
         self._accrue(self.now)
@@ -381,10 +391,10 @@ class FleetState:
     def _launch(self, run: RunRecord, now: float, restoring_gb: float) -> Started:
         job = run.job
         saved = self.saved_progress.get(job.id, 0.0)
-        restore_s = 0.0
+        restore_s = self.restart_overhead_s if saved > 0 or job.attained_gpu_s > 0 else 0.0
         if saved > 0 and job.checkpoint_gb > 0:
             nodes = len(run.allocation)
-            restore_s = max(restoring_gb / self.storage_gbps, job.checkpoint_gb / (nodes * self.nic_gbps))
+            restore_s += max(restoring_gb / self.storage_gbps, job.checkpoint_gb / (nodes * self.nic_gbps))
         self._restore_gpu_s += restore_s * run.gpus
         run.anchor_s, run.anchor_progress, run.base_progress = now + restore_s, saved, saved
         run.rate = self._rate(job, run.gpus, run.level)
