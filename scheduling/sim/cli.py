@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .failures import FailureOptions
 from .fleet import SpecError, load_quotas, parse_fleet
 from .progress import ProgressBar
 from .runner import POLICIES, compare_policies
@@ -38,12 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="replay only the first N jobs (by submit time)")
     parser.add_argument("--estimate", default="exact", help="time limits when the trace has none: exact or a factor")
     parser.add_argument("--cycle-interval", type=float, default=60.0, help="periodic re-plan interval (sim s)")
+    parser.add_argument("--failures", help="inject seeded failures: SEED or SEED:RATE_SCALE (e.g. 7:100)")
     parser.add_argument("--max-errors", type=int, default=1, help="trace errors to collect before stopping")
 
 
 def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         estimate = parse_estimate(options.estimate)
+        failures = FailureOptions.parse(options.failures) if options.failures else None
         fleet = parse_fleet(options.fleet)
         quotas = load_quotas(options.quotas, default_accelerator=fleet.accelerators[0]) if options.quotas else None
         trace = load_trace(options.trace, options.format, max_errors=options.max_errors)
@@ -57,6 +60,7 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             limit=options.limit,
             cycle_interval_s=options.cycle_interval,
             progress=lambda name: ProgressBar(name, stream=stderr),
+            failures=failures,
         )
     except TraceError as error:
         for each in error.errors:

@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduling.engine import Policy
 
+from .failures import FailureOptions
 from .fleet import Fleet, QuotaSpec, SpecError, teams_for
 from .metrics import WALL_KEYS
 from .simulator import SimResult, run_simulation
@@ -58,6 +59,7 @@ def compare_policies(
     limit: int | None = None,
     cycle_interval_s: float = 60.0,
     progress: Callable[[str], Callable[[float], None] | None] | None = None,
+    failures: FailureOptions | None = None,
 ) -> Comparison:
     unknown = [name for name in policies if name not in POLICIES]
     if unknown:
@@ -68,6 +70,10 @@ def compare_policies(
     workload = build_workload(selected, fleet, estimate=estimate)
     nodes = fleet.nodes()
     teams = teams_for([job.team for job in workload.jobs], quotas)
+    w0, w1 = (
+        min((j.submit_s for j in workload.jobs), default=0.0),
+        max((j.submit_s for j in workload.jobs), default=0.0),
+    )
     results = []
     for name in dict.fromkeys(policies):
         bar = progress(name) if progress else None
@@ -81,6 +87,8 @@ def compare_policies(
             seed=seed,
             cycle_interval_s=cycle_interval_s,
             progress=bar,
+            hooks=[failures.hook(nodes, start_s=w0, until_s=w1)] if failures else (),
+            state_options=failures.state_options() if failures else None,
         )
         done = getattr(bar, "done", None)
         if done is not None:
@@ -99,5 +107,6 @@ def compare_policies(
         "estimate": "exact" if estimate is None else estimate,
         "seed": seed,
         "cycle_interval_s": cycle_interval_s,
+        "failures": None if failures is None else {"seed": failures.seed, "rate_scale": failures.rate_scale},
     }
     return Comparison(meta, tuple(results))

@@ -88,6 +88,7 @@ def run_simulation(
     checkpoint_events: bool = False,
     progress: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    state_options: dict[str, float] | None = None,
 ) -> SimResult:
     """Replay `jobs` on `nodes` under `policy` until every job has finished (or can never start).
 
@@ -105,6 +106,7 @@ def run_simulation(
         level_penalty=policy.level_penalty,
         usage_half_life_s=policy.fairshare_half_life_s,
         checkpoint_events=checkpoint_events,
+        **(state_options or {}),  # storage_gbps, nic_gbps, restart_overhead_s
         now=w0,
     )
     guarantees = {(q.team, q.accelerator): q.guaranteed for q in quota_rows}
