@@ -37,6 +37,13 @@ class ReleaseProfile:
         self._dirty = True
         self._curve = None
 
+    def extend(self, events: list[ReleaseEvent]) -> None:
+        """Add events already clamped to `now` (see `running_totals`)."""
+        if events:
+            self.events.extend(events)
+            self._dirty = True
+            self._curve = None
+
     def sorted_events(self) -> list[ReleaseEvent]:
         if self._dirty:
             self.events.sort()

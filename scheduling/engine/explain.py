@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from .backfill import ReleaseProfile, expected_end_s
 from .capacity import CapacityIndex
 from .model import Job, Running
-from .plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus
+from .plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
 from .quota import QuotaLedger
 
 Curve = tuple[list[float], list[int], list[float]]
@@ -33,6 +33,8 @@ def explain_pending(
 ) -> tuple[PendingStatus, ...]:
     """One `PendingStatus` per job of `queue` that did not start, in queue order."""
     statuses: list[PendingStatus] = []
+    append = statuses.append
+    make = pending_status
     demand: dict[str, float] = {}
     held = index.held
     free_now = {
@@ -41,12 +43,16 @@ def explain_pending(
     }
     team_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
     curves: dict[str, Curve] = {}
+    # The earliest time `gpus` GPUs are free at all depends only on the size: once per size.
+    firsts: dict[tuple[str, int], float | None] = {}
     for job in queue:
         job_id = job.id
         if job_id in started:
             continue
         accelerator = job.accelerator
+        gpus = job.gpus
         reason = reasons.get(job_id, REASON_CAPACITY)
+        ahead = demand.get(accelerator, 0.0)
         estimate: float | None = None
         if job_id in estimates:
             estimate = estimates[job_id]
@@ -54,30 +60,41 @@ def explain_pending(
             curve = curves.get(accelerator)
             if curve is None:
                 curve = curves[accelerator] = profiles[accelerator].curve(free_now[accelerator])
-            estimate = _estimate(curve, job.gpus, demand.get(accelerator, 0.0))
-            if reason == REASON_QUOTA and estimate is not None:
-                if team_releases is None:
-                    team_releases = _team_releases(running, now)
-                estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
+            key = (accelerator, gpus)
+            if key in firsts:
+                first = firsts[key]
+            else:
+                first = firsts[key] = _first_time(curve, gpus)
+            if first is not None:
+                estimate = _work_time(curve, ahead)
+                if first > estimate:
+                    estimate = first
+                if reason == REASON_QUOTA:
+                    if team_releases is None:
+                        team_releases = _team_releases(running, now)
+                    estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
         limit_s = job.time_limit_s
-        work_s = job.duration_s if limit_s is None else limit_s
-        demand[accelerator] = demand.get(accelerator, 0.0) + job.gpus * work_s
-        statuses.append(PendingStatus(job_id, reason, estimate))
+        demand[accelerator] = ahead + gpus * (job.duration_s if limit_s is None else limit_s)
+        append(make(job_id, reason, estimate))
     return tuple(statuses)
 
 
-def _estimate(curve: Curve, gpus: int, demand_ahead_gpu_s: float) -> float | None:
-    """`ReleaseProfile.estimate`, inlined for the one call per pending job."""
-    times, levels, areas = curve
+def _first_time(curve: Curve, gpus: int) -> float | None:
+    """When `gpus` GPUs are first free at all; None when the accelerator can never hold them."""
+    times, levels, _ = curve
     final = levels[-1]
     if gpus > final or final <= 0:
         return None
+    return times[bisect_left(levels, gpus)]
+
+
+def _work_time(curve: Curve, demand_ahead_gpu_s: float) -> float:
+    """When the queue ahead's GPU-seconds have been served (the fluid part of the estimate)."""
+    times, levels, areas = curve
     index = bisect_right(areas, demand_ahead_gpu_s) - 1
     while levels[index] == 0:
         index += 1
-    work_time = times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
-    first = times[bisect_left(levels, gpus)]
-    return first if first > work_time else work_time
+    return times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
 
 
 def _quota_estimate(

@@ -94,5 +94,24 @@ class Plan:
         return None
 
 
+_new = object.__new__
+_set_job_id = PendingStatus.job_id.__set__  # type: ignore[attr-defined]
+_set_reason = PendingStatus.reason.__set__  # type: ignore[attr-defined]
+_set_estimate = PendingStatus.estimated_start_s.__set__  # type: ignore[attr-defined]
+
+
+def pending_status(job_id: str, reason: str, estimated_start_s: float | None) -> PendingStatus:
+    """`PendingStatus(job_id, reason, estimated_start_s)`, built through its slots directly.
+
+    The frozen dataclass's generated `__init__` goes through `object.__setattr__` per field,
+    which is most of the cost of explaining a long queue; the result is the same object.
+    """
+    status = _new(PendingStatus)
+    _set_job_id(status, job_id)
+    _set_reason(status, reason)
+    _set_estimate(status, estimated_start_s)
+    return status
+
+
 def reserved_for(job_id: str) -> str:
     return f"{REASON_RESERVED_PREFIX}{job_id}"

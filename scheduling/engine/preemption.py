@@ -20,22 +20,20 @@ from .placement import nodes_needed
 from .plan import Allocation
 
 
-@dataclass(frozen=True, slots=True)
 class Candidate:
-    """A running job seen as a possible victim."""
+    """A running job seen as a possible victim (a per-cycle working object, never mutated)."""
 
-    run: Running
-    gpus_on: tuple[tuple[str, int], ...]
-    cost: float
-    shrinkable: int
+    __slots__ = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving", "gpus", "priority")
 
-    @property
-    def job_id(self) -> str:
-        return self.run.job.id
-
-    @property
-    def leaving(self) -> bool:
-        return self.run.grace_until_s is not None
+    def __init__(self, run: Running, gpus_on: tuple[tuple[str, int], ...], cost: float, shrinkable: int) -> None:
+        self.run = run
+        self.gpus_on = gpus_on
+        self.cost = cost
+        self.shrinkable = shrinkable
+        self.job_id = run.job.id
+        self.leaving = run.grace_until_s is not None
+        self.gpus = sum(gpus for _, gpus in gpus_on)
+        self.priority = run.job.priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +45,11 @@ class VictimChoice:
 
 def candidate_of(run: Running, elastic: bool) -> Candidate:
     job = run.job
-    gpus = run.gpus
     shrinkable = 0
     if elastic and job.min_gpus is not None and run.grace_until_s is None:
-        shrinkable = max(0, gpus - job.min_gpus)
-    cost = 0.0 if run.grace_until_s is not None else run.lost_gpu_s
+        shrinkable = max(0, sum(gpus for _, gpus in run.allocation) - job.min_gpus)
+    # `run.lost_gpu_s`, inlined.
+    cost = 0.0 if run.grace_until_s is not None else max(0.0, run.progress_s - run.checkpoint_s) * job.gpus
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
@@ -105,7 +103,7 @@ def pick_victims(
     feasible: list[str] = []
     free, usable = pool.free, pool.usable
     for candidate in candidates:
-        priority = candidate.run.job.priority
+        priority = candidate.priority
         for node_id, on_node in candidate.gpus_on:
             if node_id not in free or node_id in held or usable[node_id] < threshold:
                 continue
@@ -247,15 +245,13 @@ class VictimBound:
     __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
 
     def __init__(self, candidates: list[Candidate]) -> None:
-        preemptible = sorted(
-            (c.run.job.priority, c.run.gpus) for c in candidates if c.run.job.preemptible and not c.leaving
-        )
+        preemptible = sorted((c.priority, c.gpus) for c in candidates if c.run.job.preemptible and not c.leaving)
         self.priorities = [priority for priority, _ in preemptible]
         self.cumulative = [0]
         for _, gpus in preemptible:
             self.cumulative.append(self.cumulative[-1] + gpus)
-        self.borrowing = sum(c.run.gpus for c in candidates if c.run.borrowing and not c.leaving)
-        self.leaving = sum(c.run.gpus for c in candidates if c.leaving)
+        self.borrowing = sum(c.gpus for c in candidates if c.run.borrowing and not c.leaving)
+        self.leaving = sum(c.gpus for c in candidates if c.leaving)
 
     def upper(self, priority: int, reclaiming: bool) -> int:
         lower = self.cumulative[bisect_left(self.priorities, priority)]

@@ -85,7 +85,10 @@ class QuotaLedger:
         teams: Iterable[Team],
         running: Iterable[Running],
         capacity: dict[str, int],
+        *,
+        usage: dict[tuple[str, str], int] | None = None,
     ) -> None:
+        """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`."""
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -96,10 +99,11 @@ class QuotaLedger:
         self.department = {team.id: team.department for team in teams}
         # Bumped on every charge or release, so callers can cache admissions between changes.
         self.version = 0
-        usage: dict[tuple[str, str], int] = {}
-        for run in running:
-            key = (run.job.team, run.job.accelerator)
-            usage[key] = usage.get(key, 0) + sum(gpus for _, gpus in run.allocation)
+        if usage is None:
+            usage = {}
+            for run in running:
+                key = (run.job.team, run.job.accelerator)
+                usage[key] = usage.get(key, 0) + sum(gpus for _, gpus in run.allocation)
         for (team, accelerator), gpus in sorted(usage.items()):
             self.charge(team, accelerator, gpus)
 

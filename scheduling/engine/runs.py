@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model import Job
+from .model import Job, Running
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +73,45 @@ class RunRecord:
             return self.base_progress
         done = self.progress_at(time_s) - self.base_progress
         return self.base_progress + math.floor(done / interval + 1e-9) * interval
+
+
+_new = object.__new__
+_set_job = Running.job.__set__  # type: ignore[attr-defined]
+_set_allocation = Running.allocation.__set__  # type: ignore[attr-defined]
+_set_start_s = Running.start_s.__set__  # type: ignore[attr-defined]
+_set_progress_s = Running.progress_s.__set__  # type: ignore[attr-defined]
+_set_checkpoint_s = Running.checkpoint_s.__set__  # type: ignore[attr-defined]
+_set_borrowing = Running.borrowing.__set__  # type: ignore[attr-defined]
+_set_grace_until_s = Running.grace_until_s.__set__  # type: ignore[attr-defined]
+
+
+def running_at(run: RunRecord, now: float) -> Running:
+    """The frozen `Running` a snapshot at `now` shows for `run`.
+
+    Equal to `Running(job, allocation, start_s, run.progress_at(now), run.checkpoint_at(now),
+    borrowing, grace_until_s)`, with both evaluations inlined and the fields set through the slots:
+    one of these is built per running job per cycle.
+    """
+    job = run.job
+    duration_s = job.duration_s
+    if now <= run.anchor_s:
+        progress_s = run.anchor_progress
+    else:
+        progress_s = run.anchor_progress + (now - run.anchor_s) * run.rate
+        if progress_s > duration_s:
+            progress_s = duration_s
+    interval = job.checkpoint_interval_s
+    if not interval or interval <= 0:
+        checkpoint_s = run.base_progress
+    else:
+        base = run.base_progress
+        checkpoint_s = base + math.floor((progress_s - base) / interval + 1e-9) * interval
+    snapshot = _new(Running)
+    _set_job(snapshot, job)
+    _set_allocation(snapshot, run.allocation)
+    _set_start_s(snapshot, run.start_s)
+    _set_progress_s(snapshot, progress_s)
+    _set_checkpoint_s(snapshot, checkpoint_s)
+    _set_borrowing(snapshot, run.borrowing)
+    _set_grace_until_s(snapshot, run.grace_until_s)
+    return snapshot

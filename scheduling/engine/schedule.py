@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from .backfill import ReleaseProfile, Reservation, ReservationBook, earliest_start, expected_end_s, worst_runtime_s
-from .capacity import AcceleratorPool, CapacityIndex, usage_by_node
+from .backfill import Reservation, ReservationBook, earliest_start, worst_runtime_s
+from .capacity import AcceleratorPool
 from .elastic import grow_action, plan_growth, reduced_sizes
 from .explain import explain_pending
 from .fairshare import fairshare_factors
-from .health import triage_nodes
 from .model import LEVEL_RANK, LEVELS, Job, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, narrower
@@ -31,18 +30,16 @@ from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
     REASON_QUOTA,
-    Action,
-    Cordon,
     Plan,
     Preempt,
-    Requeue,
     Reserve,
     Shrink,
     Start,
     reserved_for,
 )
 from .preemption import Candidate, VictimBound, candidate_of, may_preempt, pick_victims
-from .quota import Admission, QuotaLedger
+from .prepare import prepare_cycle
+from .quota import Admission
 
 
 def schedule(snapshot: Snapshot, now: float) -> Plan:
@@ -55,25 +52,10 @@ class _Cycle:
         self.snapshot = snapshot
         self.now = now
         self.policy = policy = snapshot.policy
-        self.actions: list[Action] = []
-        # Steps 1-2: index free capacity, then triage health against it.
-        used = usage_by_node(snapshot.running)
-        self.index = CapacityIndex(snapshot.nodes, used, policy.gpus_per_node)
-        triage = triage_nodes(snapshot.nodes, snapshot.running, used, self.index)
-        self.actions.extend(Cordon(node_id, reason) for node_id, reason in triage.cordon)
-        self.actions.extend(Requeue(job_id, reason) for job_id, reason in triage.requeue)
-        self.running = list(snapshot.running)
-        if triage.requeue:
-            requeued = {job_id for job_id, _ in triage.requeue}
-            self.running = [run for run in snapshot.running if run.job.id not in requeued]
-            self.index = CapacityIndex(snapshot.nodes, usage_by_node(self.running), policy.gpus_per_node)
-        capacity = {accelerator: pool.capacity for accelerator, pool in self.index.pools.items()}
-        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
-        self.profiles: dict[str, ReleaseProfile] = {name: ReleaseProfile(now) for name in self.index.pools}
-        for run in self.running:
-            profile = self.profiles.get(run.job.accelerator)
-            if profile is not None:
-                profile.add(expected_end_s(run, now), run.allocation)
+        # Steps 1-2.
+        prepared = prepare_cycle(snapshot, now)
+        self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
+        self.ledger, self.profiles = prepared.ledger, prepared.profiles
         # Victim candidates are built on the first preemption attempt per accelerator.
         self.candidates: dict[str, list[Candidate]] = {}
         self.victim_bounds: dict[str, VictimBound] = {}
@@ -91,16 +73,13 @@ class _Cycle:
         self.estimates: dict[str, float | None] = {}
         self.reservations_made: dict[str, int] = {}
         self.fifo_blocked: set[str] = set()
+        self.settled: set[str] = set()
         # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
         self.waiting: set[str] = set()
         self.preemption_attempts = 0
         self.scan_budget = policy.preemption_scan_budget
         # GPUs per (team, accelerator) already on their way out: in grace, or picked this cycle.
-        self.evicting: dict[tuple[str, str], int] = {}
-        for run in self.running:
-            if run.grace_until_s is not None:
-                key = (run.job.team, run.job.accelerator)
-                self.evicting[key] = self.evicting.get(key, 0) + run.gpus
+        self.evicting: dict[tuple[str, str], int] = prepared.evicting
 
     def run(self) -> Plan:
         snapshot = self.snapshot
@@ -129,38 +108,55 @@ class _Cycle:
         and the owner has to reclaim them again, forever."""
         deferred: list[Job] = []
         priority = None
+        pools = self.index.pools
+        reasons = self.reasons
+        elastic = self.policy.elastic
+        admissions = self.admissions
+        ledger = self.ledger
         for job in queue:
             if job.priority != priority:
                 for waiting in deferred:
                     self._consider(waiting)
                 deferred, priority = [], job.priority
-            if self._borrows(job):
+            accelerator = job.accelerator
+            pool = pools.get(accelerator)
+            gpus = job.gpus
+            if pool is None or gpus <= 0:
+                reasons[job.id] = REASON_CAPACITY
+                continue
+            low = job.min_gpus
+            size = max(1, low) if elastic and low is not None and low < gpus else gpus
+            # `_admission`, inlined: this runs once per pending job.
+            cached = admissions.get((job.team, accelerator, size))
+            if cached is not None and cached[0] == ledger.version and cached[1] == pool.total_free:
+                admission, refused = cached[2], cached[3]
+            else:
+                admission, refused = self._admission(job.team, accelerator, size, pool)
+            if admission is not None and admission.borrowing:
                 deferred.append(job)
             else:
-                self._consider(job)
+                self._consider_sized(job, pool, size, admission, refused)
         for waiting in deferred:
             self._consider(waiting)
 
-    def _borrows(self, job: Job) -> bool:
-        pool = self.index.pools.get(job.accelerator)
-        if pool is None or job.gpus <= 0:
-            return False
-        admission = self._admission(job.team, job.accelerator, self._smallest_size(job), pool)[0]
-        return admission is not None and admission.borrowing
-
     # Step 4: one pending job.
     def _consider(self, job: Job) -> None:
-        accelerator = job.accelerator
-        pool = self.index.pools.get(accelerator)
+        pool = self.index.pools.get(job.accelerator)
         if pool is None or job.gpus <= 0:
             self.reasons[job.id] = REASON_CAPACITY
             return
+        size = self._smallest_size(job)
+        admission, refused = self._admission(job.team, job.accelerator, size, pool)
+        self._consider_sized(job, pool, size, admission, refused)
+
+    def _consider_sized(
+        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
+    ) -> None:
+        accelerator = job.accelerator
         if accelerator in self.fifo_blocked:
             self.reasons[job.id] = REASON_PRIORITY
             self.waiting.add(accelerator)
             return
-        size = job.gpus if job.min_gpus is None else self._smallest_size(job)
-        admission, refused = self._admission(job.team, accelerator, size, pool)
         if refused:
             self.reasons[job.id] = REASON_QUOTA
             return
@@ -204,12 +200,22 @@ class _Cycle:
         return admission, refused
 
     def _settled(self, accelerator: str) -> bool:
-        """No more preemption or reservation attempts this cycle that could treat jobs differently."""
+        """No more preemption or reservation attempts this cycle that could treat jobs differently.
+
+        Attempts and the scan budget only ever run out, so once settled, an accelerator stays so."""
+        if accelerator in self.settled:
+            return True
+        if self._still_searching(accelerator):
+            return False
+        self.settled.add(accelerator)
+        return True
+
+    def _still_searching(self, accelerator: str) -> bool:
         policy = self.policy
         searching = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
         if policy.preemption and searching:
-            return False
-        return self.reservation_attempts.get(accelerator, 0) >= self._reservation_attempt_cap()
+            return True
+        return self.reservation_attempts.get(accelerator, 0) < self._reservation_attempt_cap()
 
     def _reservation_attempt_cap(self) -> int:
         depth = max(0, self.policy.reservation_depth)
@@ -330,7 +336,7 @@ class _Cycle:
             self.picked.add(victim.job_id)
             if not victim.leaving:
                 key = (victim.run.job.team, victim.run.job.accelerator)
-                self.evicting[key] = self.evicting.get(key, 0) + victim.run.gpus
+                self.evicting[key] = self.evicting.get(key, 0) + victim.gpus
             if victim.leaving:
                 start_s = max(start_s, victim.run.grace_until_s or self.now)
             else:
@@ -358,7 +364,7 @@ class _Cycle:
                 team, accelerator = run.job.team, run.job.accelerator
                 leaving = self.evicting.get((team, accelerator), 0)
                 used = self.ledger.used(team, accelerator) - leaving
-                covered = used - run.gpus >= self.ledger.guaranteed(team, accelerator)
+                covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
             if may_preempt(job, run, reclaiming, covered):
                 yield candidate
 
@@ -367,7 +373,7 @@ class _Cycle:
             return
         elastic = self.policy.elastic
         candidates = [candidate_of(run, elastic) for run in self.running if run.job.accelerator == accelerator]
-        candidates.sort(key=lambda c: (c.cost, c.run.job.priority, c.job_id))
+        candidates.sort(key=lambda c: (c.cost, c.priority, c.job_id))
         self.candidates[accelerator] = candidates
         self.victim_bounds[accelerator] = VictimBound(candidates)
 

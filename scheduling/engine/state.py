@@ -17,9 +17,9 @@ from dataclasses import replace
 
 from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
-from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Running, Snapshot, Team
+from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
-from .runs import Counters, RunRecord, RunView
+from .runs import Counters, RunRecord, RunView, running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
 _LN2 = math.log(2.0)
@@ -188,18 +188,7 @@ class FleetState:
     ) -> Snapshot:
         if self._node_tuple is None:
             self._node_tuple = tuple(self.nodes.values())
-        running = tuple(
-            Running(
-                run.job,
-                run.allocation,
-                run.start_s,
-                run.progress_at(now),
-                run.checkpoint_at(now),
-                run.borrowing,
-                run.grace_until_s,
-            )
-            for run in self.running.values()
-        )
+        running = tuple([running_at(run, now) for run in self.running.values()])
         usage = self.usage(now) if usage is None else usage
         return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage)
 
