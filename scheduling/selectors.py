@@ -9,7 +9,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent
-from tenants.models import Membership
+from tenants.models import Membership, Team
 from tenants.permissions import is_fleet_admin
 
 AnyUser = AbstractBaseUser | AnonymousUser
@@ -53,6 +53,22 @@ def job_for_user(*, user: AnyUser, job_id: int) -> Job:
     if job is None:
         raise Http404("No such job.")
     return job
+
+
+def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[Job]:
+    """The team's queued jobs, oldest first, each with ``.pending``: why it waits and when it
+    should start, as the latest cycle saw it."""
+    from scheduling.services.pending import pending_info_for
+
+    jobs = list(
+        Job.objects.filter(team=team, state=Job.State.PENDING)
+        .select_related("accelerator_type", "priority_class")
+        .order_by("submit_s", "id")[:limit]
+    )
+    info = pending_info_for(job_ids=[job.pk for job in jobs])
+    for job in jobs:
+        job.pending = info[job.pk]
+    return jobs
 
 
 def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet, Sum
 from django.http import Http404
 
-from scheduling.models import AcceleratorType, Node
+from scheduling.models import AcceleratorType, Allocation, Job, Node
 from tenants.models import (
     AuditEvent,
     FleetPolicy,
@@ -69,6 +70,9 @@ class QuotaRow:
     borrow_limit: int | None  # None: unlimited
     lend_limit: int | None  # None: unlimited
     fleet_gpus: int
+    in_use: int = 0
+    borrowed: int = 0  # of in_use, GPUs beyond the guarantee (their jobs are preemptible by owners)
+    lent: int = 0  # unused guarantee that other teams are borrowing right now
 
 
 def fleet_gpus_by_type() -> dict[int, int]:
@@ -78,20 +82,40 @@ def fleet_gpus_by_type() -> dict[int, int]:
 
 
 def quota_overview_for_team(*, team: Team) -> list[QuotaRow]:
-    """One row per accelerator type, zeros where the team has no quota. Three queries."""
+    """One row per accelerator type with the team's quota and what it uses, borrows and lends
+    right now. A type without a quota row means no guarantee and unlimited borrowing, as the
+    scheduler reads it. Four queries."""
     quotas = {q.accelerator_type_id: q for q in Quota.objects.filter(team=team)}
     capacity = fleet_gpus_by_type()
+    in_use: dict[int, int] = defaultdict(int)
+    borrowed: dict[int, int] = defaultdict(int)
+    borrowed_by_others: dict[int, int] = defaultdict(int)
+    for type_id, team_id, borrowing, gpus in (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .values_list("job__accelerator_type_id", "job__team_id", "job__borrowing")
+        .annotate(total=Sum("gpus"))
+        .order_by()
+    ):
+        if team_id == team.pk:
+            in_use[type_id] += gpus
+            borrowed[type_id] += gpus if borrowing else 0
+        elif borrowing:
+            borrowed_by_others[type_id] += gpus
     rows = []
     for accelerator_type in AcceleratorType.objects.order_by("name"):
-        quota = quotas.get(accelerator_type.pk)
+        quota, type_id = quotas.get(accelerator_type.pk), accelerator_type.pk
+        guaranteed = quota.guaranteed if quota else 0
         rows.append(
             QuotaRow(
-                accelerator_type_id=accelerator_type.pk,
+                accelerator_type_id=type_id,
                 accelerator_type=accelerator_type.name,
-                guaranteed=quota.guaranteed if quota else 0,
-                borrow_limit=quota.borrow_limit if quota else 0,
-                lend_limit=quota.lend_limit if quota else 0,
-                fleet_gpus=capacity.get(accelerator_type.pk, 0),
+                guaranteed=guaranteed,
+                borrow_limit=quota.borrow_limit if quota else None,
+                lend_limit=quota.lend_limit if quota else None,
+                fleet_gpus=capacity.get(type_id, 0),
+                in_use=in_use[type_id],
+                borrowed=min(borrowed[type_id], max(0, in_use[type_id] - guaranteed)),
+                lent=min(max(0, guaranteed - in_use[type_id]), borrowed_by_others[type_id]),
             )
         )
     return rows

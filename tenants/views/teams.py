@@ -9,6 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from scheduling.selectors import pending_jobs_for_team
+from scheduling.services.jobs import fleet_now_s
 from tenants import selectors, services
 from tenants.forms import QuotaRequestForm
 from tenants.models import QuotaRequest
@@ -49,6 +51,8 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "form": form,
         "quotas": quotas,
         "quota_requests": selectors.quota_requests_for_team(team=team),
+        "pending_jobs": pending_jobs_for_team(team=team),
+        "now_s": fleet_now_s(),
     }
     return render(request, "tenants/team_detail.html", context, status=400 if form and form.errors else 200)
 

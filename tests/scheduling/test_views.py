@@ -157,3 +157,18 @@ def test_the_fleet_map_shows_every_node_with_its_occupancy(fleet: Fleet, member:
 def test_pages_require_login(fleet: Fleet) -> None:
     for url in ("/jobs/", "/jobs/new/", "/fleet/"):
         assert Client().get(url).status_code == 302
+
+
+def test_the_team_page_shows_usage_and_each_pending_job_with_its_reason(fleet: Fleet, member: Client) -> None:
+    fleet.submit(gpus=32, duration_s=600.0, time_limit_s=600.0, name="big")
+    fleet.tick()
+    fleet.submit(gpus=16, name="queued-run")
+    fleet.tick()
+
+    response = member.get(f"/teams/{fleet.team.slug}/")
+
+    row = next(r for r in response.context["quotas"] if r.accelerator_type == "H100")
+    assert (row.guaranteed, row.in_use, row.borrowed) == (16, 32, 16)
+    html = response.content.decode()
+    assert "queued-run" in html
+    assert "in 10m" in html or "in 9m" in html

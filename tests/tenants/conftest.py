@@ -34,12 +34,6 @@ class World:
     finance: User
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: object) -> None:
-    """These tests log in with force_login; the slow production hasher would only cost time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def world(db: None) -> World:
     h100 = AcceleratorTypeFactory(name="H100")
