@@ -45,7 +45,9 @@ class Incident:
     failure: Failure
     detected_s: float | None = None
     jobs: dict[str, int] = field(default_factory=dict)  # job id -> GPUs
-    resumed_s: dict[str, float] = field(default_factory=dict)
+    restarted_s: dict[str, float] = field(default_factory=dict)  # the restart's start, restore begins
+    resumed_s: dict[str, float] = field(default_factory=dict)  # computing again
+    restored_gb: dict[str, float] = field(default_factory=dict)  # checkpoint bytes the restart read
     evicted: set[str] = field(default_factory=set)
     lost_gpu_s: float = 0.0
 
@@ -208,7 +210,8 @@ class FailureHook:
         for job_id in sorted(incident.evicted - set(incident.resumed_s)):
             run = state.running.get(job_id)
             if run is not None and run.start_s >= (incident.detected_s or 0.0):
-                incident.resumed_s[job_id] = run.anchor_s
+                incident.restarted_s[job_id], incident.resumed_s[job_id] = run.start_s, run.anchor_s
+                incident.restored_gb[job_id] = run.job.checkpoint_gb if run.base_progress > 0 else 0.0
                 incident.lost_gpu_s += (run.anchor_s - run.start_s) * run.gpus
             elif job_id in state.pending:
                 waiting = True
