@@ -129,11 +129,13 @@ class AcceleratorPool:
 class CapacityIndex:
     """Free GPUs of the whole fleet, one `AcceleratorPool` per accelerator type."""
 
-    __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node")
+    __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node", "healthy")
 
     def __init__(self, nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int):
-        node_accelerator, templates = _empty_fleet(nodes, gpus_per_node)
+        node_accelerator, templates, healthy = _empty_fleet(nodes, gpus_per_node)
         self.node_accelerator = node_accelerator
+        # Healthy GPUs per node of the whole fleet (read-only, shared between cycles).
+        self.healthy = healthy
         self.gpus_per_node = gpus_per_node
         self.pools: dict[str, AcceleratorPool] = {name: template.clone() for name, template in templates.items()}
         for node_id, gpus in used.items():
@@ -179,13 +181,14 @@ class CapacityIndex:
 # The empty-fleet index of the last few node tuples seen. Building it is the fixed cost of every
 # cycle, and the live loop and the simulator pass the same tuple object while nodes don't change.
 # Keyed by identity (the tuple is kept alive in the value), so a lookup never hashes the nodes.
-_EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, dict[str, str], dict[str, AcceleratorPool]]] = {}
+_Fleet = tuple[dict[str, str], dict[str, AcceleratorPool], dict[str, int]]
+_EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, _Fleet]] = {}
 
 
-def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> tuple[dict[str, str], dict[str, AcceleratorPool]]:
+def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
     cached = _EMPTY_FLEETS.get(id(nodes))
     if cached is not None and cached[0] is nodes and cached[1] == gpus_per_node:
-        return cached[2], cached[3]
+        return cached[2]
     by_accelerator: dict[str, list[Node]] = {}
     node_accelerator: dict[str, str] = {}
     for node in nodes:
@@ -195,10 +198,12 @@ def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> tuple[dict[str,
         accelerator: AcceleratorPool(accelerator, members, {}, gpus_per_node)
         for accelerator, members in sorted(by_accelerator.items())
     }
+    healthy = {node_id: pool.healthy[node_id] for pool in templates.values() for node_id in pool.healthy}
     if len(_EMPTY_FLEETS) >= 4:
         _EMPTY_FLEETS.pop(next(iter(_EMPTY_FLEETS)))
-    _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, node_accelerator, templates)
-    return node_accelerator, templates
+    fleet = (node_accelerator, templates, healthy)
+    _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, fleet)
+    return fleet
 
 
 def usage_by_node(running: Iterable[Running]) -> dict[str, int]:

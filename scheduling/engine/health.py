@@ -27,10 +27,9 @@ def triage_nodes(
     restart from their checkpoints elsewhere (a gang is only as healthy as its worst member).
     A cordoned node keeps its running jobs; it only takes no new ones.
     """
-    cordon = tuple(
-        sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned)
-    )
-    degraded = {node_id for node_id, gpus in used.items() if gpus > _healthy(index, node_id)}
+    cordon = _cordons(nodes)
+    healthy = index.healthy
+    degraded = {node_id for node_id, gpus in used.items() if gpus > healthy.get(node_id, -1)}
     if not degraded:
         return Triage(cordon, ())
     requeue = tuple(
@@ -43,8 +42,19 @@ def triage_nodes(
     return Triage(cordon, requeue)
 
 
-def _healthy(index: CapacityIndex, node_id: str) -> int:
-    pool = index.pools.get(index.node_accelerator.get(node_id, ""))
-    if pool is None:
-        return -1
-    return pool.healthy[node_id]
+# Cordons of the last node tuple seen: the live loop and the simulator pass the same tuple object
+# while nodes don't change (see `capacity._EMPTY_FLEETS`); keyed by identity, the tuple kept alive.
+_CORDONS: dict[int, tuple[Iterable[Node], tuple[tuple[str, str], ...]]] = {}
+
+
+def _cordons(nodes: Iterable[Node]) -> tuple[tuple[str, str], ...]:
+    cached = _CORDONS.get(id(nodes))
+    if cached is not None and cached[0] is nodes and isinstance(nodes, tuple):
+        return cached[1]
+    cordon = tuple(
+        sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned)
+    )
+    if isinstance(nodes, tuple):
+        _CORDONS.clear()
+        _CORDONS[id(nodes)] = (nodes, cordon)
+    return cordon

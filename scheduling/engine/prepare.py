@@ -56,12 +56,13 @@ def running_totals(running: Iterable[Running], now: float, accelerators: Mapping
             continue
         # `expected_end_s(run, now)`, inlined; then `max(end_s, now)` as in `ReleaseProfile.add`.
         if grace_until_s is not None:
-            end_s = grace_until_s if grace_until_s > now else now
+            end_s = grace_until_s
         elif job.time_limit_s is not None:
-            end_s = max(now, run.start_s + job.time_limit_s)
+            end_s = run.start_s + job.time_limit_s
         else:
-            end_s = now + max(0.0, job.duration_s - run.progress_s) * job.gpus / max(1, gpus)
-        if end_s < now:
+            remaining_s = job.duration_s - run.progress_s
+            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1)
+        if not end_s >= now:
             end_s = now
         for node_id, on_node in allocation:
             events.append((end_s, node_id, on_node))

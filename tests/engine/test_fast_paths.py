@@ -1,0 +1,77 @@
+"""The cycle's inlined fast paths give exactly what the plain definitions give."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduling.engine import FleetState, Running, Snapshot, schedule
+from scheduling.engine.backfill import ReleaseProfile, expected_end_s
+from scheduling.engine.plan import PendingStatus, pending_status
+from scheduling.engine.prepare import running_totals
+
+from .strategies import snapshots
+
+SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, str, int]]:
+    profile = ReleaseProfile(now)
+    for run in snapshot.running:
+        profile.add(expected_end_s(run, now), run.allocation)
+    return profile.sorted_events()
+
+
+@SETTINGS
+@given(snapshots(), st.floats(0.0, 5000.0))
+def test_running_totals_match_the_plain_per_run_definitions(snapshot: Snapshot, now: float) -> None:
+    totals = running_totals(snapshot.running, now, {"a100": None})
+    usage: dict[tuple[str, str], int] = {}
+    evicting: dict[tuple[str, str], int] = {}
+    for run in snapshot.running:
+        key = (run.job.team, run.job.accelerator)
+        usage[key] = usage.get(key, 0) + run.gpus
+        if run.grace_until_s is not None:
+            evicting[key] = evicting.get(key, 0) + run.gpus
+
+    assert totals.usage == usage
+    assert totals.evicting == evicting
+    assert sorted(totals.releases["a100"]) == _plain_release_events(snapshot, now)
+
+
+@SETTINGS
+@given(snapshots(), st.lists(st.floats(1.0, 3000.0), min_size=1, max_size=4))
+def test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field(
+    snapshot: Snapshot, steps: list[float]
+) -> None:
+    state = FleetState(snapshot.nodes, checkpoint_events=True)
+    for job in snapshot.pending:
+        state.submit(job)
+    now = 0.0
+    for step in steps:
+        plan = schedule(state.snapshot(now, snapshot.teams, snapshot.quotas, snapshot.policy), now)
+        state.apply(plan, now)
+        now += step
+        state.advance(now)
+        shown = state.snapshot(now, snapshot.teams, snapshot.quotas, snapshot.policy).running
+        plain = tuple(
+            Running(
+                run.job,
+                run.allocation,
+                run.start_s,
+                run.progress_at(now),
+                run.checkpoint_at(now),
+                run.borrowing,
+                run.grace_until_s,
+            )
+            for run in state.running.values()
+        )
+        assert shown == plain
+
+
+@given(st.text(max_size=5), st.sampled_from(("capacity", "quota")), st.none() | st.floats(allow_nan=False))
+def test_slot_built_statuses_equal_constructed_ones(job_id: str, reason: str, estimate: float | None) -> None:
+    built = pending_status(job_id, reason, estimate)
+
+    assert built == PendingStatus(job_id, reason, estimate)
+    assert hash(built) == hash(PendingStatus(job_id, reason, estimate))
