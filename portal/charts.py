@@ -26,11 +26,11 @@ class SharePoint:
 def _layout(title: str, y_title: str, **extra: object) -> dict[str, object]:
     return {
         "title": {"text": title, "font": {"size": 14}},
-        "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
-        "height": 260,
+        "margin": {"l": 50, "r": 50, "t": 36, "b": 40},
+        "height": 290,
         "xaxis": {"title": {"text": "fleet time (h)"}},
         "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": -0.25},
+        "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "autosize": True,

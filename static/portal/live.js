@@ -30,3 +30,9 @@ Fleetline.fleetTime = function (seconds) {
   var pad = function (n) { return (n < 10 ? "0" : "") + n; };
   return "day " + (days + 1) + ", " + pad(Math.floor(rest / 60)) + ":" + pad(rest % 60);
 };
+
+// A job state as the server renders it: "timed_out" -> "Timed out".
+Fleetline.stateLabel = function (state) {
+  var text = state.replace("_", " ");
+  return text.charAt(0).toUpperCase() + text.slice(1);
+};
