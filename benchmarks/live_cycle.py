@@ -39,7 +39,6 @@ def _fresh_database(url: str) -> None:
 
 
 def _build(nodes: int, running: int, pending: int, seed: int) -> None:
-    from django.core.management import call_command
 
     from scheduling.models import AcceleratorType, FleetClock, Job, Node, Pod, Rack
     from tenants.models import Department, FleetPolicy, PriorityClass, Quota, Team
