@@ -178,6 +178,9 @@ FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
 FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "30"))
 # Demo arrivals keep a fresh installation busy; turn off on a real fleet.
 FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", True)
+# Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick. On for
+# the demo; off under pytest (which sets PYTEST_VERSION) unless a test turns it on.
+FLEET_FAILURES = _env_bool("FLEET_FAILURES", "PYTEST_VERSION" not in os.environ)
 
 CELERY_BEAT_SCHEDULE = {
     "fleet-heartbeat": {

@@ -7,6 +7,7 @@ from scheduling.models import (
     Allocation,
     FleetClock,
     FleetSample,
+    Incident,
     Job,
     Node,
     Pod,
@@ -117,3 +118,20 @@ class FleetSampleAdmin(admin.ModelAdmin):
         "batch_gpus",
         "pending_jobs",
     ]
+
+
+@admin.register(Incident)
+class IncidentAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "node",
+        "kind",
+        "failed_at",
+        "detected_at",
+        "replaced_at",
+        "restored_at",
+        "resumed_at",
+        "lost_gpu_s",
+    )
+    list_filter = ("kind",)
+    raw_id_fields = ("node", "jobs")

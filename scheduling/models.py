@@ -297,3 +297,37 @@ class FleetSample(models.Model):
     @property
     def allocated_gpus(self) -> int:
         return self.serving_gpus + self.training_gpus + self.batch_gpus
+
+
+class Incident(models.Model):
+    """A node failure and its recovery, in fleet seconds: failed -> detected -> replaced (the gangs
+    restart on healthy capacity) -> restored (checkpoint read) -> resumed (computing again)."""
+
+    class Kind(models.TextChoices):
+        DEAD = "dead", "Dead (heartbeats stopped)"
+        DEGRADED = "degraded", "Degraded (GPU lost)"
+        SLOW = "slow", "Slow (step time up)"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="incidents")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    gpus_lost = models.PositiveSmallIntegerField(default=0)
+    slowdown = models.FloatField(default=1.0)
+    failed_at = models.FloatField()
+    detected_at = models.FloatField(null=True, blank=True)
+    replaced_at = models.FloatField(null=True, blank=True)
+    restored_at = models.FloatField(null=True, blank=True)
+    resumed_at = models.FloatField(null=True, blank=True)
+    jobs = models.ManyToManyField(Job, blank=True, related_name="incidents")
+    lost_gpu_s = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-failed_at", "-id"]
+        indexes = [models.Index(fields=["node", "detected_at"], name="incident_node_detected_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on node {self.node_id} at {self.failed_at:.0f} s"
+
+    @property
+    def open(self) -> bool:
+        return self.resumed_at is None

@@ -7,15 +7,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from scheduling.forms import JobSubmitForm
-from scheduling.models import Job
+from scheduling.models import Incident, Job, Node
 from scheduling.selectors import fleet_map, job_events, job_for_user, job_nodes, jobs_for_user
+from scheduling.services.failures import NODE_ACTIONS, node_action
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
 from scheduling.services.pending import pending_info_for
+from tenants.permissions import is_fleet_admin
 from tenants.selectors import teams_for_user
 
 STATE_FILTERS = {
@@ -85,4 +87,31 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @login_required
 def fleet_map_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "scheduling/fleet_map.html", {"pods": fleet_map()})
+    admin = is_fleet_admin(request.user)
+    nodes = Node.objects.order_by("name").only("id", "name", "state") if admin else None
+    return render(
+        request, "scheduling/fleet_map.html", {"pods": fleet_map(), "admin_nodes": nodes, "actions": NODE_ACTIONS}
+    )
+
+
+@login_required
+@require_POST
+def node_action_view(request: HttpRequest) -> HttpResponse:
+    """Cordon, uncordon or drain a node: fleet admins only (everyone else sees no such page)."""
+    action = request.POST.get("action", "")
+    if not is_fleet_admin(request.user) or action not in NODE_ACTIONS:
+        raise Http404("No such page.")
+    try:
+        node = Node.objects.get(pk=int(request.POST.get("node", "")))
+    except (ValueError, Node.DoesNotExist) as error:
+        raise Http404("No such node.") from error
+    node = node_action(node=node, action=action, actor=request.user, sim_now_s=fleet_now_s())
+    messages.success(request, f"{node.name}: {action} done, now {node.get_state_display().lower()}.")
+    return redirect("fleet-map")
+
+
+@login_required
+def incident_list(request: HttpRequest) -> HttpResponse:
+    incidents = Incident.objects.select_related("node").prefetch_related("jobs").order_by("-failed_at", "-id")
+    page = Paginator(incidents, 50).get_page(request.GET.get("page"))
+    return render(request, "scheduling/incident_list.html", {"page": page, "now_s": fleet_now_s()})

@@ -2,11 +2,13 @@
 
 1. claim the tick: a guarded update of the fleet clock (expected tick, fencing token)
 2. reconcile serving deployments with their demand curves
-3. snapshot_build: the fleet, jobs, quotas, policy and usage, in a fixed number of queries
-4. advance the engine's FleetState to the new fleet time (completions, time limits, grace)
-5. schedule(snapshot, now) -> Plan; FleetState applies it
-6. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint
-7. record the usage ledger; publish to the live feed after commit
+3. failures_tick: heartbeats, the seeded failure model (settings.FLEET_FAILURES), dead/slow
+   detection and incidents, written before the snapshot so this tick's plan already reacts
+4. snapshot_build: the fleet, jobs, quotas, policy and usage, in a fixed number of queries
+5. advance the engine's FleetState to the new fleet time (completions, time limits, grace)
+6. schedule(snapshot, now) -> Plan; FleetState applies it
+7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint
+8. record the usage ledger; publish to the live feed after commit
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from django.db.models import F
 from scheduling import engine
 from scheduling.models import FleetClock
 from scheduling.services.apply import AppliedTick, plan_apply
-from scheduling.services.feed import tick_publish
+from scheduling.services.failures import failures_tick
+from scheduling.services.feed import incidents_publish, tick_publish
 from scheduling.services.ledger import usage_record
 from scheduling.services.serving import deployments_reconcile
 from scheduling.services.snapshot import snapshot_build
@@ -78,6 +81,11 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         if not claimed:
             return None
         deployments_reconcile(sim_now_s=sim_to)
+        failed = failures_tick(
+            tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed
+        )
+        if failed.changed_incident_ids:
+            transaction.on_commit(lambda: incidents_publish(incident_ids=failed.changed_incident_ids))
         loaded = snapshot_build(sim_now_s=sim_from)
         watch.lap("snapshot")
         events = loaded.state.advance(sim_to)

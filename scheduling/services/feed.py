@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
 from scheduling.engine import PendingStatus
+from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
 from scheduling.services.pending import pending_statuses_store
 
@@ -80,6 +81,28 @@ def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[
         }
         events += [(team_group(change.team_id), payload), (ALL_JOBS_GROUP, payload)]
     fleet_events_publish(events)
+
+
+def incidents_publish(*, incident_ids: Iterable[int]) -> None:
+    """Each new or advanced incident to everyone watching the fleet (after commit)."""
+    incidents = Incident.objects.filter(pk__in=list(incident_ids)).select_related("node").order_by("pk")
+    fleet_events_publish([(FLEET_GROUP, incident_payload(incident)) for incident in incidents])
+
+
+def incident_payload(incident: Incident) -> dict[str, Any]:
+    return {
+        "kind": "incident",
+        "id": incident.pk,
+        "node": incident.node.name,
+        "node_id": incident.node_id,
+        "incident": incident.kind,
+        "failed_at": incident.failed_at,
+        "detected_at": incident.detected_at,
+        "replaced_at": incident.replaced_at,
+        "restored_at": incident.restored_at,
+        "resumed_at": incident.resumed_at,
+        "lost_gpu_s": incident.lost_gpu_s,
+    }
 
 
 def fleet_payload(sample: TickSample) -> dict[str, Any]:
