@@ -15,6 +15,7 @@ import os
 import random
 import statistics
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -136,11 +137,13 @@ def main() -> None:
     cycle_tick(token=1, wall_now=start)
     first = cycle_tick(token=2, wall_now=start + timedelta(seconds=1))  # starts the running set
     _add_pending(args.pending, args.seed)
-    totals, laps, queries = [], [], []
+    totals, cpu, laps, queries = [], [], [], []
     for i in range(args.ticks):
         reset_queries()
+        cpu_start = time.process_time()
         with CaptureQueriesContext(connection) as captured:
             result = cycle_tick(token=3 + i, wall_now=start + timedelta(seconds=2 + i))
+        cpu.append((time.process_time() - cpu_start) * 1000.0)
         assert result is not None
         totals.append(sum(result.timings_ms.values()))
         laps.append(result.timings_ms)
@@ -158,7 +161,8 @@ def main() -> None:
                 "ticks": args.ticks,
                 "median_ms": round(statistics.median(totals), 1),
                 "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
-                "median_step_ms": {k: round(statistics.median(lap[k] for lap in laps), 1) for k in laps[0]},
+                "median_cpu_ms": round(statistics.median(cpu), 1),
+        "median_step_ms": {k: round(statistics.median(lap[k] for lap in laps), 1) for k in laps[0]},
                 "queries_median": statistics.median(queries),
                 "target_ms": 1000,
             },
