@@ -233,6 +233,9 @@ class AuditEvent(models.Model):
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "Quota request rejected"
         PRIORITY_CLASS_SAVED = "priority_class.saved", "Priority class saved"
         FLEET_POLICY_UPDATED = "fleet_policy.updated", "Fleet policy updated"
+        NODE_CORDONED = "node.cordon", "Node cordoned"
+        NODE_UNCORDONED = "node.uncordon", "Node uncordoned"
+        NODE_DRAINED = "node.drain", "Node drained"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
