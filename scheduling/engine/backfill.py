@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .capacity import AcceleratorPool, CapacityIndex
-from .model import LEVEL_RANK, Job, Running
+from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
 from .placement import nodes_needed
 
 ReleaseEvent = tuple[float, str, int]
@@ -262,3 +262,11 @@ def worst_runtime_s(job: Job, size: int, penalty: float) -> float:
     if job.time_limit_s is not None:
         return job.time_limit_s
     return job.duration_s * penalty * job.gpus / max(1, size)
+
+
+def worst_penalty(policy: Policy, size: int, max_level: str) -> float:
+    """The slowest topology penalty a placement of `size` GPUs within `max_level` can get."""
+    if size <= policy.gpus_per_node:
+        return policy.penalty("node")
+    allowed = [level for level in LEVELS if LEVEL_RANK[level] <= LEVEL_RANK[max_level]]
+    return max(policy.penalty(level) for level in allowed)

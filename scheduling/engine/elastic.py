@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .capacity import AcceleratorPool
+from .capacity import AcceleratorPool, CapacityIndex
 from .model import Job, Running
 from .plan import Allocation, Grow
 from .quota import QuotaLedger
@@ -76,3 +76,17 @@ def grow_action(growth: Growth, ledger: QuotaLedger) -> Grow:
         job.team, job.accelerator
     )
     return Grow(job.id, growth.allocation, sum(gpus for _, gpus in growth.allocation), borrowing)
+
+
+def grow_actions(
+    index: CapacityIndex, running: list[Running], picked: set[str], waiting: set[str], ledger: QuotaLedger
+) -> list[Grow]:
+    """Step 5 of a cycle: grow elastic jobs on accelerators where nothing pending waits for capacity
+    (`waiting`), leaving alone the jobs picked as victims this cycle."""
+    actions: list[Grow] = []
+    for accelerator, pool in index.pools.items():
+        if accelerator in waiting or pool.total_free == 0:
+            continue
+        runs = [run for run in running if run.job.accelerator == accelerator and run.job.id not in picked]
+        actions.extend(grow_action(growth, ledger) for growth in plan_growth(runs, pool, ledger, index.held))
+    return actions

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from .backfill import ReleaseProfile, expected_end_s
-from .capacity import CapacityIndex
+from .backfill import expected_end_s
 from .model import Job, Running
-from .plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
+from .plan import REASON_CAPACITY, REASON_QUOTA, REASON_TOPOLOGY, PendingStatus, pending_status
+from .prepare import Prepared
 from .quota import QuotaLedger
 
 Curve = tuple[list[float], list[int], list[float]]
@@ -20,18 +20,21 @@ Curve = tuple[list[float], list[int], list[float]]
 
 def explain_pending(
     queue: list[Job],
-    *,
+    prepared: Prepared,
     started: set[str],
     reasons: dict[str, str],
     estimates: dict[str, float | None],
-    profiles: dict[str, ReleaseProfile],
-    index: CapacityIndex,
-    ledger: QuotaLedger,
-    running: list[Running],
-    now: float,
     elastic: bool,
 ) -> tuple[PendingStatus, ...]:
-    """One `PendingStatus` per job of `queue` that did not start, in queue order."""
+    """One `PendingStatus` per job of `queue` that did not start, in queue order, from the cycle's
+    working state at its end (`prepared`, as the cycle left it)."""
+    profiles, index, ledger, running, now = (
+        prepared.profiles,
+        prepared.index,
+        prepared.ledger,
+        prepared.running,
+        prepared.now,
+    )
     statuses: list[PendingStatus] = []
     append = statuses.append
     make = pending_status
@@ -77,6 +80,12 @@ def explain_pending(
         demand[accelerator] = ahead + gpus * (job.duration_s if limit_s is None else limit_s)
         append(make(job_id, reason, estimate))
     return tuple(statuses)
+
+
+def topology_waits(reasons: dict[str, str]) -> tuple[PendingStatus, ...]:
+    """Without explanations: only the jobs waiting on topology, in the order they were considered."""
+    topology = REASON_TOPOLOGY
+    return tuple(pending_status(job_id, reason, None) for job_id, reason in reasons.items() if reason == topology)
 
 
 def _first_time(curve: Curve, gpus: int) -> float | None:

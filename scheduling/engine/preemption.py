@@ -53,6 +53,13 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
+def victim_candidates(running: Iterable[Running], accelerator: str, elastic: bool) -> list[Candidate]:
+    """The running jobs of `accelerator` as victim candidates, cheapest first."""
+    candidates = [candidate_of(run, elastic) for run in running if run.job.accelerator == accelerator]
+    candidates.sort(key=lambda c: (c.cost, c.priority, c.job_id))
+    return candidates
+
+
 def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool = True) -> bool:
     """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring).
 

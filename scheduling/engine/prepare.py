@@ -79,6 +79,7 @@ class Prepared:
     ledger: QuotaLedger
     profiles: dict[str, ReleaseProfile]
     evicting: dict[Key, int]
+    now: float
 
 
 def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
@@ -102,4 +103,4 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)
         profile.extend(totals.releases[name])
-    return Prepared(index, running, actions, ledger, profiles, totals.evicting)
+    return Prepared(index, running, actions, ledger, profiles, totals.evicting, now)

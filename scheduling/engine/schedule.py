@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from .backfill import Reservation, ReservationBook, earliest_start, worst_runtime_s
+from .backfill import Reservation, ReservationBook, earliest_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
-from .elastic import grow_action, plan_growth, reduced_sizes
-from .explain import explain_pending
+from .elastic import grow_actions, reduced_sizes
+from .explain import explain_pending, topology_waits
 from .fairshare import fairshare_factors
-from .model import LEVEL_RANK, LEVELS, Job, Snapshot
+from .model import Job, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, narrower
 from .plan import (
@@ -37,23 +37,29 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, VictimBound, candidate_of, may_preempt, pick_victims
+from .preemption import Candidate, VictimBound, may_preempt, pick_victims, victim_candidates
 from .prepare import prepare_cycle
 from .quota import Admission
 
 
-def schedule(snapshot: Snapshot, now: float) -> Plan:
-    """Decide what to start, preempt, resize and reserve; explain every job left pending."""
-    return _Cycle(snapshot, now).run()
+def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
+    """Decide what to start, preempt, resize and reserve; explain every job left pending.
+
+    With `explain=False` (for replays that read no estimates) the actions are the same, but
+    `Plan.pending` only lists the jobs waiting on topology, without estimates, and the queue scan
+    stops once every accelerator is blocked by its strict-FIFO head.
+    """
+    return _Cycle(snapshot, now, explain).run()
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
         self.snapshot = snapshot
         self.now = now
+        self.explain = explain
         self.policy = policy = snapshot.policy
         # Steps 1-2.
-        prepared = prepare_cycle(snapshot, now)
+        self.prepared = prepared = prepare_cycle(snapshot, now)
         self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
         self.ledger, self.profiles = prepared.ledger, prepared.profiles
         # Victim candidates are built on the first preemption attempt per accelerator.
@@ -86,19 +92,13 @@ class _Cycle:
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
         queue = order_jobs(snapshot.pending, self.policy, factors)
         self._consider_all(queue)
-        self._grow()
+        if self.policy.elastic:  # Step 5.
+            self.actions.extend(grow_actions(self.index, self.running, self.picked, self.waiting, self.ledger))
+        if not self.explain:
+            return Plan(tuple(self.actions), topology_waits(self.reasons))
         # Step 6: reasons and estimates.
         statuses = explain_pending(
-            queue,
-            started=self.started,
-            reasons=self.reasons,
-            estimates=self.estimates,
-            profiles=self.profiles,
-            index=self.index,
-            ledger=self.ledger,
-            running=self.running,
-            now=self.now,
-            elastic=self.policy.elastic,
+            queue, self.prepared, self.started, self.reasons, self.estimates, self.policy.elastic
         )
         return Plan(tuple(self.actions), statuses)
 
@@ -113,16 +113,26 @@ class _Cycle:
         elastic = self.policy.elastic
         admissions = self.admissions
         ledger = self.ledger
+        blocked = self.fifo_blocked
+        # Without explanations, nothing is left to find out once every strict-FIFO head blocks:
+        # every job behind them waits on priority (or on capacity, for unknown accelerators).
+        stop = -1 if self.explain else len(pools)
         for job in queue:
             if job.priority != priority:
                 for waiting in deferred:
                     self._consider(waiting)
                 deferred, priority = [], job.priority
+            if len(blocked) == stop:
+                return
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
             if pool is None or gpus <= 0:
                 reasons[job.id] = REASON_CAPACITY
+                continue
+            if accelerator in blocked:
+                # A blocked accelerator stays blocked (and is already `waiting`).
+                reasons[job.id] = REASON_PRIORITY
                 continue
             low = job.min_gpus
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
@@ -145,6 +155,9 @@ class _Cycle:
         if pool is None or job.gpus <= 0:
             self.reasons[job.id] = REASON_CAPACITY
             return
+        if job.accelerator in self.fifo_blocked:
+            self.reasons[job.id] = REASON_PRIORITY
+            return
         size = self._smallest_size(job)
         admission, refused = self._admission(job.team, job.accelerator, size, pool)
         self._consider_sized(job, pool, size, admission, refused)
@@ -152,13 +165,21 @@ class _Cycle:
     def _consider_sized(
         self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
     ) -> None:
-        accelerator = job.accelerator
-        if accelerator in self.fifo_blocked:
-            self.reasons[job.id] = REASON_PRIORITY
-            self.waiting.add(accelerator)
-            return
+        accelerator = job.accelerator  # never a strict-FIFO blocked one: both callers answer those
         if refused:
             self.reasons[job.id] = REASON_QUOTA
+            return
+        backfill = self.policy.backfill
+        shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
+        if shaped is None:
+            shaped = could_fit_by_shape(pool, size)
+        if not shaped and self._settled(accelerator):
+            # Nothing to place, preempt or reserve: the plain path below ends in the misfit reason
+            # (a cached verdict of this shape and generation was not shaped either, so says the same).
+            self.reasons[job.id] = classify_misfit(pool, job.gpus)
+            self.waiting.add(accelerator)
+            if not backfill:
+                self.fifo_blocked.add(accelerator)
             return
         # A job shaped like one that already failed, with nothing changed since, fails the same way.
         key = (accelerator, job.gpus, size, job.required_level, job.preferred_level, admission is None)
@@ -168,9 +189,6 @@ class _Cycle:
                 self.reasons[job.id] = verdict[2]
                 self.waiting.add(accelerator)
                 return
-        shaped = could_fit_by_shape(pool, size)
-        if not shaped and self.book.entries and self.policy.backfill:
-            shaped = self.book.could_fit_with_held(pool, size)
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
         if self._try_preempt(job, pool, size, admission):
@@ -222,7 +240,7 @@ class _Cycle:
         return depth + 4 if depth else 0
 
     def _worst_end_s(self, job: Job, size: int) -> float:
-        return self.now + worst_runtime_s(job, size, self._worst_penalty(size, job.required_level or "fleet"))
+        return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, job.required_level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
         if self.policy.elastic and job.is_elastic:
@@ -275,7 +293,7 @@ class _Cycle:
         entries = self.book.of(job.accelerator)
         if not entries:
             return None
-        worst_end_s = self.now + worst_runtime_s(job, size, self._worst_penalty(size, max_level))
+        worst_end_s = self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, max_level))
         key = (job.accelerator, size, max_level)
         missed = self.backfill_misses.get(key)
         if missed is not None and missed[0] == self.generation and worst_end_s >= missed[1]:
@@ -295,12 +313,6 @@ class _Cycle:
             self.reasons[job.id] = reserved_for(first.job_id)
             self.backfill_misses[key] = (self.generation, worst_end_s, self.reasons[job.id])
         return fit
-
-    def _worst_penalty(self, size: int, max_level: str) -> float:
-        if size <= self.policy.gpus_per_node:
-            return self.policy.penalty("node")
-        allowed = [level for level in LEVELS if LEVEL_RANK[level] <= LEVEL_RANK[max_level]]
-        return max(self.policy.penalty(level) for level in allowed)
 
     def _commit_start(self, job: Job, fit: Fit, admission: Admission, taken: bool) -> None:
         self.generation += 1
@@ -371,10 +383,7 @@ class _Cycle:
     def _prepare_candidates(self, accelerator: str) -> None:
         if accelerator in self.candidates:
             return
-        elastic = self.policy.elastic
-        candidates = [candidate_of(run, elastic) for run in self.running if run.job.accelerator == accelerator]
-        candidates.sort(key=lambda c: (c.cost, c.priority, c.job_id))
-        self.candidates[accelerator] = candidates
+        self.candidates[accelerator] = candidates = victim_candidates(self.running, accelerator, self.policy.elastic)
         self.victim_bounds[accelerator] = VictimBound(candidates)
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
@@ -404,15 +413,3 @@ class _Cycle:
         self.book.add(self.index, Reservation(job.id, job.accelerator, node_ids, start_s))
         self.actions.append(Reserve(job.id, node_ids, start_s))
         self.estimates[job.id] = start_s
-
-    # Step 5: elastic growth.
-    def _grow(self) -> None:
-        if not self.policy.elastic:
-            return
-        waiting = self.waiting
-        for accelerator, pool in self.index.pools.items():
-            if accelerator in waiting or pool.total_free == 0:
-                continue
-            runs = [run for run in self.running if run.job.accelerator == accelerator and run.job.id not in self.picked]
-            for growth in plan_growth(runs, pool, self.ledger, self.index.held):
-                self.actions.append(grow_action(growth, self.ledger))

@@ -63,7 +63,8 @@ class _Loop:
 
     def cycle(self, now: float) -> tuple[bool, bool]:
         """One scheduling cycle; returns (did anything, needs another cycle now)."""
-        plan = schedule(self.state.snapshot(now, self.teams, self.quotas, self.policy), now)
+        # The recorder only reads whether some job waits on topology: no estimates needed.
+        plan = schedule(self.state.snapshot(now, self.teams, self.quotas, self.policy), now, explain=False)
         self.cycles += 1
         self.recorder.planned(plan)
         events = self.state.apply(plan, now)
