@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduling.engine.fairshare import decay_usage
 from scheduling.models import AcceleratorType, FleetSample, TeamUsage, UsageSample
 from scheduling.services.apply import AppliedTick
 from scheduling.services.snapshot import Loaded
@@ -162,7 +163,7 @@ def _team_usage_write(loaded: Loaded, sums: dict[Key, _Sums], sim_to_s: float) -
     for team in loaded.teams:
         team_id = int(team.id)
         value, as_of = loaded.team_usage.get(team_id, (0.0, sim_to_s))
-        decayed = value * 0.5 ** (max(0.0, sim_to_s - as_of) / half_life) if half_life > 0 else 0.0
+        decayed = decay_usage(value, sim_to_s - as_of, half_life)
         rows.append(TeamUsage(team_id=team_id, decayed_gpu_s=decayed + used[team_id], as_of_s=sim_to_s))
     TeamUsage.objects.bulk_create(
         rows, update_conflicts=True, unique_fields=["team"], update_fields=["decayed_gpu_s", "as_of_s"]

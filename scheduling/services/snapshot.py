@@ -15,6 +15,7 @@ from scheduling.convert import (
     quota_from_row,
     team_from_row,
 )
+from scheduling.engine.fairshare import decay_usage
 from scheduling.models import Allocation, Job, Node, TeamUsage
 from tenants.models import FleetPolicy, Quota, Team
 
@@ -36,10 +37,6 @@ class Loaded:
     allocations: dict[str, tuple[tuple[str, int], ...]]
     nodes: tuple[engine.Node, ...]
     team_usage: dict[int, tuple[float, float]] = field(default_factory=dict)
-
-
-def _decayed(value: float, elapsed_s: float, half_life_s: float) -> float:
-    return value * 0.5 ** (max(0.0, elapsed_s) / half_life_s) if half_life_s > 0 else 0.0
 
 
 def snapshot_build(*, sim_now_s: float) -> Loaded:
@@ -71,7 +68,7 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
         for team_id, value, as_of in TeamUsage.objects.values_list("team_id", "decayed_gpu_s", "as_of_s")
     }
     usage = tuple(
-        (str(team_id), _decayed(value, sim_now_s - as_of, policy.fairshare_half_life_s))
+        (str(team_id), decay_usage(value, sim_now_s - as_of, policy.fairshare_half_life_s))
         for team_id, (value, as_of) in sorted(team_usage.items())
     )
     frozen_allocations = {job_id: tuple(alloc) for job_id, alloc in allocations.items()}
