@@ -14,7 +14,7 @@ from tenants.services.demo import demo_quotas_seed
 DEMO_PASSWORD = "fleetline"
 DEMO_LOGINS = (
     ("admin", "fleet admin: approves quota, sets policy"),
-    ("finance", "finance: dashboard and fleet views"),
+    ("finance", "finance: utilisation and chargeback reports"),
     ("lead", "lead of the first team: submits jobs, requests quota"),
     ("member", "member of the first team: submits jobs"),
 )

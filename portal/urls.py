@@ -8,6 +8,7 @@ from portal import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("reports/usage/", views.usage_report_view, name="usage-report"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

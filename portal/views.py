@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+from datetime import datetime, time, timedelta
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from portal.charts import SharePoint, share_figure, utilisation_figure
-from scheduling.selectors import fleet_samples_recent, fleet_summary
+from portal.exports import usage_csv, usage_xlsx
+from portal.forms import ReportPeriodForm
+from scheduling.selectors import fleet_samples_recent, fleet_summary, usage_report
+from tenants.permissions import is_finance, is_fleet_admin
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 @login_required
@@ -25,3 +33,28 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "utilisation_chart": utilisation_figure(points),
         },
     )
+
+
+@login_required
+def usage_report_view(request: HttpRequest) -> HttpResponse:
+    """Utilisation and chargeback per team for a period: a table, or CSV / XLSX downloads."""
+    if not (is_finance(request.user) or is_fleet_admin(request.user)):
+        raise Http404("No such page.")
+    form = ReportPeriodForm(request.GET or None)
+    if not form.is_valid():
+        return render(request, "portal/report.html", {"form": form}, status=400 if request.GET else 200)
+    start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+    zone = timezone.get_current_timezone()
+    rows, totals = usage_report(
+        start=datetime.combine(start, time.min, zone), end=datetime.combine(end + timedelta(days=1), time.min, zone)
+    )
+    name = f"fleetline-usage-{start}-{end}"
+    export = request.GET.get("format")
+    if export == "csv":
+        response = HttpResponse(usage_csv(rows, totals), content_type="text/csv")
+    elif export == "xlsx":
+        response = HttpResponse(usage_xlsx(rows, totals), content_type=XLSX)
+    else:
+        return render(request, "portal/report.html", {"form": form, "rows": rows, "totals": totals})
+    response["Content-Disposition"] = f'attachment; filename="{name}.{export}"'
+    return response
