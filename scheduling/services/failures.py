@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -78,12 +78,13 @@ def node_kill(*, node: Node, sim_now_s: float) -> Incident:
 
 def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float) -> set[int]:
     busy = Incident.objects.filter(resumed_at__isnull=True).values("node_id")
-    nodes = {str(n.pk): n for n in Node.objects.filter(state=Node.State.UP).exclude(id__in=busy)}
+    healthy = Node.objects.filter(state=Node.State.UP).exclude(id__in=busy).values_list("id", flat=True)
+    candidates = {str(node_id) for node_id in healthy}
     changed: set[int] = set()
-    for failure in failures_between(rng, rates, sorted(nodes), from_s, to_s):
-        node = nodes.pop(failure.node_id, None)
-        if node is not None:
-            changed.add(_apply_failure(node, failure).pk)
+    for failure in failures_between(rng, rates, sorted(candidates), from_s, to_s):
+        if failure.node_id in candidates:
+            candidates.discard(failure.node_id)
+            changed.add(_apply_failure(Node.objects.get(pk=int(failure.node_id)), failure).pk)
     return changed
 
 
@@ -126,10 +127,11 @@ def _take_jobs(incident: Incident, failed_s: float, detected_s: float) -> list[J
 
 def _detect_dead(policy: DetectorPolicy, now_s: float, wall_now: datetime, speed: float) -> set[int]:
     changed: set[int] = set()
-    for node in Node.objects.exclude(state=Node.State.DOWN).filter(last_heartbeat__isnull=False):
+    # Only nodes silent for the whole timeout come back from the database: every other node
+    # heartbeated in this tick.
+    silent_since = wall_now - timedelta(seconds=(policy.dead_after_s - 1e-6) / speed) if speed > 0 else wall_now
+    for node in Node.objects.exclude(state=Node.State.DOWN).filter(last_heartbeat__lte=silent_since):
         silent_s = (wall_now - node.last_heartbeat).total_seconds() * speed  # type: ignore[operator]
-        if silent_s < policy.dead_after_s - 1e-6:
-            continue
         incident = Incident.objects.filter(node=node, kind=Incident.Kind.DEAD, detected_at__isnull=True).first()
         if incident is None:  # stopped heartbeating on its own
             incident = Incident.objects.create(node=node, kind=Incident.Kind.DEAD, failed_at=now_s - silent_s)
