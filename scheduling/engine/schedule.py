@@ -119,11 +119,9 @@ class _Cycle:
         stop = -1 if self.explain else len(pools)
         for job in queue:
             if job.priority != priority:
-                for waiting in deferred:
-                    self._consider(waiting)
+                if self._consider_each(deferred, stop):
+                    return
                 deferred, priority = [], job.priority
-            if len(blocked) == stop:
-                return
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
@@ -146,8 +144,18 @@ class _Cycle:
                 deferred.append(job)
             else:
                 self._consider_sized(job, pool, size, admission, refused)
-        for waiting in deferred:
-            self._consider(waiting)
+                if len(blocked) == stop:
+                    return
+        self._consider_each(deferred, stop)
+
+    def _consider_each(self, jobs: list[Job], stop: int) -> bool:
+        """Consider `jobs` in order; True (and stop) once the number of blocked accelerators is `stop`."""
+        blocked = self.fifo_blocked
+        for job in jobs:
+            if len(blocked) == stop:
+                return True
+            self._consider(job)
+        return len(blocked) == stop
 
     # Step 4: one pending job.
     def _consider(self, job: Job) -> None:
@@ -223,17 +231,13 @@ class _Cycle:
         Attempts and the scan budget only ever run out, so once settled, an accelerator stays so."""
         if accelerator in self.settled:
             return True
-        if self._still_searching(accelerator):
+        policy = self.policy
+        if policy.preemption and self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0:
+            return False
+        if self.reservation_attempts.get(accelerator, 0) < self._reservation_attempt_cap():
             return False
         self.settled.add(accelerator)
         return True
-
-    def _still_searching(self, accelerator: str) -> bool:
-        policy = self.policy
-        searching = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
-        if policy.preemption and searching:
-            return True
-        return self.reservation_attempts.get(accelerator, 0) < self._reservation_attempt_cap()
 
     def _reservation_attempt_cap(self) -> int:
         depth = max(0, self.policy.reservation_depth)
