@@ -177,18 +177,6 @@ class _Cycle:
         if refused:
             self.reasons[job.id] = REASON_QUOTA
             return
-        backfill = self.policy.backfill
-        shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
-        if shaped is None:
-            shaped = could_fit_by_shape(pool, size)
-        if not shaped and self._settled(accelerator):
-            # Nothing to place, preempt or reserve: the plain path below ends in the misfit reason
-            # (a cached verdict of this shape and generation was not shaped either, so says the same).
-            self.reasons[job.id] = classify_misfit(pool, job.gpus)
-            self.waiting.add(accelerator)
-            if not backfill:
-                self.fifo_blocked.add(accelerator)
-            return
         # A job shaped like one that already failed, with nothing changed since, fails the same way.
         key = (accelerator, job.gpus, size, job.required_level, job.preferred_level, admission is None)
         verdict = self.verdicts.get(key)
@@ -197,6 +185,18 @@ class _Cycle:
                 self.reasons[job.id] = verdict[2]
                 self.waiting.add(accelerator)
                 return
+        backfill = self.policy.backfill
+        shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
+        if shaped is None:
+            shaped = could_fit_by_shape(pool, size)
+        if not shaped and self._settled(accelerator):
+            # Nothing to place, preempt or reserve: where the full path below ends, in short.
+            self.reasons[job.id] = reason = classify_misfit(pool, job.gpus)
+            self.waiting.add(accelerator)
+            if not backfill:
+                self.fifo_blocked.add(accelerator)
+            self.verdicts[key] = (self.generation, -math.inf, reason)
+            return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
         if self._try_preempt(job, pool, size, admission):
