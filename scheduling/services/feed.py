@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -66,20 +67,25 @@ def fleet_heartbeat_publish() -> dict[str, Any]:
 
 def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[PendingStatus]) -> None:
     """After a tick commits: the pending jobs' reasons, the fleet's share and occupancy to
-    everyone, each job change to its team (and to admins, who watch every team)."""
+    everyone, and the tick's job changes batched per team (admins get every team's batch)."""
     pending_statuses_store(statuses=pending)
-    events: list[tuple[str, dict[str, Any]]] = [(FLEET_GROUP, fleet_payload(sample))]
+    by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for change in applied.changes:
-        payload = {
-            "kind": "job",
-            "id": change.job_id,
-            "team": change.team_id,
-            "state": change.state,
-            "event": change.event,
-            "message": change.message,
-            "sim_time_s": sample.sim_time_s,
-        }
-        events += [(team_group(change.team_id), payload), (ALL_JOBS_GROUP, payload)]
+        by_team[change.team_id].append(
+            {
+                "id": change.job_id,
+                "team": change.team_id,
+                "state": change.state,
+                "event": change.event,
+                "message": change.message,
+                "sim_time_s": sample.sim_time_s,
+            }
+        )
+    events: list[tuple[str, dict[str, Any]]] = [(FLEET_GROUP, fleet_payload(sample))]
+    events += [(team_group(team_id), {"kind": "jobs", "jobs": jobs}) for team_id, jobs in sorted(by_team.items())]
+    if by_team:
+        everything = [job for _, jobs in sorted(by_team.items()) for job in jobs]
+        events.append((ALL_JOBS_GROUP, {"kind": "jobs", "jobs": everything}))
     fleet_events_publish(events)
 
 

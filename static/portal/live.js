@@ -10,7 +10,11 @@ Fleetline.live = (function () {
     socket.onopen = function () { delayMs = 500; document.body.dataset.live = "open"; };
     socket.onmessage = function (message) {
       var event = JSON.parse(message.data);
-      (handlers[event.kind] || []).forEach(function (fn) { fn(event); });
+      // A tick's job changes arrive as one batch; handlers see them one job at a time.
+      var events = event.kind === "jobs" ? event.jobs.map(function (job) { job.kind = "job"; return job; }) : [event];
+      events.forEach(function (one) {
+        (handlers[one.kind] || []).forEach(function (fn) { fn(one); });
+      });
     };
     socket.onclose = function () {
       document.body.dataset.live = "closed";
