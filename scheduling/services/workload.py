@@ -9,6 +9,7 @@ import random
 import redis
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 
 from scheduling.models import AcceleratorType, Job, JobKind, Node
 from scheduling.services.jobs import JobSpec, fleet_now_s, job_submit
@@ -33,9 +34,11 @@ def _arrivals(rng: random.Random, rate_per_s: float, window_s: float) -> int:
     return count
 
 
-def _spec(rng: random.Random, accelerator: AcceleratorType, priority: PriorityClass, per_node: int) -> JobSpec:
+def _spec(
+    rng: random.Random, accelerator: AcceleratorType, priority: PriorityClass, per_node: int, installed: int
+) -> JobSpec:
     sizes, weights = zip(*GANG_SIZES, strict=True)
-    gpus = rng.choices(sizes, weights)[0]
+    gpus = min(rng.choices(sizes, weights)[0], installed)  # a small fleet gets smaller gangs
     if gpus > per_node:
         gpus -= gpus % per_node
     duration = min(MAX_DURATION_S, max(120.0, rng.lognormvariate(math.log(MEDIAN_DURATION_S), DURATION_SIGMA)))
@@ -68,7 +71,7 @@ def demo_load_generate(*, offered_load: float = 0.9, seed: int = 7) -> int:
     accelerators = list(AcceleratorType.objects.filter(nodes__isnull=False).distinct().order_by("name"))
     if not teams or priority is None or not accelerators:
         return 0
-    capacity = Node.objects.count() * 8
+    capacity = Node.objects.aggregate(total=Sum("gpus"))["total"] or 0
     mean_gpu_s = sum(g * w for g, w in GANG_SIZES) * MEDIAN_DURATION_S * math.exp(DURATION_SIGMA**2 / 2)
     rate_per_team = offered_load * capacity / mean_gpu_s / len(teams)
     rng = random.Random(f"{seed}:{since:.0f}")
@@ -78,9 +81,11 @@ def demo_load_generate(*, offered_load: float = 0.9, seed: int = 7) -> int:
             if Job.objects.filter(team=team, state=Job.State.PENDING).count() >= MAX_PENDING_PER_TEAM:
                 continue
             accelerator = accelerators[team.pk % len(accelerators)]
-            per_node = Node.objects.filter(accelerator_type=accelerator).values_list("gpus", flat=True).first() or 8
+            nodes = Node.objects.filter(accelerator_type=accelerator)
+            per_node = nodes.values_list("gpus", flat=True).first() or 8
+            installed = nodes.aggregate(total=Sum("gpus"))["total"] or per_node
             for _ in range(_arrivals(rng, rate_per_team, now - since)):
-                job_submit(team=team, spec=_spec(rng, accelerator, priority, per_node), user=None)
+                job_submit(team=team, spec=_spec(rng, accelerator, priority, per_node, installed), user=None)
                 submitted += 1
     client.set(CURSOR_KEY, now)
     return submitted
