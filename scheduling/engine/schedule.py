@@ -16,7 +16,9 @@ Working state is mutable and private to the cycle; the snapshot is never touched
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import groupby
+from operator import attrgetter
 
 from .backfill import Reservation, ReservationBook, earliest_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
@@ -40,6 +42,9 @@ from .plan import (
 from .preemption import Candidate, VictimBound, may_preempt, pick_victims, victim_candidates
 from .prepare import prepare_cycle
 from .quota import Admission
+
+_VerdictKey = tuple[str, int, int, str | None, str | None, bool]
+_priority = attrgetter("priority")
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
@@ -68,7 +73,7 @@ class _Cycle:
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
-        self.verdicts: dict[tuple[str, int, int, str | None, str | None, bool], tuple[int, float, str]] = {}
+        self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
         self.admissions: dict[tuple[str, str, int], tuple[int, int, Admission | None, bool]] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
@@ -106,22 +111,24 @@ class _Cycle:
         """Within each priority level, jobs that fit their own guarantee go before borrowers
         (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by preemption,
         and the owner has to reclaim them again, forever."""
-        deferred: list[Job] = []
-        priority = None
-        pools = self.index.pools
-        reasons = self.reasons
-        elastic = self.policy.elastic
-        admissions = self.admissions
-        ledger = self.ledger
-        blocked = self.fifo_blocked
         # Without explanations, nothing is left to find out once every strict-FIFO head blocks:
         # every job behind them waits on priority (or on capacity, for unknown accelerators).
-        stop = -1 if self.explain else len(pools)
-        for job in queue:
-            if job.priority != priority:
-                if self._consider_each(deferred, stop):
-                    return
-                deferred, priority = [], job.priority
+        stop = -1 if self.explain else len(self.index.pools)
+        for _, level in groupby(queue, key=_priority):
+            deferred: list[Job] = []
+            if self._scan(level, stop, deferred) or self._scan(deferred, stop, None):
+                return
+
+    def _scan(self, jobs: Iterable[Job], stop: int, deferred: list[Job] | None) -> bool:
+        """Step 4 for `jobs` in order, borrowers put off into `deferred` unless it is None; True (and
+        stop) once `stop` accelerators are blocked. Runs once per pending job, so the cheap answers
+        (unknown, blocked, over quota, a settled verdict) are inlined here."""
+        blocked = self.fifo_blocked
+        if len(blocked) == stop:
+            return True
+        pools, reasons, admissions, ledger = self.index.pools, self.reasons, self.admissions, self.ledger
+        verdicts, settled, waiting, elastic = self.verdicts, self.settled, self.waiting, self.policy.elastic
+        for job in jobs:
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
@@ -133,58 +140,40 @@ class _Cycle:
                 reasons[job.id] = REASON_PRIORITY
                 continue
             low = job.min_gpus
-            size = max(1, low) if elastic and low is not None and low < gpus else gpus
-            # `_admission`, inlined: this runs once per pending job.
-            cached = admissions.get((job.team, accelerator, size))
+            size = max(1, low) if elastic and low is not None and low < gpus else gpus  # `_smallest_size`
+            cached = admissions.get((job.team, accelerator, size))  # `_admission`'s cache
             if cached is not None and cached[0] == ledger.version and cached[1] == pool.total_free:
                 admission, refused = cached[2], cached[3]
             else:
                 admission, refused = self._admission(job.team, accelerator, size, pool)
-            if admission is not None and admission.borrowing:
+            if deferred is not None and admission is not None and admission.borrowing:
                 deferred.append(job)
-            else:
-                self._consider_sized(job, pool, size, admission, refused)
-                if len(blocked) == stop:
-                    return
-        self._consider_each(deferred, stop)
-
-    def _consider_each(self, jobs: list[Job], stop: int) -> bool:
-        """Consider `jobs` in order; True (and stop) once the number of blocked accelerators is `stop`."""
-        blocked = self.fifo_blocked
-        for job in jobs:
+                continue
+            if refused:
+                reasons[job.id] = REASON_QUOTA
+                continue
+            # A job shaped like one that already failed, with nothing changed since, fails the same way.
+            key = (accelerator, gpus, size, job.required_level, job.preferred_level, admission is None)
+            verdict = verdicts.get(key)
+            if (
+                verdict is not None
+                and verdict[0] == self.generation
+                and (accelerator in settled or self._settled(accelerator))
+                and (verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1])
+            ):
+                reasons[job.id] = verdict[2]
+                waiting.add(accelerator)
+                continue
+            self._consider_sized(job, pool, size, admission, key)
             if len(blocked) == stop:
                 return True
-            self._consider(job)
         return len(blocked) == stop
 
-    # Step 4: one pending job.
-    def _consider(self, job: Job) -> None:
-        pool = self.index.pools.get(job.accelerator)
-        if pool is None or job.gpus <= 0:
-            self.reasons[job.id] = REASON_CAPACITY
-            return
-        if job.accelerator in self.fifo_blocked:
-            self.reasons[job.id] = REASON_PRIORITY
-            return
-        size = self._smallest_size(job)
-        admission, refused = self._admission(job.team, job.accelerator, size, pool)
-        self._consider_sized(job, pool, size, admission, refused)
-
     def _consider_sized(
-        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
+        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, key: _VerdictKey
     ) -> None:
-        accelerator = job.accelerator  # never a strict-FIFO blocked one: both callers answer those
-        if refused:
-            self.reasons[job.id] = REASON_QUOTA
-            return
-        # A job shaped like one that already failed, with nothing changed since, fails the same way.
-        key = (accelerator, job.gpus, size, job.required_level, job.preferred_level, admission is None)
-        verdict = self.verdicts.get(key)
-        if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
-            if verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1]:
-                self.reasons[job.id] = verdict[2]
-                self.waiting.add(accelerator)
-                return
+        """The full look at a job no cached verdict answers (never a strict-FIFO blocked one)."""
+        accelerator = job.accelerator
         backfill = self.policy.backfill
         shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
         if shaped is None:
@@ -244,6 +233,8 @@ class _Cycle:
         return depth + 4 if depth else 0
 
     def _worst_end_s(self, job: Job, size: int) -> float:
+        if job.time_limit_s is not None:  # `worst_runtime_s`, without the penalty it ignores
+            return self.now + job.time_limit_s
         return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, job.required_level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
