@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from .backfill import expected_end_s
 from .model import Job, Running
 from .plan import REASON_CAPACITY, REASON_QUOTA, REASON_TOPOLOGY, PendingStatus, pending_status
 from .prepare import Prepared
@@ -45,9 +44,9 @@ def explain_pending(
         for name, pool in index.pools.items()
     }
     team_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
-    curves: dict[str, Curve] = {}
-    # The earliest time `gpus` GPUs are free at all depends only on the size: once per size.
-    firsts: dict[tuple[str, int], float | None] = {}
+    # Per accelerator: its curve, and the earliest time `gpus` GPUs are free at all, which depends
+    # only on the size (once per size).
+    sweeps: dict[str, tuple[list[float], list[int], list[float], dict[int, float | None]]] = {}
     for job in queue:
         job_id = job.id
         if job_id in started:
@@ -60,16 +59,22 @@ def explain_pending(
         if job_id in estimates:
             estimate = estimates[job_id]
         elif accelerator in profiles:
-            curve = curves.get(accelerator)
-            if curve is None:
-                curve = curves[accelerator] = profiles[accelerator].curve(free_now[accelerator])
-            key = (accelerator, gpus)
-            if key in firsts:
-                first = firsts[key]
+            sweep = sweeps.get(accelerator)
+            if sweep is None:
+                times, levels, areas = profiles[accelerator].curve(free_now[accelerator])
+                sweep = sweeps[accelerator] = (times, levels, areas, {})
+            times, levels, areas, firsts = sweep
+            if gpus in firsts:
+                first = firsts[gpus]
             else:
-                first = firsts[key] = _first_time(curve, gpus)
+                first = firsts[gpus] = _first_time((times, levels, areas), gpus)
             if first is not None:
-                estimate = _work_time(curve, ahead)
+                # `_work_time(curve, ahead)`, inlined: this runs once per pending job.
+                at = bisect_right(areas, ahead) - 1
+                while levels[at] == 0:
+                    at += 1
+                over = ahead - areas[at]
+                estimate = times[at] + (over if over > 0.0 else 0.0) / levels[at]
                 if first > estimate:
                     estimate = first
                 if reason == REASON_QUOTA:
@@ -130,10 +135,32 @@ def _quota_estimate(
 
 
 def _team_releases(running: list[Running], now: float) -> dict[tuple[str, str], list[tuple[float, int]]]:
+    """`(expected_end_s(run, now), run.gpus)` per (team, accelerator), sorted; both inlined."""
     releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for run in running:
-        key = (run.job.team, run.job.accelerator)
-        releases.setdefault(key, []).append((expected_end_s(run, now), run.gpus))
+        job = run.job
+        allocation = run.allocation
+        if len(allocation) == 1:
+            gpus = allocation[0][1]
+        else:
+            gpus = 0
+            for _, on_node in allocation:
+                gpus += on_node
+        grace_until_s = run.grace_until_s
+        limit_s = job.time_limit_s
+        if grace_until_s is not None or limit_s is not None:
+            end_s = grace_until_s if grace_until_s is not None else run.start_s + limit_s  # type: ignore[operator]
+            if not end_s >= now:  # `max(now, end_s)`
+                end_s = now
+        else:
+            remaining_s = job.duration_s - run.progress_s
+            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1)
+        key = (job.team, job.accelerator)
+        entries = releases.get(key)
+        if entries is None:
+            releases[key] = [(end_s, gpus)]
+        else:
+            entries.append((end_s, gpus))
     for entries in releases.values():
         entries.sort()
     return releases

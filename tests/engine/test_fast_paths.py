@@ -7,8 +7,13 @@ from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Running, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s
-from scheduling.engine.plan import PendingStatus, pending_status
+from scheduling.engine.explain import _first_time, _quota_estimate, _team_releases, _work_time
+from scheduling.engine.fairshare import fairshare_factors
+from scheduling.engine.model import Job
+from scheduling.engine.ordering import order_jobs
+from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
 from scheduling.engine.prepare import running_totals
+from scheduling.engine.schedule import _Cycle
 
 from .strategies import snapshots
 
@@ -75,3 +80,58 @@ def test_slot_built_statuses_equal_constructed_ones(job_id: str, reason: str, es
 
     assert built == PendingStatus(job_id, reason, estimate)
     assert hash(built) == hash(PendingStatus(job_id, reason, estimate))
+
+
+def _plain_explain(cycle: _Cycle, queue: list[Job]) -> tuple[PendingStatus, ...]:
+    """`explain_pending` as defined: `_first_time`, `_work_time` and `expected_end_s` per job."""
+    prepared = cycle.prepared
+    held = prepared.index.held
+    releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for run in prepared.running:
+        releases.setdefault((run.job.team, run.job.accelerator), []).append((expected_end_s(run, cycle.now), run.gpus))
+    for entries in releases.values():
+        entries.sort()
+    statuses, demand = [], {}
+    for job in queue:
+        if job.id in cycle.started:
+            continue
+        reason = cycle.reasons.get(job.id, REASON_CAPACITY)
+        ahead = demand.get(job.accelerator, 0.0)
+        estimate = None
+        if job.id in cycle.estimates:
+            estimate = cycle.estimates[job.id]
+        elif job.accelerator in prepared.profiles:
+            pool = prepared.index.pools[job.accelerator]
+            free_now = pool.total_free + sum(gpus for node_id, gpus in held.items() if node_id in pool.free)
+            curve = prepared.profiles[job.accelerator].curve(free_now)
+            first = _first_time(curve, job.gpus)
+            if first is not None:
+                estimate = _work_time(curve, ahead)
+                if first > estimate:
+                    estimate = first
+                if reason == REASON_QUOTA:
+                    estimate = _quota_estimate(job, estimate, prepared.ledger, releases, cycle.policy.elastic)
+        demand[job.accelerator] = ahead + job.gpus * job.estimate_s
+        statuses.append(PendingStatus(job.id, reason, estimate))
+    return tuple(statuses)
+
+
+@SETTINGS
+@given(snapshots(), st.floats(0.0, 5000.0))
+def test_explanations_match_the_plain_per_job_definitions(snapshot: Snapshot, now: float) -> None:
+    cycle = _Cycle(snapshot, now)
+    plan = cycle.run()
+    policy = snapshot.policy
+    factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
+
+    assert plan.pending == _plain_explain(cycle, order_jobs(snapshot.pending, policy, factors))
+
+
+@SETTINGS
+@given(snapshots(), st.floats(0.0, 5000.0))
+def test_team_releases_match_expected_ends(snapshot: Snapshot, now: float) -> None:
+    plain: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for run in snapshot.running:
+        plain.setdefault((run.job.team, run.job.accelerator), []).append((expected_end_s(run, now), run.gpus))
+
+    assert _team_releases(list(snapshot.running), now) == {key: sorted(value) for key, value in plain.items()}
