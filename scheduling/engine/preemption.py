@@ -13,6 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 
 from .capacity import AcceleratorPool
 from .model import LEVEL_RANK, Job, Running
@@ -53,10 +55,41 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
+_cheapest_first = attrgetter("cost", "priority", "job_id")
+
+
 def victim_candidates(running: Iterable[Running], accelerator: str, elastic: bool) -> list[Candidate]:
-    """The running jobs of `accelerator` as victim candidates, cheapest first."""
-    candidates = [candidate_of(run, elastic) for run in running if run.job.accelerator == accelerator]
-    candidates.sort(key=lambda c: (c.cost, c.priority, c.job_id))
+    """The running jobs of `accelerator` as victim candidates, cheapest first.
+
+    `candidate_of(run, elastic)` per run, with it and `Candidate.__init__` inlined: this runs over
+    every running job of the accelerator on the first preemption attempt of a cycle."""
+    candidates: list[Candidate] = []
+    append = candidates.append
+    new = Candidate.__new__
+    for run in running:
+        job = run.job
+        if job.accelerator != accelerator:
+            continue
+        allocation = run.allocation
+        gpus = allocation[0][1] if len(allocation) == 1 else sum(on_node for _, on_node in allocation)
+        leaving = run.grace_until_s is not None
+        low = job.min_gpus
+        candidate = new(Candidate)
+        candidate.run = run
+        candidate.gpus_on = allocation
+        if leaving:
+            candidate.cost = 0.0
+        else:
+            unsaved = run.progress_s - run.checkpoint_s
+            candidate.cost = (unsaved if unsaved > 0.0 else 0.0) * job.gpus
+        shrinkable = gpus - low if elastic and low is not None and not leaving else 0
+        candidate.shrinkable = shrinkable if shrinkable > 0 else 0
+        candidate.job_id = job.id
+        candidate.leaving = leaving
+        candidate.gpus = gpus
+        candidate.priority = job.priority
+        append(candidate)
+    candidates.sort(key=_cheapest_first)
     return candidates
 
 
@@ -252,13 +285,22 @@ class VictimBound:
     __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
 
     def __init__(self, candidates: list[Candidate]) -> None:
-        preemptible = sorted((c.priority, c.gpus) for c in candidates if c.run.job.preemptible and not c.leaving)
+        preemptible: list[tuple[int, int]] = []
+        borrowing = leaving = 0
+        for candidate in candidates:  # one pass
+            if candidate.leaving:
+                leaving += candidate.gpus
+                continue
+            run = candidate.run
+            if run.job.preemptible:
+                preemptible.append((candidate.priority, candidate.gpus))
+            if run.borrowing:
+                borrowing += candidate.gpus
+        preemptible.sort()
         self.priorities = [priority for priority, _ in preemptible]
-        self.cumulative = [0]
-        for _, gpus in preemptible:
-            self.cumulative.append(self.cumulative[-1] + gpus)
-        self.borrowing = sum(c.gpus for c in candidates if c.run.borrowing and not c.leaving)
-        self.leaving = sum(c.gpus for c in candidates if c.leaving)
+        self.cumulative = [0, *accumulate(gpus for _, gpus in preemptible)]
+        self.borrowing = borrowing
+        self.leaving = leaving
 
     def upper(self, priority: int, reclaiming: bool) -> int:
         lower = self.cumulative[bisect_left(self.priorities, priority)]

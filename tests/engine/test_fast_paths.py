@@ -12,12 +12,28 @@ from scheduling.engine.fairshare import fairshare_factors
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
+from scheduling.engine.preemption import VictimBound, candidate_of, victim_candidates
 from scheduling.engine.prepare import running_totals
 from scheduling.engine.schedule import _Cycle
 
-from .strategies import snapshots
+from .strategies import jobs, snapshots
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> tuple[Running, ...]:
+    """Running jobs with what snapshots() leaves out: multi-node gangs, grace periods, elastic floors."""
+    runs = []
+    for index in range(draw(st.integers(0, 12))):
+        job = draw(jobs(f"r{index}", 0.0))
+        allocation = tuple((f"n{index}-{k}", draw(st.integers(1, 8))) for k in range(draw(st.integers(1, 3))))
+        progress, checkpoint = draw(st.floats(0.0, 1e4)), draw(st.floats(0.0, 1e4))
+        grace = draw(st.none() | st.floats(0.0, 1e4))
+        runs.append(
+            Running(job, allocation, draw(st.floats(0.0, 1e4)), progress, checkpoint, draw(st.booleans()), grace)
+        )
+    return tuple(runs)
 
 
 def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, str, int]]:
@@ -128,10 +144,33 @@ def test_explanations_match_the_plain_per_job_definitions(snapshot: Snapshot, no
 
 
 @SETTINGS
-@given(snapshots(), st.floats(0.0, 5000.0))
-def test_team_releases_match_expected_ends(snapshot: Snapshot, now: float) -> None:
+@given(_runs(), st.floats(0.0, 5000.0))
+def test_team_releases_match_expected_ends(running: tuple[Running, ...], now: float) -> None:
     plain: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    for run in snapshot.running:
+    for run in running:
         plain.setdefault((run.job.team, run.job.accelerator), []).append((expected_end_s(run, now), run.gpus))
 
-    assert _team_releases(list(snapshot.running), now) == {key: sorted(value) for key, value in plain.items()}
+    assert _team_releases(list(running), now) == {key: sorted(value) for key, value in plain.items()}
+
+
+_CANDIDATE_FIELDS = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving", "gpus", "priority")
+
+
+@SETTINGS
+@given(_runs(), st.booleans())
+def test_victim_candidates_and_their_bound_match_the_plain_definitions(
+    running: tuple[Running, ...], elastic: bool
+) -> None:
+    for accelerator in ("a100", "h100"):
+        fast = victim_candidates(running, accelerator, elastic)
+        plain = [candidate_of(run, elastic) for run in running if run.job.accelerator == accelerator]
+        plain.sort(key=lambda c: (c.cost, c.priority, c.job_id))
+        assert [[getattr(c, name) for name in _CANDIDATE_FIELDS] for c in fast] == [
+            [getattr(c, name) for name in _CANDIDATE_FIELDS] for c in plain
+        ]
+        bound = VictimBound(fast)
+        preemptible = sorted((c.priority, c.gpus) for c in plain if c.run.job.preemptible and not c.leaving)
+        assert bound.priorities == [priority for priority, _ in preemptible]
+        assert bound.cumulative == [sum(gpus for _, gpus in preemptible[:end]) for end in range(len(preemptible) + 1)]
+        assert bound.borrowing == sum(c.gpus for c in plain if c.run.borrowing and not c.leaving)
+        assert bound.leaving == sum(c.gpus for c in plain if c.leaving)
