@@ -128,6 +128,7 @@ class _Cycle:
             return True
         pools, reasons, admissions, ledger = self.index.pools, self.reasons, self.admissions, self.ledger
         verdicts, settled, waiting, elastic = self.verdicts, self.settled, self.waiting, self.policy.elastic
+        now = self.now
         for job in jobs:
             accelerator = job.accelerator
             pool = pools.get(accelerator)
@@ -159,7 +160,11 @@ class _Cycle:
                 verdict is not None
                 and verdict[0] == self.generation
                 and (accelerator in settled or self._settled(accelerator))
-                and (verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1])
+                and (
+                    verdict[1] == -math.inf
+                    or (now + limit_s if (limit_s := job.time_limit_s) is not None else self._worst_end_s(job, size))
+                    >= verdict[1]
+                )
             ):
                 reasons[job.id] = verdict[2]
                 waiting.add(accelerator)
