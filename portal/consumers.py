@@ -8,7 +8,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
-from tenants.selectors import team_ids_for_user, user_is_fleet_admin
+from tenants.permissions import is_fleet_admin
+from tenants.selectors import team_ids_for_user
 
 # Close code for "not authenticated" (4000-4999 are free for applications).
 CLOSE_UNAUTHENTICATED = 4401
@@ -39,6 +40,6 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
 
 def _groups_for(user: Any) -> list[str]:
-    if user_is_fleet_admin(user=user):
+    if is_fleet_admin(user):
         return [FLEET_GROUP, ALL_JOBS_GROUP]
     return [FLEET_GROUP, *(team_group(t) for t in team_ids_for_user(user=user))]

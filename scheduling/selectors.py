@@ -10,6 +10,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.http import Http404
 
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, UsageSample
+from scheduling.services.pending import pending_info_for
 from tenants.models import Membership, Team
 from tenants.permissions import is_fleet_admin
 
@@ -59,8 +60,6 @@ def job_for_user(*, user: AnyUser, job_id: int) -> Job:
 def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[Job]:
     """The team's queued jobs, oldest first, each with ``.pending``: why it waits and when it
     should start, as the latest cycle saw it."""
-    from scheduling.services.pending import pending_info_for
-
     jobs = list(
         Job.objects.filter(team=team, state=Job.State.PENDING)
         .select_related("accelerator_type", "priority_class")

@@ -20,7 +20,6 @@ from tenants.models import (
     Team,
 )
 from tenants.permissions import is_fleet_admin
-from tenants.roles import FLEET_ADMIN
 
 
 def team_ids_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[int]:
@@ -30,12 +29,6 @@ def team_ids_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[int]:
     return list(
         Membership.objects.filter(user=user).order_by("team_id").values_list("team_id", flat=True)
     )
-
-
-def user_is_fleet_admin(*, user: AbstractBaseUser | AnonymousUser) -> bool:
-    if not user.is_authenticated:
-        return False
-    return bool(user.is_superuser or user.groups.filter(name=FLEET_ADMIN).exists())
 
 
 # Teams ------------------------------------------------------------------------------------------
