@@ -107,6 +107,10 @@ class QuotaLedger:
         for (team, accelerator), gpus in sorted(usage.items()):
             self.charge(team, accelerator, gpus)
 
+    def any_guarantee(self) -> bool:
+        """Whether some team is guaranteed GPUs of some accelerator."""
+        return any(account.guaranteed for ledger in self.ledgers.values() for account in ledger.accounts.values())
+
     def _ledger(self, accelerator: str) -> _AcceleratorLedger:
         ledger = self.ledgers.get(accelerator)
         if ledger is None:

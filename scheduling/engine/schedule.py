@@ -22,6 +22,7 @@ from operator import attrgetter
 
 from .backfill import Reservation, ReservationBook, earliest_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
+from .collector import collector_paused
 from .elastic import grow_actions, reduced_sizes
 from .explain import explain_pending, topology_waits
 from .fairshare import fairshare_factors
@@ -52,9 +53,11 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
 
     With `explain=False` (for replays that read no estimates) the actions are the same, but
     `Plan.pending` only lists the jobs waiting on topology, without estimates, and the queue scan
-    stops once every accelerator is blocked by its strict-FIFO head.
+    stops once every accelerator is blocked by its strict-FIFO head. Runs with the cyclic garbage
+    collector paused (see `collector`): the cycle makes no reference cycles.
     """
-    return _Cycle(snapshot, now, explain).run()
+    with collector_paused():
+        return _Cycle(snapshot, now, explain).run()
 
 
 class _Cycle:
@@ -108,21 +111,25 @@ class _Cycle:
         return Plan(tuple(self.actions), statuses)
 
     def _consider_all(self, queue: list[Job]) -> None:
-        """Within each priority level, jobs that fit their own guarantee go before borrowers
-        (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by preemption,
-        and the owner has to reclaim them again, forever."""
+        """Within each priority level, jobs that fit their own guarantee go before the rest, which
+        would borrow (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by
+        preemption, and the owner has to reclaim them again, forever. When nobody is guaranteed
+        anything, every job would borrow and the queue is taken in order in one pass."""
         # Without explanations, nothing is left to find out once every strict-FIFO head blocks:
         # every job behind them waits on priority (or on capacity, for unknown accelerators).
         stop = -1 if self.explain else len(self.index.pools)
+        if not self.ledger.any_guarantee():
+            self._scan(queue, stop, None)
+            return
         for _, level in groupby(queue, key=_priority):
             deferred: list[Job] = []
             if self._scan(level, stop, deferred) or self._scan(deferred, stop, None):
                 return
 
     def _scan(self, jobs: Iterable[Job], stop: int, deferred: list[Job] | None) -> bool:
-        """Step 4 for `jobs` in order, borrowers put off into `deferred` unless it is None; True (and
-        stop) once `stop` accelerators are blocked. Runs once per pending job, so the cheap answers
-        (unknown, blocked, over quota, a settled verdict) are inlined here."""
+        """Step 4 for `jobs` in order, jobs beyond their guarantee put off into `deferred` unless it
+        is None; True (and stop) once `stop` accelerators are blocked. Runs once per pending job, so
+        the cheap answers (unknown, blocked, over quota, a settled verdict) are inlined here."""
         blocked = self.fifo_blocked
         if len(blocked) == stop:
             return True
@@ -140,14 +147,14 @@ class _Cycle:
                 # A blocked accelerator stays blocked (and is already `waiting`).
                 reasons[job.id] = REASON_PRIORITY
                 continue
-            low = job.min_gpus
-            size = max(1, low) if elastic and low is not None and low < gpus else gpus  # `_smallest_size`
+            low = job.min_gpus  # the smallest size the job may start at:
+            size = max(1, low) if elastic and low is not None and low < gpus else gpus
             cached = admissions.get((job.team, accelerator, size))  # `_admission`'s cache
             if cached is not None and cached[0] == ledger.version and cached[1] == pool.total_free:
                 admission, refused = cached[2], cached[3]
             else:
                 admission, refused = self._admission(job.team, accelerator, size, pool)
-            if deferred is not None and admission is not None and admission.borrowing:
+            if deferred is not None and (admission is None or admission.borrowing):
                 deferred.append(job)
                 continue
             if refused:
@@ -246,11 +253,6 @@ class _Cycle:
         if self.policy.elastic and job.is_elastic:
             return [job.gpus, *reduced_sizes(job, pool)]
         return [job.gpus]
-
-    def _smallest_size(self, job: Job) -> int:
-        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
-            return max(1, job.min_gpus)
-        return job.gpus
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
         max_level = job.required_level or "fleet"

@@ -54,12 +54,17 @@ class _PlainCycle(_Cycle):
                 continue
             size = self._smallest_size(job)
             admission, refused = self._admission(job.team, job.accelerator, size, pool)
-            if admission is not None and admission.borrowing:
+            if admission is None or admission.borrowing:
                 deferred.append(job)
             else:
                 self._consider_sized(job, pool, size, admission, refused)
         for waiting in deferred:
             self._consider(waiting)
+
+    def _smallest_size(self, job: Job) -> int:
+        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
+            return max(1, job.min_gpus)
+        return job.gpus
 
     def _consider(self, job: Job) -> None:
         pool = self.index.pools.get(job.accelerator)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.engine import Policy, Quota
+
 from .builders import Scenario, fleet, job, quota, reason_of, running, started, team
 
 
@@ -73,6 +75,20 @@ def test_within_a_priority_a_team_inside_its_guarantee_goes_before_a_borrower() 
     plan = scenario.pending(job("borrower", 8, team="beta", submit_s=0), job("owner", 8, submit_s=5)).plan()
 
     assert set(started(plan)) == {"owner"}
+
+
+@pytest.mark.parametrize("policy", [Policy(), Policy.fifo()], ids=["fleetline", "fifo"])
+@pytest.mark.parametrize("quotas", [(), (quota("gamma", 8),)], ids=["no-guarantees", "another-team-guaranteed"])
+def test_jobs_beyond_their_guarantee_keep_queue_order_whether_they_fit_the_pool_or_not(
+    policy: Policy, quotas: tuple[Quota, ...]
+) -> None:
+    scenario = Scenario(fleet("1x1x2x8")).policy(policy).quotas(*quotas)
+    scenario.with_running(running(job("busy", 8, team="beta"), on="p0-r0-n0"))
+    # "small" would borrow and fits; "big", behind it, is refused until "busy" ends.
+    plan = scenario.pending(job("small", 4, duration_s=7200.0), job("big", 16, submit_s=5)).plan()
+
+    assert set(started(plan)) == {"small"}
+    assert reason_of(plan, "big") == "capacity"
 
 
 def test_reclaiming_never_takes_a_team_below_its_own_guarantee() -> None:
