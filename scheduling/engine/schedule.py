@@ -335,7 +335,8 @@ class _Cycle:
         reclaiming = admission is not None and admission.within_guarantee
         self._prepare_candidates(job.accelerator)
         bound = self.victim_bounds.get(job.accelerator)
-        if bound is None or pool.total_free + bound.upper(job.priority, reclaiming) < size:
+        upper = 0 if bound is None else bound.upper(job.priority, reclaiming)
+        if upper == 0 or pool.total_free + upper < size:  # nothing (as among equals) or too little to take
             return False
         if self.scan_budget <= 0:
             return False
