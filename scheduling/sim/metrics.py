@@ -10,7 +10,8 @@ Choices the contract leaves open, stated once:
 - `guarantee_violation_gpu_hours`: per team, unmet = min(pending GPUs, unused guarantee); once
   unmet has been positive for more than 5 minutes in a row, its GPU-time counts.
 - `fragmentation_idle_fraction`: idle GPU-seconds while the last plan left some job pending for
-  "topology" (enough free GPUs, wrong shape), over capacity x window.
+  "topology" (enough free GPUs, wrong shape), over capacity x window; a cycle the simulator skips
+  (see `gate`) says the same of the jobs it would have left pending.
 - `topology_optimal_fraction`: of starts of jobs with more than one GPU, those placed no wider than
   the narrowest domain an empty fleet offers for their size.
 - `serving_slo_attainment` is null without a serving model; failure keys are 0 / null until a

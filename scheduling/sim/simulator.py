@@ -90,9 +90,11 @@ def run_simulation(
     progress: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     state_options: dict[str, float] | None = None,
+    skip_idle_cycles: bool = True,
 ) -> SimResult:
     """Replay `jobs` on `nodes` under `policy` until every job has finished (or can never start).
 
+    `skip_idle_cycles=False` runs every cycle the gate would skip (same results, slower).
     `clock` only measures `sim_wall_s`; nothing in the simulation reads it. Randomness, if a hook
     needs any, comes from `random.Random(seed)` handed to hooks through their `SimContext`.
     """
@@ -127,8 +129,8 @@ def run_simulation(
     preempt_possible = policy.preemption and (any(guarantees.values()) or len({j.priority for j in ordered}) > 1)
     elastic_possible = policy.elastic and any(job.is_elastic for job in ordered)
     periodic = cycle_interval_s > 0 and (bool(hooks) or policy.fairshare or preempt_possible or elastic_possible)
-    if not (preempt_possible or elastic_possible or hooks):
-        recorder.gate = CycleGate(recorder.capacity, policy, strict_fifo=not quota_rows)
+    if skip_idle_cycles and not (preempt_possible or elastic_possible or hooks):
+        recorder.gate = CycleGate(state, recorder.capacity, policy, strict_fifo=not quota_rows)
 
     index, total = 0, len(ordered)
     changed, again = False, False
@@ -165,6 +167,7 @@ def run_simulation(
             continue
         if recorder.gate is not None and not again and not recorder.gate.could_start():
             loop.skipped += 1
+            recorder.fragmented = recorder.gate.fragmented
             last_cycle = now  # a skipped cycle counts as a re-plan that changed nothing
         else:
             acted, again = loop.cycle(now)
