@@ -284,18 +284,22 @@ class VictimBound:
 
     __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
 
-    def __init__(self, candidates: list[Candidate]) -> None:
+    def __init__(self, running: Iterable[Running], accelerator: str) -> None:
         preemptible: list[tuple[int, int]] = []
         borrowing = leaving = 0
-        for candidate in candidates:  # one pass
-            if candidate.leaving:
-                leaving += candidate.gpus
+        for run in running:  # one pass
+            job = run.job
+            if job.accelerator != accelerator:
                 continue
-            run = candidate.run
-            if run.job.preemptible:
-                preemptible.append((candidate.priority, candidate.gpus))
+            allocation = run.allocation
+            gpus = allocation[0][1] if len(allocation) == 1 else sum(on_node for _, on_node in allocation)
+            if run.grace_until_s is not None:
+                leaving += gpus
+                continue
+            if job.preemptible:
+                preemptible.append((job.priority, gpus))
             if run.borrowing:
-                borrowing += candidate.gpus
+                borrowing += gpus
         preemptible.sort()
         self.priorities = [priority for priority, _ in preemptible]
         self.cumulative = [0, *accumulate(gpus for _, gpus in preemptible)]

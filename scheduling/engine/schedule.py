@@ -70,9 +70,11 @@ class _Cycle:
         self.prepared = prepared = prepare_cycle(snapshot, now)
         self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
         self.ledger, self.profiles = prepared.ledger, prepared.profiles
-        # Victim candidates are built on the first preemption attempt per accelerator.
+        # Victim bounds and candidates are built on the first preemption attempt per accelerator;
+        # accelerators where no job left in the queue may take anything are `victimless`.
         self.candidates: dict[str, list[Candidate]] = {}
         self.victim_bounds: dict[str, VictimBound] = {}
+        self.victimless: set[str] = set()
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
@@ -233,7 +235,8 @@ class _Cycle:
         if accelerator in self.settled:
             return True
         policy = self.policy
-        if policy.preemption and self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0:
+        searches_left = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
+        if policy.preemption and searches_left and accelerator not in self.victimless:
             return False
         if self.reservation_attempts.get(accelerator, 0) < self._reservation_attempt_cap():
             return False
@@ -329,17 +332,22 @@ class _Cycle:
         self.reasons.pop(job.id, None)
 
     def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
-        policy = self.policy
-        if not policy.preemption or self.preemption_attempts >= policy.max_preemption_attempts:
+        policy, accelerator = self.policy, job.accelerator
+        attempts_left = self.preemption_attempts < policy.max_preemption_attempts
+        if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
+            return False
+        bound = self.victim_bounds.get(accelerator)
+        if bound is None:
+            bound = self.victim_bounds[accelerator] = VictimBound(self.running, accelerator)
+        if bound.upper(job.priority, True) == 0:
+            # Jobs come in falling priority order: nobody after this one may take anything either.
+            self.victimless.add(accelerator)
             return False
         reclaiming = admission is not None and admission.within_guarantee
-        self._prepare_candidates(job.accelerator)
-        bound = self.victim_bounds.get(job.accelerator)
-        upper = 0 if bound is None else bound.upper(job.priority, reclaiming)
-        if upper == 0 or pool.total_free + upper < size:  # nothing (as among equals) or too little to take
+        if pool.total_free + bound.upper(job.priority, reclaiming) < size or self.scan_budget <= 0:
             return False
-        if self.scan_budget <= 0:
-            return False
+        if accelerator not in self.candidates:
+            self.candidates[accelerator] = victim_candidates(self.running, accelerator, policy.elastic)
         eligible = self._eligible(job, reclaiming)
         self.preemption_attempts += 1
         max_level = job.required_level or "fleet"
@@ -382,12 +390,6 @@ class _Cycle:
                 covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
             if may_preempt(job, run, reclaiming, covered):
                 yield candidate
-
-    def _prepare_candidates(self, accelerator: str) -> None:
-        if accelerator in self.candidates:
-            return
-        self.candidates[accelerator] = candidates = victim_candidates(self.running, accelerator, self.policy.elastic)
-        self.victim_bounds[accelerator] = VictimBound(candidates)
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
         made = self.reservations_made.get(job.accelerator, 0)

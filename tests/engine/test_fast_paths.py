@@ -168,7 +168,7 @@ def test_victim_candidates_and_their_bound_match_the_plain_definitions(
         assert [[getattr(c, name) for name in _CANDIDATE_FIELDS] for c in fast] == [
             [getattr(c, name) for name in _CANDIDATE_FIELDS] for c in plain
         ]
-        bound = VictimBound(fast)
+        bound = VictimBound(running, accelerator)
         preemptible = sorted((c.priority, c.gpus) for c in plain if c.run.job.preemptible and not c.leaving)
         assert bound.priorities == [priority for priority, _ in preemptible]
         assert bound.cumulative == [sum(gpus for _, gpus in preemptible[:end]) for end in range(len(preemptible) + 1)]
