@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .model import Node, Running
+from .model import Node
 
 
 class AcceleratorPool:
@@ -204,14 +204,6 @@ def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
     fleet = (node_accelerator, templates, healthy)
     _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, fleet)
     return fleet
-
-
-def usage_by_node(running: Iterable[Running]) -> dict[str, int]:
-    used: dict[str, int] = {}
-    for run in running:
-        for node_id, gpus in run.allocation:
-            used[node_id] = used.get(node_id, 0) + gpus
-    return used
 
 
 def level_of(node_ids: Iterable[str], node_rack: Mapping[str, str], node_pod: Mapping[str, str]) -> str:

@@ -9,11 +9,11 @@ loop instead of one loop per consumer is most of the fixed cost of a cycle on a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .backfill import ReleaseEvent, ReleaseProfile
-from .capacity import CapacityIndex, usage_by_node
+from .capacity import CapacityIndex
 from .health import triage_nodes
 from .model import Running, Snapshot
 from .plan import Action, Cordon, Requeue
@@ -24,19 +24,22 @@ Key = tuple[str, str]
 
 @dataclass(slots=True)
 class RunningTotals:
+    used: dict[str, int]
     usage: dict[Key, int]
     releases: dict[str, list[ReleaseEvent]]
     evicting: dict[Key, int]
 
 
-def running_totals(running: Iterable[Running], now: float, accelerators: Mapping[str, object]) -> RunningTotals:
-    """Totals of `running` at `now`; release events only for accelerators in `accelerators`.
+def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
+    """Totals of `running` at `now`: GPUs in use per node, per (team, accelerator) and leaving, and
+    the release events per accelerator.
 
     The release time is `backfill.expected_end_s`, clamped to `now` as `ReleaseProfile.add` does.
     """
+    used: dict[str, int] = {}
     usage: dict[Key, int] = {}
     evicting: dict[Key, int] = {}
-    releases: dict[str, list[ReleaseEvent]] = {name: [] for name in accelerators}
+    releases: dict[str, list[ReleaseEvent]] = {}
     for run in running:
         job = run.job
         allocation = run.allocation
@@ -53,7 +56,7 @@ def running_totals(running: Iterable[Running], now: float, accelerators: Mapping
             evicting[key] = evicting.get(key, 0) + gpus
         events = releases.get(job.accelerator)
         if events is None:
-            continue
+            events = releases[job.accelerator] = []
         # `expected_end_s(run, now)`, inlined; then `max(end_s, now)` as in `ReleaseProfile.add`.
         if grace_until_s is not None:
             end_s = grace_until_s
@@ -65,8 +68,9 @@ def running_totals(running: Iterable[Running], now: float, accelerators: Mapping
         if not end_s >= now:
             end_s = now
         for node_id, on_node in allocation:
+            used[node_id] = used.get(node_id, 0) + on_node
             events.append((end_s, node_id, on_node))
-    return RunningTotals(usage, releases, evicting)
+    return RunningTotals(used, usage, releases, evicting)
 
 
 @dataclass(slots=True)
@@ -86,21 +90,21 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     """Index free capacity, triage health against it (cordons, requeues), then charge the
     surviving running work to quotas and build one release profile per accelerator."""
     gpus_per_node = snapshot.policy.gpus_per_node
-    used = usage_by_node(snapshot.running)
-    index = CapacityIndex(snapshot.nodes, used, gpus_per_node)
-    triage = triage_nodes(snapshot.nodes, snapshot.running, used, index)
+    running = list(snapshot.running)
+    totals = running_totals(running, now)
+    index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
+    triage = triage_nodes(snapshot.nodes, running, totals.used, index)
     actions: list[Action] = [Cordon(node_id, reason) for node_id, reason in triage.cordon]
     actions.extend(Requeue(job_id, reason) for job_id, reason in triage.requeue)
-    running = list(snapshot.running)
     if triage.requeue:
         requeued = {job_id for job_id, _ in triage.requeue}
-        running = [run for run in snapshot.running if run.job.id not in requeued]
-        index = CapacityIndex(snapshot.nodes, usage_by_node(running), gpus_per_node)
+        running = [run for run in running if run.job.id not in requeued]
+        totals = running_totals(running, now)
+        index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
-    totals = running_totals(running, now, index.pools)
     ledger = QuotaLedger(snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage)
     profiles: dict[str, ReleaseProfile] = {}
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)
-        profile.extend(totals.releases[name])
+        profile.extend(totals.releases.get(name, []))
     return Prepared(index, running, actions, ledger, profiles, totals.evicting, now)

@@ -42,6 +42,8 @@ class FleetState:
     ) -> None:
         self.nodes: dict[str, Node] = {node.id: node for node in sorted(nodes, key=lambda n: n.id)}
         self.node_used: dict[str, int] = {node_id: 0 for node_id in self.nodes}
+        # Healthy GPUs of uncordoned nodes (`Node.usable_gpus`), kept as nodes change.
+        self.node_usable: dict[str, int] = {node_id: node.usable_gpus for node_id, node in self.nodes.items()}
         self._rack = {node.id: node.rack_key for node in self.nodes.values()}
         self._pod = {node.id: node.pod for node in self.nodes.values()}
         self.penalty = dict(level_penalty)
@@ -240,7 +242,7 @@ class FleetState:
         return tuple(sorted((team, self._usage_at(team, now)) for team in self._usage))
 
     def free_gpus(self, node_id: str) -> int:
-        return max(0, self.nodes[node_id].usable_gpus - self.node_used[node_id])
+        return max(0, self.node_usable[node_id] - self.node_used[node_id])
 
     # Internals ---------------------------------------------------------------------------------
     def _usage_at(self, team: str, time_s: float) -> float:
@@ -262,6 +264,7 @@ class FleetState:
 
     def _set_node(self, node: Node) -> None:
         self.nodes[node.id] = node
+        self.node_usable[node.id] = node.usable_gpus
         self._node_tuple = None
 
     def _runs_on(self, node_id: str) -> list[RunRecord]:

@@ -72,8 +72,8 @@ class CycleGate:
         """Whether a node has room for the smallest single-node size, or enough whole nodes are
         free for the smallest gang (multi-node gangs take whole nodes)."""
         per_node = self.gpus_per_node
-        free_gpus = self.state.free_gpus
-        free = [free_gpus(node_id) for node_id in self.node_ids.get(accelerator, ())]
+        usable, used = self.state.node_usable, self.state.node_used
+        free = [usable[node_id] - used[node_id] for node_id in self.node_ids.get(accelerator, ())]
         single = min((size for size in sizes if size <= per_node), default=None)
         if single is not None and max(free, default=0) >= single:
             return True

@@ -46,7 +46,7 @@ def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, s
 @SETTINGS
 @given(snapshots(), st.floats(0.0, 5000.0))
 def test_running_totals_match_the_plain_per_run_definitions(snapshot: Snapshot, now: float) -> None:
-    totals = running_totals(snapshot.running, now, {"a100": None})
+    totals = running_totals(snapshot.running, now)
     usage: dict[tuple[str, str], int] = {}
     evicting: dict[tuple[str, str], int] = {}
     for run in snapshot.running:
@@ -55,9 +55,16 @@ def test_running_totals_match_the_plain_per_run_definitions(snapshot: Snapshot, 
         if run.grace_until_s is not None:
             evicting[key] = evicting.get(key, 0) + run.gpus
 
+    used: dict[str, int] = {}
+    for run in snapshot.running:
+        for node_id, gpus in run.allocation:
+            used[node_id] = used.get(node_id, 0) + gpus
+    assert totals.used == used
     assert totals.usage == usage
     assert totals.evicting == evicting
-    assert sorted(totals.releases["a100"]) == _plain_release_events(snapshot, now)
+    assert sorted(event for events in totals.releases.values() for event in events) == _plain_release_events(
+        snapshot, now
+    )
 
 
 @SETTINGS
