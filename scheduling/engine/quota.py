@@ -107,9 +107,11 @@ class QuotaLedger:
         for (team, accelerator), gpus in sorted(usage.items()):
             self.charge(team, accelerator, gpus)
 
-    def any_guarantee(self) -> bool:
-        """Whether some team is guaranteed GPUs of some accelerator."""
-        return any(account.guaranteed for ledger in self.ledgers.values() for account in ledger.accounts.values())
+    def any_guarantee(self, accelerator: str | None = None) -> bool:
+        """Whether some team is guaranteed GPUs (of `accelerator`, or of any): only then can a job
+        be admitted within its guarantee, and reclaim."""
+        ledgers = self.ledgers.values() if accelerator is None else [self._ledger(accelerator)]
+        return any(account.guaranteed for ledger in ledgers for account in ledger.accounts.values())
 
     def _ledger(self, accelerator: str) -> _AcceleratorLedger:
         ledger = self.ledgers.get(accelerator)

@@ -339,12 +339,12 @@ class _Cycle:
         bound = self.victim_bounds.get(accelerator)
         if bound is None:
             bound = self.victim_bounds[accelerator] = VictimBound(self.running, accelerator)
-        if bound.upper(job.priority, True) == 0:
-            # Jobs come in falling priority order: nobody after this one may take anything either.
-            self.victimless.add(accelerator)
+        if bound.upper(job.priority, self.ledger.any_guarantee(accelerator)) == 0:
+            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
         reclaiming = admission is not None and admission.within_guarantee
-        if pool.total_free + bound.upper(job.priority, reclaiming) < size or self.scan_budget <= 0:
+        upper = bound.upper(job.priority, reclaiming)
+        if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
             return False
         if accelerator not in self.candidates:
             self.candidates[accelerator] = victim_candidates(self.running, accelerator, policy.elastic)

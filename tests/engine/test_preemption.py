@@ -114,11 +114,12 @@ def test_preemption_off_means_no_victims() -> None:
     assert plan.of_type(Preempt) == ()
 
 
-def test_a_job_with_nothing_it_may_take_does_not_use_up_the_cycles_preemption_attempts() -> None:
+@pytest.mark.parametrize("borrowing", [False, True], ids=["own", "borrowed-but-nobody-guaranteed"])
+def test_a_job_with_nothing_it_may_take_does_not_use_up_the_cycles_preemption_attempts(borrowing: bool) -> None:
     scenario = Scenario(fleet("1x1x2x8") + fleet("1x1x1x8", "h100", prefix="h")).policy(max_preemption_attempts=1)
     scenario.with_running(
-        running(job("keep-a", 4, preemptible=False), on="p0-r0-n0"),
-        running(job("keep-b", 4, preemptible=False), on="p0-r0-n1"),
+        running(job("keep-a", 4, preemptible=False), on="p0-r0-n0", borrowing=borrowing),
+        running(job("keep-b", 4, preemptible=False), on="p0-r0-n1", borrowing=borrowing),
         running(job("victim", 8, accelerator="h100"), on="hp0-r0-n0"),
     )
     # "stuck" comes first: 8 GPUs are free, but in halves, and nothing there is preemptible.
