@@ -47,23 +47,34 @@ def explain_pending(
     # Per accelerator: its curve, and the earliest time `gpus` GPUs are free at all, which depends
     # only on the size (once per size).
     sweeps: dict[str, tuple[list[float], list[int], list[float], dict[int, float | None]]] = {}
+    # The accelerator whose sweep and queue demand are loaded in locals (most queues have one).
+    current: str | None = None
+    ahead = 0.0
+    times: list[float] | None = None
+    levels: list[int] = []
+    areas: list[float] = []
+    firsts: dict[int, float | None] = {}
     for job in queue:
         job_id = job.id
         if job_id in started:
             continue
         accelerator = job.accelerator
+        if accelerator != current:
+            if current is not None:
+                demand[current] = ahead
+            current, ahead, times = accelerator, demand.get(accelerator, 0.0), None
+            if accelerator in profiles:
+                sweep = sweeps.get(accelerator)
+                if sweep is None:
+                    curve = profiles[accelerator].curve(free_now[accelerator])
+                    sweep = sweeps[accelerator] = (*curve, {})
+                times, levels, areas, firsts = sweep
         gpus = job.gpus
         reason = reasons.get(job_id, REASON_CAPACITY)
-        ahead = demand.get(accelerator, 0.0)
         estimate: float | None = None
         if job_id in estimates:
             estimate = estimates[job_id]
-        elif accelerator in profiles:
-            sweep = sweeps.get(accelerator)
-            if sweep is None:
-                times, levels, areas = profiles[accelerator].curve(free_now[accelerator])
-                sweep = sweeps[accelerator] = (times, levels, areas, {})
-            times, levels, areas, firsts = sweep
+        elif times is not None:
             if gpus in firsts:
                 first = firsts[gpus]
             else:
@@ -82,7 +93,7 @@ def explain_pending(
                         team_releases = _team_releases(running, now)
                     estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
         limit_s = job.time_limit_s
-        demand[accelerator] = ahead + gpus * (job.duration_s if limit_s is None else limit_s)
+        ahead += gpus * (job.duration_s if limit_s is None else limit_s)
         append(make(job_id, reason, estimate))
     return tuple(statuses)
 
