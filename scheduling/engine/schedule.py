@@ -53,7 +53,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
 
     With `explain=False` (for replays that read no estimates) the actions are the same, but
     `Plan.pending` only lists the jobs waiting on topology, without estimates, and the queue scan
-    stops once every accelerator is blocked by its strict-FIFO head. Runs with the cyclic garbage
+    stops once every accelerator is blocked by its strict-FIFO head or full. Runs with the cyclic
     collector paused (see `collector`): the cycle makes no reference cycles.
     """
     with collector_paused():
@@ -80,6 +80,7 @@ class _Cycle:
         self.misses: dict[tuple[str, int, str], int] = {}
         self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
+        self.reservation_cap = policy.reservation_depth + 4 if policy.reservation_depth > 0 else 0
         self.admissions: dict[tuple[str, str, int], tuple[int, int, Admission | None, bool]] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
@@ -117,8 +118,7 @@ class _Cycle:
         would borrow (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by
         preemption, and the owner has to reclaim them again, forever. When nobody is guaranteed
         anything, every job would borrow and the queue is taken in order in one pass."""
-        # Without explanations, nothing is left to find out once every strict-FIFO head blocks:
-        # every job behind them waits on priority (or on capacity, for unknown accelerators).
+        # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
         if not self.ledger.any_guarantee():
             self._scan(queue, stop, None)
@@ -179,6 +179,10 @@ class _Cycle:
                 waiting.add(accelerator)
                 continue
             self._consider_sized(job, pool, size, admission, key)
+            if stop > 0 and not pool.total_free and not self.book.held_max_free.get(accelerator):
+                if self._settled(accelerator):  # nothing free, held, to preempt or reserve: all wait
+                    blocked.add(accelerator)
+                    waiting.add(accelerator)
             if len(blocked) == stop:
                 return True
         return len(blocked) == stop
@@ -238,14 +242,10 @@ class _Cycle:
         searches_left = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
         if policy.preemption and searches_left and accelerator not in self.victimless:
             return False
-        if self.reservation_attempts.get(accelerator, 0) < self._reservation_attempt_cap():
+        if self.reservation_attempts.get(accelerator, 0) < self.reservation_cap:
             return False
         self.settled.add(accelerator)
         return True
-
-    def _reservation_attempt_cap(self) -> int:
-        depth = max(0, self.policy.reservation_depth)
-        return depth + 4 if depth else 0
 
     def _worst_end_s(self, job: Job, size: int) -> float:
         if job.time_limit_s is not None:  # `worst_runtime_s`, without the penalty it ignores
@@ -394,7 +394,7 @@ class _Cycle:
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
         made = self.reservations_made.get(job.accelerator, 0)
         attempts = self.reservation_attempts.get(job.accelerator, 0)
-        if made >= max(0, self.policy.reservation_depth) or attempts >= self._reservation_attempt_cap():
+        if made >= max(0, self.policy.reservation_depth) or attempts >= self.reservation_cap:
             return
         # Jobs that can never fit do not get to sweep the release profile over and over.
         self.reservation_attempts[job.accelerator] = attempts + 1
@@ -410,7 +410,7 @@ class _Cycle:
             return
         self.reservations_made[job.accelerator] = made + 1
         if made + 1 >= max(0, self.policy.reservation_depth):
-            self.reservation_attempts[job.accelerator] = self._reservation_attempt_cap()
+            self.reservation_attempts[job.accelerator] = self.reservation_cap
         self._reserve(job, pool, found[1], found[0])
 
     def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
