@@ -89,7 +89,7 @@ class _Cycle:
         self.reasons: dict[str, str] = {}
         self.estimates: dict[str, float | None] = {}
         self.reservations_made: dict[str, int] = {}
-        self.fifo_blocked: set[str] = set()
+        self.blocked: set[str] = set()  # behind a strict-FIFO head, or full (without explanations)
         self.settled: set[str] = set()
         # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
         self.waiting: set[str] = set()
@@ -132,7 +132,7 @@ class _Cycle:
         """Step 4 for `jobs` in order, jobs beyond their guarantee put off into `deferred` unless it
         is None; True (and stop) once `stop` accelerators are blocked. Runs once per pending job, so
         the cheap answers (unknown, blocked, over quota, a settled verdict) are inlined here."""
-        blocked = self.fifo_blocked
+        blocked = self.blocked
         if len(blocked) == stop:
             return True
         pools, reasons, admissions, ledger = self.index.pools, self.reasons, self.admissions, self.ledger
@@ -201,7 +201,7 @@ class _Cycle:
             self.reasons[job.id] = reason = classify_misfit(pool, job.gpus)
             self.waiting.add(accelerator)
             if not backfill:
-                self.fifo_blocked.add(accelerator)
+                self.blocked.add(accelerator)
             self.verdicts[key] = (self.generation, -math.inf, reason)
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
@@ -214,7 +214,7 @@ class _Cycle:
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
-            self.fifo_blocked.add(accelerator)
+            self.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
         self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
 

@@ -79,7 +79,7 @@ class _PlainCycle(_Cycle):
         self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
     ) -> None:
         accelerator = job.accelerator
-        if accelerator in self.fifo_blocked:
+        if accelerator in self.blocked:
             self.reasons[job.id] = REASON_PRIORITY
             self.waiting.add(accelerator)
             return
@@ -106,7 +106,7 @@ class _PlainCycle(_Cycle):
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
-            self.fifo_blocked.add(accelerator)
+            self.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
         self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
 
