@@ -35,6 +35,19 @@ def fairshare_factors(
     return {team: max(0.0, used) / entitled.get(team, 1.0) for team, used in usage}
 
 
+def fairshare_priorities(factors: Mapping[str, float]) -> dict[str, float]:
+    """Slurm's classic fair-share factor, 2^(-U/S), from `fairshare_factors`: U/S is the team's
+    usage per entitlement over the fleet's (here, the mean over teams), so 1.0 means nothing used,
+    0.5 exactly its share, and heavier users tend to 0. Ordering by it (higher first) is ordering
+    by the factor (lower first); unlike the factor it has a scale an age term can be added to."""
+    if not factors:
+        return {}
+    mean = sum(factors.values()) / len(factors)
+    if mean <= 0.0:
+        return {team: 1.0 for team in factors}
+    return {team: math.pow(2.0, -factor / mean) for team, factor in factors.items()}
+
+
 def decay_usage(usage_gpu_s: float, elapsed_s: float, half_life_s: float) -> float:
     """Usage after `elapsed_s` of exponential decay with the given half-life."""
     if half_life_s <= 0 or elapsed_s <= 0:

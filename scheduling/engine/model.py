@@ -126,6 +126,9 @@ class Policy:
     # the number of running jobs.
     preemption_scan_budget: int = 8192
     fairshare: bool = True
+    # Slurm-style age factor added to the fair-share priority (see `ordering.order_jobs`).
+    age_weight: float = 0.0
+    max_age_s: float = 2 * 86400.0
 
     @classmethod
     def fifo(cls) -> Policy:

@@ -1,4 +1,4 @@
-"""Queue order: priority class, then fair share, then the within-team policy, then job id."""
+"""Queue order: priority class, then fair share with age, then the within-team policy, then job id."""
 
 from __future__ import annotations
 
@@ -16,19 +16,32 @@ def within_team_key(policy: Policy) -> Callable[[Job], float]:
     return lambda job: job.submit_s
 
 
-def order_jobs(jobs: Iterable[Job], policy: Policy, factors: Mapping[str, float]) -> list[Job]:
+def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job]:
     """Pending jobs in the order the cycle considers them.
 
-    Higher priority first; then the team with the lower fair-share factor (when fair share is on);
-    then the within-team order (submit time, shortest time limit, or least attained service),
-    with submit time and finally the job id as explicit tie-breakers. Implemented as stable
-    sorts from the last key to the first, which is much faster than building key tuples.
+    Higher priority class first; then, when fair share is on, the higher score: the team's
+    fair-share priority (`fairshare.fairshare_priorities`, 1.0 for a team that used nothing) plus,
+    as in Slurm's multifactor priority, `age_weight` x the job's wait over `max_age_s` (capped at
+    1), so that a heavy team's jobs are not starved for ever; then the within-team order (submit
+    time, shortest time limit, or least attained service), with submit time and finally the job id
+    as explicit tie-breakers. With an age weight, the within-team order only ranks jobs of equal
+    score (jobs of one team that have all waited `max_age_s`). Implemented as stable sorts from
+    the last key to the first, which is much faster than building key tuples.
     """
     ordered = sorted(jobs, key=attrgetter("id"))
     ordered.sort(key=attrgetter("submit_s"))
     if policy.within_team_order != "submit":
         ordered.sort(key=within_team_key(policy))
-    if policy.fairshare and factors:
-        ordered.sort(key=lambda job: factors.get(job.team, 0.0))
+    if policy.fairshare and priorities:
+        weight, max_age_s = policy.age_weight, policy.max_age_s
+        if weight > 0.0 and max_age_s > 0.0:
+            oldest, per_s = now - max_age_s, weight / max_age_s
+            ordered.sort(
+                key=lambda job: priorities.get(job.team, 1.0)
+                + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s),
+                reverse=True,
+            )
+        else:
+            ordered.sort(key=lambda job: priorities.get(job.team, 1.0), reverse=True)
     ordered.sort(key=attrgetter("priority"), reverse=True)
     return ordered

@@ -25,7 +25,7 @@ from .capacity import AcceleratorPool
 from .collector import collector_paused
 from .elastic import grow_actions, reduced_sizes
 from .explain import explain_pending, topology_waits
-from .fairshare import fairshare_factors
+from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, narrower
@@ -101,7 +101,7 @@ class _Cycle:
     def run(self) -> Plan:
         snapshot = self.snapshot
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
-        queue = order_jobs(snapshot.pending, self.policy, factors)
+        queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
         self._consider_all(queue)
         if self.policy.elastic:  # Step 5.
             self.actions.extend(grow_actions(self.index, self.running, self.picked, self.waiting, self.ledger))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scheduling.engine import FleetState, Running, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s
 from scheduling.engine.explain import _first_time, _quota_estimate, _team_releases, _work_time
-from scheduling.engine.fairshare import fairshare_factors
+from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
@@ -146,8 +146,9 @@ def test_explanations_match_the_plain_per_job_definitions(snapshot: Snapshot, no
     plan = cycle.run()
     policy = snapshot.policy
     factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
+    queue = order_jobs(snapshot.pending, policy, fairshare_priorities(factors), now)
 
-    assert plan.pending == _plain_explain(cycle, order_jobs(snapshot.pending, policy, factors))
+    assert plan.pending == _plain_explain(cycle, queue)
 
 
 @SETTINGS

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.engine import Policy
+from scheduling.engine.fairshare import fairshare_priorities
 from scheduling.engine.ordering import order_jobs
 
 from .builders import Scenario, fleet, job, quota, started
@@ -49,10 +50,47 @@ def test_the_within_team_order_follows_policy(order: str, expected: list[str]) -
         job("fresh", submit_s=2, time_limit_s=100.0),
     ]
 
-    assert _ids(order_jobs(jobs, Policy(within_team_order=order), {})) == expected
+    assert _ids(order_jobs(jobs, Policy(within_team_order=order), {}, 0.0)) == expected
 
 
 def test_ties_are_broken_by_job_id() -> None:
     jobs = [job("b"), job("c"), job("a")]
 
-    assert _ids(order_jobs(jobs, Policy(), {})) == ["a", "b", "c"]
+    assert _ids(order_jobs(jobs, Policy(), {}, 0.0)) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("age_weight", "first"), [(0.0, "light"), (2.0, "heavy")])
+def test_an_age_weight_lifts_a_heavy_teams_long_waiting_job_above_a_light_teams_new_one(
+    age_weight: float, first: str
+) -> None:
+    day = 86400.0
+    scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 8), quota("beta", 8)).usage(alpha=1e7, beta=0.0)
+    scenario.policy(age_weight=age_weight, max_age_s=2 * day)
+    jobs = (job("heavy", 8, team="alpha", submit_s=0.0), job("light", 8, team="beta", submit_s=3 * day))
+    plan = scenario.pending(*jobs).plan(now=3 * day)
+
+    assert set(started(plan)) == {first}
+
+
+def test_the_age_term_grows_with_the_wait_up_to_max_age() -> None:
+    policy = Policy(age_weight=1.0, max_age_s=100.0)
+    priorities = {"alpha": 0.5, "beta": 0.7}
+    jobs = [
+        job("a-new", team="alpha", submit_s=990.0),  # 0.5 + 0.1
+        job("b-new", team="beta", submit_s=1000.0),  # 0.7
+        job("a-half", team="alpha", submit_s=950.0),  # 0.5 + 0.5
+        job("a-old", team="alpha", submit_s=0.0),  # 0.5 + 1.0 (capped)
+        job("a-older", team="alpha", submit_s=-500.0),  # capped too: then submit time
+    ]
+
+    assert _ids(order_jobs(jobs, policy, priorities, 1000.0)) == ["a-older", "a-old", "a-half", "b-new", "a-new"]
+
+
+def test_fair_share_priorities_are_one_unused_one_half_at_the_mean_and_fall_with_usage() -> None:
+    priorities = fairshare_priorities({"idle": 0.0, "mean": 2.0, "heavy": 4.0})
+
+    assert priorities["idle"] == 1.0
+    assert priorities["mean"] == 0.5
+    assert priorities["heavy"] == 0.25
+    assert fairshare_priorities({"a": 0.0, "b": 0.0}) == {"a": 1.0, "b": 1.0}
+    assert fairshare_priorities({}) == {}
