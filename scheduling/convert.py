@@ -125,6 +125,8 @@ def policy_from_row(row: Any | None) -> engine.Policy:
         preemption=row.preemption,
         preemption_grace_s=row.preemption_grace_s,
         fairshare_half_life_s=row.fairshare_half_life_s,
+        age_weight=row.fairshare_age_weight,
+        max_age_s=row.fairshare_max_age_s,
         within_team_order=row.within_team_order,
         level_penalty=(
             ("node", row.topology_penalty_node),

@@ -60,6 +60,8 @@ class FleetPolicyForm(forms.ModelForm):
         model = FleetPolicy
         fields = [
             "fairshare_half_life_s",
+            "fairshare_age_weight",
+            "fairshare_max_age_s",
             "backfill",
             "reservation_depth",
             "preemption",

@@ -180,6 +180,13 @@ class FleetPolicy(models.Model):
         LAS = "las", "Least attained service"
 
     fairshare_half_life_s = models.FloatField(default=7 * 86400.0, validators=[validate_positive])
+    fairshare_age_weight = models.FloatField(
+        default=2.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="Added to a team's fair-share priority (1 = unused, 0.5 = used its share) for a job "
+        "that has waited the max age, in proportion before; 0 orders by fair share alone.",
+    )
+    fairshare_max_age_s = models.FloatField(default=2 * 86400.0, validators=[validate_positive])
     backfill = models.BooleanField(default=True)
     reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     preemption = models.BooleanField(default=True)

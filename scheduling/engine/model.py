@@ -126,8 +126,9 @@ class Policy:
     # the number of running jobs.
     preemption_scan_budget: int = 8192
     fairshare: bool = True
-    # Slurm-style age factor added to the fair-share priority (see `ordering.order_jobs`).
-    age_weight: float = 0.0
+    # Slurm-style age factor added to the fair-share priority (see `ordering.order_jobs`); the
+    # weight was chosen on the full ITP replay (benchmarks/README.md).
+    age_weight: float = 2.0
     max_age_s: float = 2 * 86400.0
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.convert import policy_from_row
 from tenants.models import AuditEvent, FleetPolicy, PriorityClass
 from tests.factories import FleetPolicyFactory, PriorityClassFactory
 from tests.tenants.conftest import World, client_for
@@ -12,6 +13,8 @@ pytestmark = pytest.mark.django_db
 
 POLICY = {
     "fairshare_half_life_s": "604800",
+    "fairshare_age_weight": "1.5",
+    "fairshare_max_age_s": "86400",
     "backfill": "on",
     "reservation_depth": "2",
     "preemption": "on",
@@ -59,6 +62,8 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
     assert event.actor == world.admin
     assert event.before == {
+        "fairshare_age_weight": 2.0,
+        "fairshare_max_age_s": 172800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
         "within_team_order": "submit",
@@ -66,12 +71,17 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "topology_penalty_fleet": 1.4,
     }
     assert event.after == {
+        "fairshare_age_weight": 1.5,
+        "fairshare_max_age_s": 86400.0,
         "reservation_depth": 2,
         "preemption_grace_s": 60.0,
         "within_team_order": "las",
         "topology_penalty_pod": 1.2,
         "topology_penalty_fleet": 1.5,
     }
+    # The next cycle schedules with it.
+    engine_policy = policy_from_row(policy)
+    assert (engine_policy.age_weight, engine_policy.max_age_s, engine_policy.within_team_order) == (1.5, 86400.0, "las")
 
 
 def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
@@ -92,6 +102,8 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("topology_penalty_fleet", "-1", "Must be at least 1.0"),
         ("fairshare_half_life_s", "0", "Must be greater than zero"),
         ("fairshare_half_life_s", "soon", "Enter a number"),
+        ("fairshare_age_weight", "-0.5", "greater than or equal to 0"),
+        ("fairshare_max_age_s", "0", "Must be greater than zero"),
         ("preemption_grace_s", "-1", "greater than or equal to 0"),
         ("within_team_order", "random", "Select a valid choice"),
         ("guarantee_overcommit_ratio", "0", "Must be greater than zero"),
