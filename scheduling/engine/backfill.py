@@ -182,30 +182,61 @@ def _earliest_gang(
     max_level: str,
     topology_aware: bool,
 ) -> tuple[float, tuple[str, ...]] | None:
+    """The first release time after which `count` whole nodes fit the gang, and those nodes.
+
+    One pass over the release events: a node becomes whole once the GPUs released on it cover
+    what it lacks; a choice is tried at the end of each release time once enough nodes are whole.
+    """
     gpn = pool.gpus_per_node
-    extra: dict[str, int] = {}
+    free, usable, node_rack, node_pod, whole_by_rack, pod_whole = (
+        pool.free,
+        pool.usable,
+        pool.node_rack,
+        pool.node_pod,
+        pool.whole_by_rack,
+        pool.pod_whole,
+    )
+    # GPUs each node still lacks to be whole; 0 once it is, or if it never can be here.
+    lacking: dict[str, int] = {}
     new_whole: dict[str, None] = {}
     rack_gain: dict[str, int] = {}
     pod_gain: dict[str, int] = {}
-    events = profile.sorted_events()
-    for position, (end_s, node_id, released) in enumerate(events):
-        if node_id in pool.free and node_id not in held:
-            before = min(pool.usable[node_id], pool.free[node_id] + extra.get(node_id, 0))
-            extra[node_id] = extra.get(node_id, 0) + released
-            after = min(pool.usable[node_id], pool.free[node_id] + extra[node_id])
-            if before < gpn <= after:
-                new_whole[node_id] = None
-                rack = pool.node_rack[node_id]
-                rack_gain[rack] = rack_gain.get(rack, 0) + 1
-                pod = pool.node_pod[node_id]
-                pod_gain[pod] = pod_gain.get(pod, 0) + 1
-        if position + 1 < len(events) and events[position + 1][0] == end_s:
+    # Racks and pods that gained whole nodes and now hold `count` of them, with their gains: the
+    # only ones a choice looks at (readiness only grows along the sweep).
+    ready_racks: dict[str, int] = {}
+    ready_pods: dict[str, int] = {}
+    at_s: float | None = None
+    for end_s, node_id, released in profile.sorted_events():
+        if end_s != at_s:
+            if at_s is not None and pool.whole_count + len(new_whole) >= count:
+                chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
+                if chosen is not None:
+                    return at_s, chosen
+            at_s = end_s
+        need = lacking.get(node_id)
+        if need is None:
+            eligible = node_id in free and node_id not in held and usable[node_id] >= gpn
+            need = gpn - free[node_id] if eligible and free[node_id] < gpn else 0
+        if need <= 0:
+            lacking[node_id] = 0
             continue
-        if pool.whole_count + len(new_whole) < count:
+        need -= released
+        lacking[node_id] = need if need > 0 else 0
+        if need > 0:
             continue
-        chosen = _choose_gang_nodes(pool, new_whole, rack_gain, pod_gain, count, max_level, topology_aware)
+        new_whole[node_id] = None
+        rack = node_rack[node_id]
+        gain = rack_gain[rack] = rack_gain.get(rack, 0) + 1
+        if len(whole_by_rack[rack]) + gain >= count:
+            ready_racks[rack] = gain
+        pod = node_pod[node_id]
+        gain = pod_gain[pod] = pod_gain.get(pod, 0) + 1
+        if pod_whole[pod] + gain >= count:
+            ready_pods[pod] = gain
+    if at_s is not None and pool.whole_count + len(new_whole) >= count:
+        chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
         if chosen is not None:
-            return end_s, chosen
+            return at_s, chosen
     return None
 
 
@@ -218,9 +249,13 @@ def _choose_gang_nodes(
     max_level: str,
     topology_aware: bool,
 ) -> tuple[str, ...] | None:
+    """Nodes for the gang once `new_whole` have come free: the rack, else the pod, with the least
+    to spare, else fleet-wide; `rack_gain` and `pod_gain` need only hold the domains that can."""
+
     def whole_in(racks: list[str]) -> list[str]:
         nodes = [node_id for rack in racks for node_id in pool.whole_by_rack[rack]]
-        nodes += [node_id for node_id in new_whole if pool.node_rack[node_id] in set(racks)]
+        chosen = set(racks)
+        nodes += [node_id for node_id in new_whole if pool.node_rack[node_id] in chosen]
         return sorted(nodes)
 
     if not topology_aware:
