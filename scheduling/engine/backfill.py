@@ -196,8 +196,12 @@ def _earliest_gang(
         pool.whole_by_rack,
         pool.pod_whole,
     )
-    # GPUs each node still lacks to be whole; 0 once it is, or if it never can be here.
-    lacking: dict[str, int] = {}
+    # GPUs each node that could become whole still lacks; 0 once it is.
+    lacking = {
+        node_id: gpn - gpus
+        for node_id, gpus in free.items()
+        if gpus < gpn and usable[node_id] >= gpn and node_id not in held
+    }
     new_whole: dict[str, None] = {}
     rack_gain: dict[str, int] = {}
     pod_gain: dict[str, int] = {}
@@ -214,11 +218,7 @@ def _earliest_gang(
                     return at_s, chosen
             at_s = end_s
         need = lacking.get(node_id)
-        if need is None:
-            eligible = node_id in free and node_id not in held and usable[node_id] >= gpn
-            need = gpn - free[node_id] if eligible and free[node_id] < gpn else 0
-        if need <= 0:
-            lacking[node_id] = 0
+        if not need:
             continue
         need -= released
         lacking[node_id] = need if need > 0 else 0

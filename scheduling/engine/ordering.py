@@ -33,15 +33,20 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     if policy.within_team_order != "submit":
         ordered.sort(key=within_team_key(policy))
     if policy.fairshare and priorities:
-        weight, max_age_s = policy.age_weight, policy.max_age_s
+        # One sort for class and score: scores lie in (0, 1 + weight], so whole priority classes
+        # (integers) times `span` stay apart.
+        weight, max_age_s = max(0.0, policy.age_weight), policy.max_age_s
+        span = 2.0 + weight
         if weight > 0.0 and max_age_s > 0.0:
             oldest, per_s = now - max_age_s, weight / max_age_s
             ordered.sort(
-                key=lambda job: priorities.get(job.team, 1.0)
+                key=lambda job: job.priority * span
+                + priorities.get(job.team, 1.0)
                 + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s),
                 reverse=True,
             )
         else:
-            ordered.sort(key=lambda job: priorities.get(job.team, 1.0), reverse=True)
+            ordered.sort(key=lambda job: job.priority * span + priorities.get(job.team, 1.0), reverse=True)
+        return ordered
     ordered.sort(key=attrgetter("priority"), reverse=True)
     return ordered
