@@ -28,6 +28,24 @@ class RunningTotals:
     usage: dict[Key, int]
     releases: dict[str, list[ReleaseEvent]]
     evicting: dict[Key, int]
+    takeable: Takeable
+
+
+@dataclass(slots=True)
+class Takeable:
+    """What preemption could take per accelerator, at a glance (as `preemption.VictimBound` would
+    tell after a pass of its own): the lowest priority of preemptible running work, and whether
+    any work is in its grace period or borrowed."""
+
+    floor: dict[str, int]
+    leaving: set[str]
+    borrowing: set[str]
+
+    def nothing_for(self, accelerator: str, priority: int, reclaim: bool) -> bool:
+        """Whether a job of `priority` may take nothing there (`VictimBound.upper` would be 0)."""
+        if self.floor.get(accelerator, priority) < priority or accelerator in self.leaving:
+            return False
+        return not (reclaim and accelerator in self.borrowing)
 
 
 def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
@@ -40,6 +58,8 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
     usage: dict[Key, int] = {}
     evicting: dict[Key, int] = {}
     releases: dict[str, list[ReleaseEvent]] = {}
+    takeable = Takeable({}, set(), set())
+    floor = takeable.floor
     for run in running:
         job = run.job
         allocation = run.allocation
@@ -54,6 +74,13 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         grace_until_s = run.grace_until_s
         if grace_until_s is not None:
             evicting[key] = evicting.get(key, 0) + gpus
+            if gpus:
+                takeable.leaving.add(job.accelerator)
+        elif gpus:
+            if job.preemptible and job.priority < floor.get(job.accelerator, job.priority + 1):
+                floor[job.accelerator] = job.priority
+            if run.borrowing:
+                takeable.borrowing.add(job.accelerator)
         events = releases.get(job.accelerator)
         if events is None:
             events = releases[job.accelerator] = []
@@ -70,7 +97,7 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         for node_id, on_node in allocation:
             used[node_id] = used.get(node_id, 0) + on_node
             events.append((end_s, node_id, on_node))
-    return RunningTotals(used, usage, releases, evicting)
+    return RunningTotals(used, usage, releases, evicting, takeable)
 
 
 @dataclass(slots=True)
@@ -83,6 +110,7 @@ class Prepared:
     ledger: QuotaLedger
     profiles: dict[str, ReleaseProfile]
     evicting: dict[Key, int]
+    takeable: Takeable
     now: float
 
 
@@ -107,4 +135,4 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)
         profile.extend(totals.releases.get(name, []))
-    return Prepared(index, running, actions, ledger, profiles, totals.evicting, now)
+    return Prepared(index, running, actions, ledger, profiles, totals.evicting, totals.takeable, now)

@@ -336,12 +336,12 @@ class _Cycle:
         attempts_left = self.preemption_attempts < policy.max_preemption_attempts
         if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
             return False
+        if self.prepared.takeable.nothing_for(accelerator, job.priority, self.ledger.any_guarantee(accelerator)):
+            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
+            return False
         bound = self.victim_bounds.get(accelerator)
         if bound is None:
             bound = self.victim_bounds[accelerator] = VictimBound(self.running, accelerator)
-        if bound.upper(job.priority, self.ledger.any_guarantee(accelerator)) == 0:
-            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
-            return False
         reclaiming = admission is not None and admission.within_guarantee
         upper = bound.upper(job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:

@@ -182,3 +182,14 @@ def test_victim_candidates_and_their_bound_match_the_plain_definitions(
         assert bound.cumulative == [sum(gpus for _, gpus in preemptible[:end]) for end in range(len(preemptible) + 1)]
         assert bound.borrowing == sum(c.gpus for c in plain if c.run.borrowing and not c.leaving)
         assert bound.leaving == sum(c.gpus for c in plain if c.leaving)
+
+
+@SETTINGS
+@given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans())
+def test_nothing_to_take_agrees_with_the_victim_bound(
+    running: tuple[Running, ...], priority: int, reclaim: bool
+) -> None:
+    takeable = running_totals(running, 0.0).takeable
+    for accelerator in ("a100", "h100"):
+        bound = VictimBound(running, accelerator)
+        assert takeable.nothing_for(accelerator, priority, reclaim) == (bound.upper(priority, reclaim) == 0)
