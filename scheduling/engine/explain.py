@@ -48,8 +48,11 @@ def explain_pending(
     # only on the size (once per size).
     sweeps: dict[str, tuple[list[float], list[int], list[float], dict[int, float | None]]] = {}
     # The accelerator whose sweep and queue demand are loaded in locals (most queues have one).
+    # The demand ahead only grows along the queue, so the curve is walked forward, not searched.
     current: str | None = None
     ahead = 0.0
+    walk = 0
+    walks: dict[str, int] = {}
     times: list[float] | None = None
     levels: list[int] = []
     areas: list[float] = []
@@ -61,8 +64,9 @@ def explain_pending(
         accelerator = job.accelerator
         if accelerator != current:
             if current is not None:
-                demand[current] = ahead
+                demand[current], walks[current] = ahead, walk
             current, ahead, times = accelerator, demand.get(accelerator, 0.0), None
+            walk = walks.get(accelerator, 0)
             if accelerator in profiles:
                 sweep = sweeps.get(accelerator)
                 if sweep is None:
@@ -81,7 +85,10 @@ def explain_pending(
                 first = firsts[gpus] = _first_time((times, levels, areas), gpus)
             if first is not None:
                 # `_work_time(curve, ahead)`, inlined: this runs once per pending job.
-                at = bisect_right(areas, ahead) - 1
+                last = len(areas) - 1
+                while walk < last and areas[walk + 1] <= ahead:
+                    walk += 1
+                at = walk
                 while levels[at] == 0:
                     at += 1
                 over = ahead - areas[at]
