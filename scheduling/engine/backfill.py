@@ -209,10 +209,17 @@ def _earliest_gang(
     # only ones a choice looks at (readiness only grows along the sweep).
     ready_racks: dict[str, int] = {}
     ready_pods: dict[str, int] = {}
+    # A choice can only succeed fleet-wide (when allowed) or in a ready rack or pod.
+    fleet_wide = LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]
+    pod_wide = topology_aware and LEVEL_RANK[max_level] >= LEVEL_RANK["pod"]
     at_s: float | None = None
     for end_s, node_id, released in profile.sorted_events():
         if end_s != at_s:
-            if at_s is not None and pool.whole_count + len(new_whole) >= count:
+            if (
+                at_s is not None
+                and pool.whole_count + len(new_whole) >= count
+                and (fleet_wide or (topology_aware and ready_racks) or (pod_wide and ready_pods))
+            ):
                 chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
                 if chosen is not None:
                     return at_s, chosen

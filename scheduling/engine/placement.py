@@ -118,9 +118,13 @@ def _whole_nodes_in_smallest_domain(pool: AcceleratorPool, count: int, max_level
         return _gather_from_racks(pool, pool.racks_of_pod[best_pod[1]], count)
     if LEVEL_RANK[max_level] < LEVEL_RANK["fleet"]:
         return None
-    pods = sorted(pool.pod_whole, key=lambda pod: (-pool.pod_whole[pod], pod))
-    racks = [rack for pod in pods for rack in _racks_fullest_first(pool, pool.racks_of_pod[pod])]
-    return _take_nodes(pool, racks, count)
+    # Fullest pods first, fullest racks first within each: only the pods the gang reaches are sorted.
+    chosen: list[str] = []
+    for pod in sorted(pool.pod_whole, key=lambda pod: (-pool.pod_whole[pod], pod)):
+        chosen += _take_nodes(pool, _racks_fullest_first(pool, pool.racks_of_pod[pod]), count - len(chosen))
+        if len(chosen) == count:
+            break
+    return chosen
 
 
 def _racks_fullest_first(pool: AcceleratorPool, racks: tuple[str, ...]) -> list[str]:
