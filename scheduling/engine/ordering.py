@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, le
 
 from .model import Job, Policy
 
@@ -28,8 +29,14 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     score (jobs of one team that have all waited `max_age_s`). Implemented as stable sorts from
     the last key to the first, which is much faster than building key tuples.
     """
-    ordered = sorted(jobs, key=attrgetter("id"))
-    ordered.sort(key=attrgetter("submit_s"))
+    ordered = list(jobs)
+    submit_s = attrgetter("submit_s")
+    if all(map(le, map(submit_s, ordered), map(submit_s, islice(ordered, 1, None)))):
+        # Already in submit order (arrival order, usually): one nearly free pass orders the ties.
+        ordered.sort(key=attrgetter("submit_s", "id"))
+    else:
+        ordered.sort(key=attrgetter("id"))
+        ordered.sort(key=submit_s)
     if policy.within_team_order != "submit":
         ordered.sort(key=within_team_key(policy))
     if policy.fairshare and priorities:
