@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.db import connection
+from pytest_django import DjangoDbBlocker
 
 from portal import embedded_redis
 
@@ -53,8 +54,28 @@ def _database_url() -> str:
     return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
 
 
+@pytest.fixture(scope="session")
+def children_disconnected(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """At the end of the session, before the test database is dropped, end the other PostgreSQL
+    sessions on it: a stopped child's server process can outlive it by a moment, and connections
+    opened by worker threads of this process (channels' database_sync_to_async) stay open idle.
+    PostgreSQL refuses to drop a database that has sessions."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_terminate_backend(pid) {others}")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            cursor.execute(f"SELECT count(*) {others}")
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.05)
+
+
 @pytest.fixture
-def subprocess_env(transactional_db: None) -> dict[str, str]:
+def subprocess_env(transactional_db: None, children_disconnected: None) -> dict[str, str]:
     """Environment for child processes: the test database and the tests' Redis."""
     return {
         **os.environ,
