@@ -162,7 +162,7 @@ def main() -> None:
                 "median_ms": round(statistics.median(totals), 1),
                 "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
                 "median_cpu_ms": round(statistics.median(cpu), 1),
-        "median_step_ms": {k: round(statistics.median(lap[k] for lap in laps), 1) for k in laps[0]},
+                "median_step_ms": {k: round(statistics.median(lap[k] for lap in laps), 1) for k in laps[0]},
                 "queries_median": statistics.median(queries),
                 "target_ms": 1000,
             },

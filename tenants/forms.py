@@ -44,9 +44,7 @@ class ApproveForm(forms.Form):
 
 
 class RejectForm(forms.Form):
-    note = forms.CharField(
-        max_length=2000, error_messages={"required": "Say why the request is rejected."}
-    )
+    note = forms.CharField(max_length=2000, error_messages={"required": "Say why the request is rejected."})
 
 
 class PriorityClassForm(forms.ModelForm):

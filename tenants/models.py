@@ -40,9 +40,7 @@ class Membership(models.Model):
         MEMBER = "member", "Member"
         LEAD = "lead", "Lead"
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
 
@@ -78,9 +76,7 @@ class Quota(models.Model):
     """A team's share of one accelerator type. ``None`` limits mean unlimited."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
-    accelerator_type = models.ForeignKey(
-        "scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quotas"
-    )
+    accelerator_type = models.ForeignKey("scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quotas")
     guaranteed = models.IntegerField(default=0, validators=[MinValueValidator(0)])
     borrow_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
     lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
@@ -89,9 +85,7 @@ class Quota(models.Model):
     class Meta:
         ordering = ["team__name", "accelerator_type__name"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["team", "accelerator_type"], name="quota_unique_team_accelerator_type"
-            ),
+            models.UniqueConstraint(fields=["team", "accelerator_type"], name="quota_unique_team_accelerator_type"),
             _non_negative("guaranteed"),
             _non_negative("borrow_limit", nullable=True),
             _non_negative("lend_limit", nullable=True),
@@ -117,9 +111,7 @@ class QuotaRequest(models.Model):
     lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
     justification = models.TextField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
-    )
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -191,9 +183,7 @@ class FleetPolicy(models.Model):
     reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     preemption = models.BooleanField(default=True)
     preemption_grace_s = models.FloatField(default=30.0, validators=[MinValueValidator(0.0)])
-    within_team_order = models.CharField(
-        max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SUBMIT
-    )
+    within_team_order = models.CharField(max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SUBMIT)
     topology_penalty_node = models.FloatField(default=1.0, validators=[validate_penalty])
     topology_penalty_rack = models.FloatField(default=1.0, validators=[validate_penalty])
     topology_penalty_pod = models.FloatField(default=1.15, validators=[validate_penalty])
@@ -204,9 +194,7 @@ class FleetPolicy(models.Model):
         help_text="Guarantees per accelerator type may total this many times the fleet's GPUs.",
     )
     heartbeat_interval_s = models.FloatField(default=10.0, validators=[validate_positive])
-    dead_after_missed_heartbeats = models.PositiveIntegerField(
-        default=3, validators=[MinValueValidator(1)]
-    )
+    dead_after_missed_heartbeats = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)])
     slow_threshold = models.FloatField(
         default=1.3,
         validators=[validate_penalty],
@@ -253,9 +241,7 @@ class AuditEvent(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     kind = models.CharField(max_length=40, choices=Kind.choices)
-    team = models.ForeignKey(
-        Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events"
-    )
+    team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="audit_events")
     object_repr = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
@@ -272,9 +258,7 @@ class AuditEvent(models.Model):
 
 
 class Notification(models.Model):
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
     message = models.CharField(max_length=300)
     url = models.CharField(max_length=300, blank=True)
     read = models.BooleanField(default=False)

@@ -40,9 +40,7 @@ def team_role(user: AnyUser, team: Team) -> str | None:
     """The user's role in the team (``lead``/``member``), or ``None`` for non-members."""
     if not user.is_authenticated:
         return None
-    return (
-        Membership.objects.filter(user_id=user.pk, team=team).values_list("role", flat=True).first()
-    )
+    return Membership.objects.filter(user_id=user.pk, team=team).values_list("role", flat=True).first()
 
 
 def can_view_team(user: AnyUser, team: Team) -> bool:

@@ -26,9 +26,7 @@ def team_ids_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[int]:
     """Ids of the teams whose live events the user may receive."""
     if not user.is_authenticated:
         return []
-    return list(
-        Membership.objects.filter(user=user).order_by("team_id").values_list("team_id", flat=True)
-    )
+    return list(Membership.objects.filter(user=user).order_by("team_id").values_list("team_id", flat=True))
 
 
 # Teams ------------------------------------------------------------------------------------------

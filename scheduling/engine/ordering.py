@@ -47,9 +47,11 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
         if weight > 0.0 and max_age_s > 0.0:
             oldest, per_s = now - max_age_s, weight / max_age_s
             ordered.sort(
-                key=lambda job: job.priority * span
-                + priorities.get(job.team, 1.0)
-                + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s),
+                key=lambda job: (
+                    job.priority * span
+                    + priorities.get(job.team, 1.0)
+                    + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s)
+                ),
                 reverse=True,
             )
         else:

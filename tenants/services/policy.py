@@ -13,11 +13,7 @@ from tenants.permissions import is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
 
 PRIORITY_CLASS_FIELDS = ["name", "value", "kind", "preemptible", "may_preempt"]
-POLICY_FIELDS = [
-    f.name
-    for f in FleetPolicy._meta.concrete_fields
-    if f.name not in {"id", "updated_at"}
-]
+POLICY_FIELDS = [f.name for f in FleetPolicy._meta.concrete_fields if f.name not in {"id", "updated_at"}]
 
 
 def priority_class_save(

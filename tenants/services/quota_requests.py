@@ -173,8 +173,7 @@ def _check_capacity(request: QuotaRequest, *, current: int, policy: FleetPolicy)
     ratio = policy.guarantee_overcommit_ratio
     if total > int(fleet_gpus * ratio):
         raise ValidationError(
-            f"Guarantees for {type_.name} would total {total} of {fleet_gpus} GPUs "
-            f"(overcommit ratio {ratio:g})."
+            f"Guarantees for {type_.name} would total {total} of {fleet_gpus} GPUs (overcommit ratio {ratio:g})."
         )
 
 

@@ -24,9 +24,7 @@ def _log_out(page: Page) -> None:
     expect(page.locator("#id_username")).to_be_visible()
 
 
-def test_a_lead_requests_quota_an_admin_approves_it_and_the_team_page_shows_it(
-    asgi_server: str, page: Page
-) -> None:
+def test_a_lead_requests_quota_an_admin_approves_it_and_the_team_page_shows_it(asgi_server: str, page: Page) -> None:
     NodeFactory.create_batch(4)  # 32 H100 GPUs
     team = TeamFactory(name="Language Models", slug="language-models")
     lead = MembershipFactory(team=team, role=Membership.Role.LEAD).user

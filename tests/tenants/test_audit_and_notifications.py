@@ -57,8 +57,13 @@ def test_the_audit_log_is_paginated_and_keeps_the_filter_across_pages(world: Wor
 
 def test_submitting_a_request_is_audited_with_the_team(world: World) -> None:
     quota_request_submit(
-        user=world.lead, team=world.team, accelerator_type=world.h100, guaranteed=8,
-        borrow_limit=None, lend_limit=None, justification="Fine-tuning for search.",
+        user=world.lead,
+        team=world.team,
+        accelerator_type=world.h100,
+        guaranteed=8,
+        borrow_limit=None,
+        lend_limit=None,
+        justification="Fine-tuning for search.",
     )
     event = AuditEvent.objects.get()
     assert event.kind == "quota_request.submitted" and event.team == world.team and event.actor == world.lead

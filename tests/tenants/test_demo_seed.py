@@ -21,7 +21,11 @@ def test_the_demo_seed_gives_every_demo_team_quotas_within_fleet_capacity() -> N
         fleet = Node.objects.filter(accelerator_type__name=name).aggregate(s=Sum("gpus"))["s"]
         assert 0 < guaranteed <= fleet
     assert list(PriorityClass.objects.values_list("name", "value")) == [
-        ("serving-critical", 1000), ("serving", 900), ("training-high", 500), ("training", 300), ("batch", 100),
+        ("serving-critical", 1000),
+        ("serving", 900),
+        ("training-high", 500),
+        ("training", 300),
+        ("batch", 100),
     ]
     critical = PriorityClass.objects.get(name="serving-critical")
     assert (critical.kind, critical.preemptible, critical.may_preempt) == ("serving", False, True)

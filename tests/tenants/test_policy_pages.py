@@ -34,9 +34,7 @@ CLASS = {"name": "research", "value": "400", "kind": "training", "preemptible": 
 
 
 @pytest.mark.parametrize("who", ["lead", "member", "outsider", "finance"])
-@pytest.mark.parametrize(
-    "url", ["/admin-portal/policy/", "/admin-portal/policy/classes/new/", "/admin-portal/audit/"]
-)
+@pytest.mark.parametrize("url", ["/admin-portal/policy/", "/admin-portal/policy/classes/new/", "/admin-portal/audit/"])
 def test_only_fleet_admins_open_the_policy_pages(world: World, who: str, url: str) -> None:
     assert client_for(getattr(world, who)).get(url).status_code == 404
     assert client_for(world.admin).get(url).status_code == 200
@@ -113,9 +111,7 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("slow_consecutive_steps", "0", "greater than or equal to 1"),
     ],
 )
-def test_each_bad_policy_value_is_refused_next_to_its_field(
-    world: World, field: str, value: str, message: str
-) -> None:
+def test_each_bad_policy_value_is_refused_next_to_its_field(world: World, field: str, value: str, message: str) -> None:
     FleetPolicyFactory()
     response = client_for(world.admin).post("/admin-portal/policy/", {**POLICY, field: value})
     assert response.status_code == 400

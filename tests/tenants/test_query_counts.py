@@ -22,7 +22,10 @@ def _grow(world: World, n: int) -> None:
         QuotaFactory(team=world.team, accelerator_type=accelerator_type, guaranteed=0)
         QuotaRequestFactory(team=world.team, accelerator_type=accelerator_type, requested_by=world.lead, guaranteed=0)
         QuotaRequestFactory(
-            team=world.team, accelerator_type=accelerator_type, requested_by=world.member, state="rejected",
+            team=world.team,
+            accelerator_type=accelerator_type,
+            requested_by=world.member,
+            state="rejected",
             decided_by=world.admin,
         )
         other = TeamFactory()

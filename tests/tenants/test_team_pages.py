@@ -149,9 +149,7 @@ def test_a_decided_request_cannot_be_withdrawn(world: World) -> None:
 @pytest.mark.parametrize("who", ["member", "admin", "outsider", "finance"])
 def test_nobody_but_the_lead_may_withdraw(world: World, who: str) -> None:
     request = QuotaRequestFactory(team=world.team, accelerator_type=world.h100, requested_by=world.lead)
-    response = client_for(getattr(world, who)).post(
-        f"/teams/language-models/quota-requests/{request.pk}/withdraw/"
-    )
+    response = client_for(getattr(world, who)).post(f"/teams/language-models/quota-requests/{request.pk}/withdraw/")
     assert response.status_code == 404
     request.refresh_from_db()
     assert request.state == "pending"
