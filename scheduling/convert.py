@@ -127,6 +127,7 @@ def policy_from_row(row: Any | None) -> engine.Policy:
         fairshare_half_life_s=row.fairshare_half_life_s,
         age_weight=row.fairshare_age_weight,
         max_age_s=row.fairshare_max_age_s,
+        gang_spread_after_s=row.gang_spread_after_s,
         within_team_order=row.within_team_order,
         level_penalty=(
             ("node", row.topology_penalty_node),

@@ -60,6 +60,7 @@ class FleetPolicyForm(forms.ModelForm):
             "fairshare_half_life_s",
             "fairshare_age_weight",
             "fairshare_max_age_s",
+            "gang_spread_after_s",
             "backfill",
             "reservation_depth",
             "preemption",

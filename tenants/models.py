@@ -179,6 +179,14 @@ class FleetPolicy(models.Model):
         "that has waited the max age, in proportion before; 0 orders by fair share alone.",
     )
     fairshare_max_age_s = models.FloatField(default=2 * 86400.0, validators=[validate_positive])
+    gang_spread_after_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(0.0)],
+        help_text="How long a multi-node gang waits for the narrowest domain that can hold it (one "
+        "rack, usually) before it may be spread wider; empty: it always waits.",
+    )
     backfill = models.BooleanField(default=True)
     reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     preemption = models.BooleanField(default=True)

@@ -33,6 +33,8 @@ class AcceleratorPool:
         "node_pod",
         "usable",
         "healthy",
+        "rack_nodes_max",
+        "pod_nodes_max",
     )
 
     def __init__(
@@ -72,6 +74,14 @@ class AcceleratorPool:
             self.free[node.id] = 0
             self._set(node.id, max(0, node.usable_gpus - used.get(node.id, 0)))
         self.racks_of_pod = {pod: tuple(racks) for pod, racks in racks_of_pod.items()}
+        # The most nodes any rack or pod has (whatever their state): what an empty fleet offers.
+        per_rack: dict[str, int] = {}
+        per_pod: dict[str, int] = {}
+        for node_id, rack_key in self.node_rack.items():
+            per_rack[rack_key] = per_rack.get(rack_key, 0) + 1
+            per_pod[self.node_pod[node_id]] = per_pod.get(self.node_pod[node_id], 0) + 1
+        self.rack_nodes_max = max(per_rack.values(), default=0)
+        self.pod_nodes_max = max(per_pod.values(), default=0)
         self.order: tuple[str, ...] = tuple(sorted(self.free))
 
     def clone(self) -> AcceleratorPool:
@@ -80,6 +90,8 @@ class AcceleratorPool:
         for name in ("accelerator", "gpus_per_node", "bucket_keys", "total_free", "capacity"):
             setattr(twin, name, getattr(self, name))
         for name in ("whole_count", "racks_of_pod", "order", "node_rack", "node_pod", "usable", "healthy"):
+            setattr(twin, name, getattr(self, name))
+        for name in ("rack_nodes_max", "pod_nodes_max"):
             setattr(twin, name, getattr(self, name))
         twin.free = dict(self.free)
         twin.buckets = {key: dict(bucket) for key, bucket in self.buckets.items()}

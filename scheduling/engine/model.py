@@ -130,6 +130,9 @@ class Policy:
     # weight was chosen on the full ITP replay (benchmarks/README.md).
     age_weight: float = 2.0
     max_age_s: float = 2 * 86400.0
+    # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
+    # one is big enough) for this long before taking a wider placement; None: it always waits.
+    gang_spread_after_s: float | None = None
 
     @classmethod
     def fifo(cls) -> Policy:

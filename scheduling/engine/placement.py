@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .capacity import AcceleratorPool, level_of
-from .model import LEVEL_RANK
+from .model import LEVEL_RANK, Job, Policy
 from .plan import REASON_CAPACITY, REASON_TOPOLOGY, Allocation
 
 
@@ -144,6 +144,21 @@ def _take_nodes(pool: AcceleratorPool, racks: list[str], count: int) -> list[str
             if len(chosen) == count:
                 return chosen
     return chosen
+
+
+def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float) -> str:
+    """The widest level a multi-node gang may be placed at now: its own `required_level`, but, for
+    topology-aware policies, no wider than the narrowest domain an empty fleet offers its size
+    until it has waited `Policy.gang_spread_after_s` (None: always), as Slurm's
+    `--switches=count@max-time` waits for a placement on few switches before taking any."""
+    level = job.required_level or "fleet"
+    spread_after_s = policy.gang_spread_after_s
+    if not policy.topology_aware or (spread_after_s is not None and now - job.submit_s >= spread_after_s):
+        return level
+    count = nodes_needed(job.gpus, pool.gpus_per_node)
+    if count <= pool.rack_nodes_max:
+        return narrower("rack", level)
+    return narrower("pod", level) if count <= pool.pod_nodes_max else level
 
 
 def narrower(level: str, other: str) -> str:

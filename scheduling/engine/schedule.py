@@ -28,7 +28,7 @@ from .explain import explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Snapshot
 from .ordering import order_jobs
-from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, narrower
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_level, narrower
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
@@ -163,7 +163,8 @@ class _Cycle:
                 reasons[job.id] = REASON_QUOTA
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
-            key = (accelerator, gpus, size, job.required_level, job.preferred_level, admission is None)
+            level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
+            key = (accelerator, gpus, size, level, job.preferred_level, admission is None)
             verdict = verdicts.get(key)
             if (
                 verdict is not None
@@ -250,15 +251,14 @@ class _Cycle:
     def _worst_end_s(self, job: Job, size: int) -> float:
         if job.time_limit_s is not None:  # `worst_runtime_s`, without the penalty it ignores
             return self.now + job.time_limit_s
-        return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, job.required_level or "fleet"))
+        level = gang_level(self.index.pools[job.accelerator], job, self.policy, self.now)
+        return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, level))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
-        if self.policy.elastic and job.is_elastic:
-            return [job.gpus, *reduced_sizes(job, pool)]
-        return [job.gpus]
+        return [job.gpus, *reduced_sizes(job, pool)] if self.policy.elastic and job.is_elastic else [job.gpus]
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
-        max_level = job.required_level or "fleet"
+        max_level = gang_level(pool, job, self.policy, self.now)
         for size in self._sizes(job, pool):
             if size == smallest:
                 admission: Admission | None = smallest_admission
@@ -350,7 +350,7 @@ class _Cycle:
             self.candidates[accelerator] = victim_candidates(self.running, accelerator, policy.elastic)
         eligible = self._eligible(job, reclaiming)
         self.preemption_attempts += 1
-        max_level = job.required_level or "fleet"
+        max_level = gang_level(pool, job, self.policy, self.now)
         choice = pick_victims(job, size, pool, eligible, max_level=max_level, held=self.index.held)
         if choice is None:
             return False
@@ -403,7 +403,7 @@ class _Cycle:
             self.index.held,
             self.profiles[job.accelerator],
             job.gpus,
-            max_level=job.required_level or "fleet",
+            max_level=gang_level(pool, job, self.policy, self.now),
             topology_aware=self.policy.topology_aware,
         )
         if found is None:

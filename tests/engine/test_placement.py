@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.engine import Node, Policy
+from scheduling.engine import Node, Policy, Reserve
 
 from .builders import Scenario, fleet, job, reason_of, running, started
 
@@ -38,10 +38,40 @@ def test_a_gang_spans_racks_only_when_no_single_rack_fits() -> None:
     scenario = Scenario(fleet("1x2x2x8")).with_running(
         running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
     )
-    plan = scenario.pending(job("gang", 16)).plan()
+    plan = scenario.policy(gang_spread_after_s=0.0).pending(job("gang", 16)).plan()
 
     (start,) = plan.starts()
     assert {node for node, _ in start.allocation} == {"p0-r0-n1", "p0-r1-n1"}
+    assert start.level == "pod"
+
+
+@pytest.mark.parametrize(
+    ("spread_after_s", "waited_s", "starts"),
+    [(None, 86400.0, False), (3600.0, 600.0, False), (3600.0, 3600.0, True), (0.0, 0.0, True)],
+)
+def test_a_gang_waits_for_a_rack_an_empty_fleet_would_give_it_until_its_patience_runs_out(
+    spread_after_s: float | None, waited_s: float, starts: bool
+) -> None:
+    # Each rack has two nodes, one busy: the 16-GPU gang fits a rack on an empty fleet, but now
+    # only across the two racks.
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
+    )
+    scenario.policy(gang_spread_after_s=spread_after_s).pending(job("gang", 16, submit_s=0.0))
+    plan = scenario.plan(now=waited_s)
+
+    assert bool(plan.starts()) is starts
+    if not starts:
+        assert reason_of(plan, "gang") == "topology"
+        (reservation,) = plan.of_type(Reserve)
+        assert set(reservation.node_ids) in ({"p0-r0-n0", "p0-r0-n1"}, {"p0-r1-n0", "p0-r1-n1"})
+
+
+def test_a_gang_larger_than_any_rack_is_not_held_to_one() -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(running(job("a", 8), on="p0-r0-n0"))
+    plan = scenario.pending(job("gang", 24)).plan()
+
+    (start,) = plan.starts()
     assert start.level == "pod"
 
 

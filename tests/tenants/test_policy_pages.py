@@ -15,6 +15,7 @@ POLICY = {
     "fairshare_half_life_s": "604800",
     "fairshare_age_weight": "1.5",
     "fairshare_max_age_s": "86400",
+    "gang_spread_after_s": "3600",
     "backfill": "on",
     "reservation_depth": "2",
     "preemption": "on",
@@ -62,6 +63,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     assert event.before == {
         "fairshare_age_weight": 2.0,
         "fairshare_max_age_s": 172800.0,
+        "gang_spread_after_s": None,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
         "within_team_order": "submit",
@@ -71,6 +73,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     assert event.after == {
         "fairshare_age_weight": 1.5,
         "fairshare_max_age_s": 86400.0,
+        "gang_spread_after_s": 3600.0,
         "reservation_depth": 2,
         "preemption_grace_s": 60.0,
         "within_team_order": "las",
@@ -80,6 +83,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     # The next cycle schedules with it.
     engine_policy = policy_from_row(policy)
     assert (engine_policy.age_weight, engine_policy.max_age_s, engine_policy.within_team_order) == (1.5, 86400.0, "las")
+    assert engine_policy.gang_spread_after_s == 3600.0
 
 
 def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
@@ -102,6 +106,7 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("fairshare_half_life_s", "soon", "Enter a number"),
         ("fairshare_age_weight", "-0.5", "greater than or equal to 0"),
         ("fairshare_max_age_s", "0", "Must be greater than zero"),
+        ("gang_spread_after_s", "-1", "greater than or equal to 0"),
         ("preemption_grace_s", "-1", "greater than or equal to 0"),
         ("within_team_order", "random", "Select a valid choice"),
         ("guarantee_overcommit_ratio", "0", "Must be greater than zero"),
