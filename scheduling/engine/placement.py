@@ -148,12 +148,15 @@ def _take_nodes(pool: AcceleratorPool, racks: list[str], count: int) -> list[str
 
 def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float) -> str:
     """The widest level a multi-node gang may be placed at now: its own `required_level`, but, for
-    topology-aware policies, no wider than the narrowest domain an empty fleet offers its size
-    until it has waited `Policy.gang_spread_after_s` (None: always), as Slurm's
-    `--switches=count@max-time` waits for a placement on few switches before taking any."""
+    topology-aware policies and training or batch work, no wider than the narrowest domain an
+    empty fleet offers its size until it has waited `Policy.gang_spread_after_s` (None: always),
+    as Slurm's `--switches=count@max-time` waits for a placement on few switches before taking
+    any. Serving is latency-sensitive: it takes the first placement it can get."""
     level = job.required_level or "fleet"
     spread_after_s = policy.gang_spread_after_s
-    if not policy.topology_aware or (spread_after_s is not None and now - job.submit_s >= spread_after_s):
+    if not policy.topology_aware or job.kind == "serving":  # serving starts where it can: latency first
+        return level
+    if spread_after_s is not None and now - job.submit_s >= spread_after_s:
         return level
     count = nodes_needed(job.gpus, pool.gpus_per_node)
     if count <= pool.rack_nodes_max:

@@ -142,6 +142,11 @@ def pick_victims(
     releasable: dict[str, int] = {}
     feasible: list[str] = []
     free, usable = pool.free, pool.usable
+    # A gang bound to a rack (or pod) needs `count` whole or freeable nodes in one of them: no
+    # choice is tried before some domain has that many.
+    domain_of = None if single or max_level == "fleet" else pool.node_rack if max_level == "rack" else pool.node_pod
+    in_domain: dict[str, int] = {}
+    ready = domain_of is None
     for candidate in candidates:
         priority = candidate.priority
         for node_id, on_node in candidate.gpus_on:
@@ -156,7 +161,12 @@ def pick_victims(
             releasable[node_id] = before + on_node
             if free[node_id] + before < threshold <= free[node_id] + before + on_node:
                 feasible.append(node_id)
-        if len(feasible) + (0 if single else pool.whole_count) >= goal:
+                if domain_of is not None and not ready:
+                    domain = domain_of[node_id]
+                    in_domain[domain] = in_domain.get(domain, 0) + 1
+                    whole = len(pool.whole_by_rack[domain]) if max_level == "rack" else pool.pod_whole[domain]
+                    ready = in_domain[domain] + whole >= count
+        if ready and len(feasible) + (0 if single else pool.whole_count) >= goal:
             choice = _evaluate(pool, options, feasible, gpus, count, max_level)
             if choice is not None:
                 return choice

@@ -136,3 +136,13 @@ def test_several_jobs_in_one_cycle_never_share_a_gpu() -> None:
 
     assert len(plan.starts()) == 4
     assert reason_of(plan, "j4") == "capacity"
+
+
+def test_a_serving_gang_takes_the_first_placement_it_can_get() -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
+    )
+    plan = scenario.pending(job("replicas", 16, kind="serving", priority=100, preemptible=False)).plan()
+
+    (start,) = plan.starts()
+    assert start.level == "pod"
