@@ -9,7 +9,6 @@ nodes only if its worst-case end is no later than the start of every reservation
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .capacity import AcceleratorPool, CapacityIndex
@@ -49,22 +48,6 @@ class ReleaseProfile:
             self.events.sort()
             self._dirty = False
         return self.events
-
-    def estimate(self, free_now: int, gpus: int, demand_ahead_gpu_s: float) -> float | None:
-        """Earliest time `gpus` GPUs are free and the queue ahead's GPU-seconds have been served.
-
-        A fluid approximation: the free capacity grows as running jobs end; the jobs ahead consume
-        its area first. None when the accelerator can never hold `gpus` GPUs.
-        """
-        times, levels, areas = self.curve(free_now)
-        if gpus > levels[-1] or levels[-1] <= 0:
-            return None
-        first = bisect_left(levels, gpus)
-        index = bisect_right(areas, demand_ahead_gpu_s) - 1
-        while index < len(levels) - 1 and levels[index] == 0:
-            index += 1
-        work_time = times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
-        return max(times[first], work_time)
 
     def curve(self, free_now: int) -> tuple[list[float], list[int], list[float]]:
         if self._curve is not None and self._curve[1][0] == free_now:

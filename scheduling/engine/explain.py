@@ -7,7 +7,7 @@ Jobs held back by quota also wait for their own team's running work to end.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 
 from .model import Job, Running
 from .plan import REASON_CAPACITY, REASON_QUOTA, REASON_TOPOLOGY, PendingStatus, pending_status
@@ -84,7 +84,7 @@ def explain_pending(
             else:
                 first = firsts[gpus] = _first_time((times, levels, areas), gpus)
             if first is not None:
-                # `_work_time(curve, ahead)`, inlined: this runs once per pending job.
+                # When the queue ahead's GPU-seconds have been served (the fluid part of the estimate).
                 last = len(areas) - 1
                 while walk < last and areas[walk + 1] <= ahead:
                     walk += 1
@@ -118,15 +118,6 @@ def _first_time(curve: Curve, gpus: int) -> float | None:
     if gpus > final or final <= 0:
         return None
     return times[bisect_left(levels, gpus)]
-
-
-def _work_time(curve: Curve, demand_ahead_gpu_s: float) -> float:
-    """When the queue ahead's GPU-seconds have been served (the fluid part of the estimate)."""
-    times, levels, areas = curve
-    index = bisect_right(areas, demand_ahead_gpu_s) - 1
-    while levels[index] == 0:
-        index += 1
-    return times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
 
 
 def _quota_estimate(

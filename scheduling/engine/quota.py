@@ -128,10 +128,6 @@ class QuotaLedger:
     def limit(self, team: str, accelerator: str) -> float:
         return self._ledger(accelerator).account(team).limit
 
-    def within_guarantee(self, team: str, accelerator: str, gpus: int) -> bool:
-        account = self._ledger(accelerator).account(team)
-        return account.used + gpus <= account.guaranteed
-
     def admit(self, team: str, accelerator: str, gpus: int) -> Admission | None:
         """Whether `team` may start `gpus` more GPUs of `accelerator` now; None means quota."""
         ledger = self._ledger(accelerator)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Running, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s
-from scheduling.engine.explain import _first_time, _quota_estimate, _team_releases, _work_time
+from scheduling.engine.explain import Curve, _first_time, _quota_estimate, _team_releases
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
@@ -103,6 +105,15 @@ def test_slot_built_statuses_equal_constructed_ones(job_id: str, reason: str, es
 
     assert built == PendingStatus(job_id, reason, estimate)
     assert hash(built) == hash(PendingStatus(job_id, reason, estimate))
+
+
+def _work_time(curve: Curve, demand_ahead_gpu_s: float) -> float:
+    """When the queue ahead's GPU-seconds have been served (the fluid part of the estimate)."""
+    times, levels, areas = curve
+    index = bisect_right(areas, demand_ahead_gpu_s) - 1
+    while levels[index] == 0:
+        index += 1
+    return times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
 
 
 def _plain_explain(cycle: _Cycle, queue: list[Job]) -> tuple[PendingStatus, ...]:
