@@ -172,7 +172,7 @@ class _Cycle:
                 and (accelerator in settled or self._settled(accelerator))
                 and (
                     verdict[1] == -math.inf
-                    or (now + limit_s if (limit_s := job.time_limit_s) is not None else self._worst_end_s(job, size))
+                    or (now + limit if (limit := job.time_limit_s) is not None else self._worst_end_s(job, size, level))
                     >= verdict[1]
                 )
             ):
@@ -216,7 +216,7 @@ class _Cycle:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             self.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
+        worst_end_s = self._worst_end_s(job, size, key[3]) if blocker else -math.inf
         self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
 
     def _admission(
@@ -248,11 +248,11 @@ class _Cycle:
         self.settled.add(accelerator)
         return True
 
-    def _worst_end_s(self, job: Job, size: int) -> float:
+    def _worst_end_s(self, job: Job, size: int, level: str | None) -> float:
+        """The latest a start at `size` within `level` (the verdict key's) could end."""
         if job.time_limit_s is not None:  # `worst_runtime_s`, without the penalty it ignores
             return self.now + job.time_limit_s
-        level = gang_level(self.index.pools[job.accelerator], job, self.policy, self.now)
-        return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, level))
+        return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
         return [job.gpus, *reduced_sizes(job, pool)] if self.policy.elastic and job.is_elastic else [job.gpus]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scheduling.engine import Node, Plan, Policy, Snapshot, schedule
 from scheduling.engine.capacity import AcceleratorPool
 from scheduling.engine.model import Job
-from scheduling.engine.placement import classify_misfit, could_fit_by_shape
+from scheduling.engine.placement import classify_misfit, could_fit_by_shape, gang_level
 from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, REASON_TOPOLOGY
 from scheduling.engine.quota import Admission
 from scheduling.engine.schedule import _Cycle
@@ -86,10 +86,11 @@ class _PlainCycle(_Cycle):
         if refused:
             self.reasons[job.id] = REASON_QUOTA
             return
-        key = (accelerator, job.gpus, size, job.required_level, job.preferred_level, admission is None)
+        level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
+        key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
         verdict = self.verdicts.get(key)
         if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
-            if verdict[1] == -math.inf or self._worst_end_s(job, size) >= verdict[1]:
+            if verdict[1] == -math.inf or self._worst_end_s(job, size, level) >= verdict[1]:
                 self.reasons[job.id] = verdict[2]
                 self.waiting.add(accelerator)
                 return
@@ -107,7 +108,7 @@ class _PlainCycle(_Cycle):
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             self.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size) if blocker else -math.inf
+        worst_end_s = self._worst_end_s(job, size, level) if blocker else -math.inf
         self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
 
 
