@@ -10,16 +10,22 @@ nodes only if its worst-case end is no later than the start of every reservation
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
 from .placement import nodes_needed
 
 ReleaseEvent = tuple[float, str, int]
+_time = itemgetter(0)
 
 
 class ReleaseProfile:
-    """When GPUs of one accelerator come free, as sorted (time, node, gpus) events."""
+    """When GPUs of one accelerator come free, as (time, node, gpus) events in time order.
+
+    Events of one time keep the order they were added in: whoever reads the profile takes a whole
+    time step at once, so their order within it changes nothing, and comparing times alone sorts
+    a long profile several times faster than comparing whole events."""
 
     __slots__ = ("now", "events", "_dirty", "_curve")
 
@@ -45,7 +51,7 @@ class ReleaseProfile:
 
     def sorted_events(self) -> list[ReleaseEvent]:
         if self._dirty:
-            self.events.sort()
+            self.events.sort(key=_time)
             self._dirty = False
         return self.events
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
-from operator import attrgetter, le
+from operator import attrgetter, eq
 
 from .model import Job, Policy
 
@@ -26,36 +26,56 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     1), so that a heavy team's jobs are not starved for ever; then the within-team order (submit
     time, shortest time limit, or least attained service), with submit time and finally the job id
     as explicit tie-breakers. With an age weight, the within-team order only ranks jobs of equal
-    score (jobs of one team that have all waited `max_age_s`). Implemented as stable sorts from
-    the last key to the first, which is much faster than building key tuples.
+    score (jobs of one team that have all waited `max_age_s`).
+
+    Class and score make one number per job, computed as the jobs come, in the order they lie in
+    memory: on a long queue, reading every job in any other order costs a cache miss each, which
+    made sorting key by key the slowest part of ordering. Only runs of equal numbers are then
+    sorted by the tie-breakers.
     """
-    ordered = list(jobs)
-    submit_s = attrgetter("submit_s")
-    if all(map(le, map(submit_s, ordered), map(submit_s, islice(ordered, 1, None)))):
-        # Already in submit order (arrival order, usually): one nearly free pass orders the ties.
-        ordered.sort(key=attrgetter("submit_s", "id"))
-    else:
-        ordered.sort(key=attrgetter("id"))
-        ordered.sort(key=submit_s)
-    if policy.within_team_order != "submit":
-        ordered.sort(key=within_team_key(policy))
-    if policy.fairshare and priorities:
-        # One sort for class and score: scores lie in (0, 1 + weight], so whole priority classes
-        # (integers) times `span` stay apart.
-        weight, max_age_s = max(0.0, policy.age_weight), policy.max_age_s
-        span = 2.0 + weight
-        if weight > 0.0 and max_age_s > 0.0:
-            oldest, per_s = now - max_age_s, weight / max_age_s
-            ordered.sort(
-                key=lambda job: (
-                    job.priority * span
-                    + priorities.get(job.team, 1.0)
-                    + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s)
-                ),
-                reverse=True,
-            )
-        else:
-            ordered.sort(key=lambda job: job.priority * span + priorities.get(job.team, 1.0), reverse=True)
-        return ordered
-    ordered.sort(key=attrgetter("priority"), reverse=True)
-    return ordered
+    score = _score(policy, priorities, now)
+    scores: list[float] = []
+    keep = scores.append
+
+    def scored(job: Job) -> float:
+        value = score(job)
+        keep(value)
+        return value
+
+    queue = list(jobs)
+    queue.sort(key=scored, reverse=True)  # stable: equal scores keep their order, sorted below
+    scores.sort(reverse=True)  # now the score of each queue position
+    if any(map(eq, scores, islice(scores, 1, None))):
+        tiebreak = _tiebreak(policy)
+        start = 0
+        for end in range(1, len(queue) + 1):
+            if end == len(queue) or scores[end] != scores[start]:
+                if end - start > 1:
+                    queue[start:end] = sorted(queue[start:end], key=tiebreak)
+                start = end
+    return queue
+
+
+def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Callable[[Job], float]:
+    """Higher goes first: whole priority classes (integers) times `span` stay apart, as fair-share
+    scores lie in (0, 1 + age weight]."""
+    if not (policy.fairshare and priorities):
+        return lambda job: job.priority
+    weight, max_age_s = max(0.0, policy.age_weight), policy.max_age_s
+    span, team_priority = 2.0 + weight, priorities.get
+    if weight > 0.0 and max_age_s > 0.0:
+        oldest, per_s = now - max_age_s, weight / max_age_s
+        return lambda job: (
+            job.priority * span
+            + team_priority(job.team, 1.0)
+            + (weight if job.submit_s <= oldest else (now - job.submit_s) * per_s)
+        )
+    return lambda job: job.priority * span + team_priority(job.team, 1.0)
+
+
+def _tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
+    """Within-team order, then submit time, then job id."""
+    if policy.within_team_order == "submit":
+        return attrgetter("submit_s", "id")
+    within = within_team_key(policy)
+    return lambda job: (within(job), job.submit_s, job.id)

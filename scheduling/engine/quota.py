@@ -107,11 +107,15 @@ class QuotaLedger:
         for (team, accelerator), gpus in sorted(usage.items()):
             self.charge(team, accelerator, gpus)
 
-    def any_guarantee(self, accelerator: str | None = None) -> bool:
-        """Whether some team is guaranteed GPUs (of `accelerator`, or of any): only then can a job
-        be admitted within its guarantee, and reclaim."""
-        ledgers = self.ledgers.values() if accelerator is None else [self._ledger(accelerator)]
-        return any(account.guaranteed for ledger in ledgers for account in ledger.accounts.values())
+    def any_guarantee(self, accelerator: str) -> bool:
+        """Whether some team is guaranteed GPUs of `accelerator`: only then can a job reclaim them."""
+        return any(account.guaranteed for account in self._ledger(accelerator).accounts.values())
+
+    def any_headroom(self) -> bool:
+        """Whether some team uses fewer GPUs than it is guaranteed (of any accelerator): only then
+        can a job be admitted within its guarantee. Usage only grows within a cycle."""
+        accounts = (account for ledger in self.ledgers.values() for account in ledger.accounts.values())
+        return any(account.used < account.guaranteed for account in accounts)
 
     def _ledger(self, accelerator: str) -> _AcceleratorLedger:
         ledger = self.ledgers.get(accelerator)

@@ -116,16 +116,14 @@ class _Cycle:
     def _consider_all(self, queue: list[Job]) -> None:
         """Within each priority level, jobs that fit their own guarantee go before the rest, which
         would borrow (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by
-        preemption, and the owner has to reclaim them again, forever. When nobody is guaranteed
-        anything, every job would borrow and the queue is taken in order in one pass."""
+        preemption, and the owner has to reclaim them again, forever. When no team has guarantee
+        left as a level begins (on a busy fleet, or when nobody is guaranteed anything), every job
+        of it would borrow, and the level is taken in order in one pass."""
         # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
-        if not self.ledger.any_guarantee():
-            self._scan(queue, stop, None)
-            return
         for _, level in groupby(queue, key=_priority):
-            deferred: list[Job] = []
-            if self._scan(level, stop, deferred) or self._scan(deferred, stop, None):
+            deferred: list[Job] | None = [] if self.ledger.any_headroom() else None
+            if self._scan(level, stop, deferred) or (deferred and self._scan(deferred, stop, None)):
                 return
 
     def _scan(self, jobs: Iterable[Job], stop: int, deferred: list[Job] | None) -> bool:

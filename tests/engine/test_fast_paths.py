@@ -42,7 +42,7 @@ def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, s
     profile = ReleaseProfile(now)
     for run in snapshot.running:
         profile.add(expected_end_s(run, now), run.allocation)
-    return profile.sorted_events()
+    return sorted(profile.events)
 
 
 @SETTINGS
