@@ -10,10 +10,8 @@ victims: they are leaving anyway.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import accumulate
 from operator import attrgetter
 
 from .capacity import AcceleratorPool
@@ -287,35 +285,3 @@ def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoi
         shrinks.append((candidate, allocation))
     evict = tuple(evicted[job_id] for job_id in sorted(evicted))
     return VictimChoice(node_ids, evict, tuple(shrinks))
-
-
-class VictimBound:
-    """Upper bound on GPUs a preemptor could free, from priorities alone (cheap pre-check)."""
-
-    __slots__ = ("priorities", "cumulative", "borrowing", "leaving")
-
-    def __init__(self, running: Iterable[Running], accelerator: str) -> None:
-        preemptible: list[tuple[int, int]] = []
-        borrowing = leaving = 0
-        for run in running:  # one pass
-            job = run.job
-            if job.accelerator != accelerator:
-                continue
-            allocation = run.allocation
-            gpus = allocation[0][1] if len(allocation) == 1 else sum(on_node for _, on_node in allocation)
-            if run.grace_until_s is not None:
-                leaving += gpus
-                continue
-            if job.preemptible:
-                preemptible.append((job.priority, gpus))
-            if run.borrowing:
-                borrowing += gpus
-        preemptible.sort()
-        self.priorities = [priority for priority, _ in preemptible]
-        self.cumulative = [0, *accumulate(gpus for _, gpus in preemptible)]
-        self.borrowing = borrowing
-        self.leaving = leaving
-
-    def upper(self, priority: int, reclaiming: bool) -> int:
-        lower = self.cumulative[bisect_left(self.priorities, priority)]
-        return lower + self.leaving + (self.borrowing if reclaiming else 0)

@@ -33,19 +33,20 @@ class RunningTotals:
 
 @dataclass(slots=True)
 class Takeable:
-    """What preemption could take per accelerator, at a glance (as `preemption.VictimBound` would
-    tell after a pass of its own): the lowest priority of preemptible running work, and whether
-    any work is in its grace period or borrowed."""
+    """The most preemption could take per accelerator, from priorities alone (the cheap check
+    before any victim search): GPUs of preemptible running work by priority, GPUs already leaving
+    (in their grace period) and GPUs running on borrowed quota."""
 
-    floor: dict[str, int]
-    leaving: set[str]
-    borrowing: set[str]
+    preemptible: dict[str, dict[int, int]]
+    leaving: dict[str, int]
+    borrowing: dict[str, int]
 
-    def nothing_for(self, accelerator: str, priority: int, reclaim: bool) -> bool:
-        """Whether a job of `priority` may take nothing there (`VictimBound.upper` would be 0)."""
-        if self.floor.get(accelerator, priority) < priority or accelerator in self.leaving:
-            return False
-        return not (reclaim and accelerator in self.borrowing)
+    def upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
+        """GPUs a job of `priority` could free at most: strictly lower-priority preemptible work,
+        work leaving anyway and, when it reclaims within its guarantee, borrowed work."""
+        lower = sum(gpus for level, gpus in self.preemptible.get(accelerator, {}).items() if level < priority)
+        borrowed = self.borrowing.get(accelerator, 0) if reclaiming else 0
+        return lower + self.leaving.get(accelerator, 0) + borrowed
 
 
 def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
@@ -58,8 +59,8 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
     usage: dict[Key, int] = {}
     evicting: dict[Key, int] = {}
     releases: dict[str, list[ReleaseEvent]] = {}
-    takeable = Takeable({}, set(), set())
-    floor = takeable.floor
+    takeable = Takeable({}, {}, {})
+    preemptible, leaving, borrowing = takeable.preemptible, takeable.leaving, takeable.borrowing
     for run in running:
         job = run.job
         allocation = run.allocation
@@ -74,13 +75,15 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         grace_until_s = run.grace_until_s
         if grace_until_s is not None:
             evicting[key] = evicting.get(key, 0) + gpus
-            if gpus:
-                takeable.leaving.add(job.accelerator)
-        elif gpus:
-            if job.preemptible and job.priority < floor.get(job.accelerator, job.priority + 1):
-                floor[job.accelerator] = job.priority
+            leaving[job.accelerator] = leaving.get(job.accelerator, 0) + gpus
+        else:
+            if job.preemptible:
+                by_priority = preemptible.get(job.accelerator)
+                if by_priority is None:
+                    by_priority = preemptible[job.accelerator] = {}
+                by_priority[job.priority] = by_priority.get(job.priority, 0) + gpus
             if run.borrowing:
-                takeable.borrowing.add(job.accelerator)
+                borrowing[job.accelerator] = borrowing.get(job.accelerator, 0) + gpus
         events = releases.get(job.accelerator)
         if events is None:
             events = releases[job.accelerator] = []

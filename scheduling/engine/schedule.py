@@ -40,7 +40,7 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, VictimBound, may_preempt, pick_victims, victim_candidates
+from .preemption import Candidate, may_preempt, pick_victims, victim_candidates
 from .prepare import prepare_cycle
 from .quota import Admission
 
@@ -70,10 +70,9 @@ class _Cycle:
         self.prepared = prepared = prepare_cycle(snapshot, now)
         self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
         self.ledger, self.profiles = prepared.ledger, prepared.profiles
-        # Victim bounds and candidates are built on the first preemption attempt per accelerator;
-        # accelerators where no job left in the queue may take anything are `victimless`.
+        # Victim candidates are built on the first preemption attempt per accelerator; accelerators
+        # where no job left in the queue may take anything are `victimless`.
         self.candidates: dict[str, list[Candidate]] = {}
-        self.victim_bounds: dict[str, VictimBound] = {}
         self.victimless: set[str] = set()
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
@@ -334,14 +333,12 @@ class _Cycle:
         attempts_left = self.preemption_attempts < policy.max_preemption_attempts
         if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
             return False
-        if self.prepared.takeable.nothing_for(accelerator, job.priority, self.ledger.any_guarantee(accelerator)):
+        takeable = self.prepared.takeable
+        if not takeable.upper(accelerator, job.priority, self.ledger.any_guarantee(accelerator)):
             self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
-        bound = self.victim_bounds.get(accelerator)
-        if bound is None:
-            bound = self.victim_bounds[accelerator] = VictimBound(self.running, accelerator)
         reclaiming = admission is not None and admission.within_guarantee
-        upper = bound.upper(job.priority, reclaiming)
+        upper = takeable.upper(accelerator, job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
             return False
         if accelerator not in self.candidates:

@@ -14,7 +14,7 @@ from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
-from scheduling.engine.preemption import VictimBound, candidate_of, victim_candidates
+from scheduling.engine.preemption import candidate_of, victim_candidates
 from scheduling.engine.prepare import running_totals
 from scheduling.engine.schedule import _Cycle
 
@@ -177,9 +177,7 @@ _CANDIDATE_FIELDS = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving"
 
 @SETTINGS
 @given(_runs(), st.booleans())
-def test_victim_candidates_and_their_bound_match_the_plain_definitions(
-    running: tuple[Running, ...], elastic: bool
-) -> None:
+def test_victim_candidates_match_the_plain_definition(running: tuple[Running, ...], elastic: bool) -> None:
     for accelerator in ("a100", "h100"):
         fast = victim_candidates(running, accelerator, elastic)
         plain = [candidate_of(run, elastic) for run in running if run.job.accelerator == accelerator]
@@ -187,20 +185,17 @@ def test_victim_candidates_and_their_bound_match_the_plain_definitions(
         assert [[getattr(c, name) for name in _CANDIDATE_FIELDS] for c in fast] == [
             [getattr(c, name) for name in _CANDIDATE_FIELDS] for c in plain
         ]
-        bound = VictimBound(running, accelerator)
-        preemptible = sorted((c.priority, c.gpus) for c in plain if c.run.job.preemptible and not c.leaving)
-        assert bound.priorities == [priority for priority, _ in preemptible]
-        assert bound.cumulative == [sum(gpus for _, gpus in preemptible[:end]) for end in range(len(preemptible) + 1)]
-        assert bound.borrowing == sum(c.gpus for c in plain if c.run.borrowing and not c.leaving)
-        assert bound.leaving == sum(c.gpus for c in plain if c.leaving)
 
 
 @SETTINGS
 @given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans())
-def test_nothing_to_take_agrees_with_the_victim_bound(
-    running: tuple[Running, ...], priority: int, reclaim: bool
+def test_what_preemption_could_take_is_the_plain_sum_over_victims(
+    running: tuple[Running, ...], priority: int, reclaiming: bool
 ) -> None:
     takeable = running_totals(running, 0.0).takeable
     for accelerator in ("a100", "h100"):
-        bound = VictimBound(running, accelerator)
-        assert takeable.nothing_for(accelerator, priority, reclaim) == (bound.upper(priority, reclaim) == 0)
+        plain = [candidate_of(run, False) for run in running if run.job.accelerator == accelerator]
+        lower = sum(c.gpus for c in plain if c.run.job.preemptible and not c.leaving and c.priority < priority)
+        leaving = sum(c.gpus for c in plain if c.leaving)
+        borrowed = sum(c.gpus for c in plain if c.run.borrowing and not c.leaving) if reclaiming else 0
+        assert takeable.upper(accelerator, priority, reclaiming) == lower + leaving + borrowed
