@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from operator import attrgetter, eq
+from typing import Any, TypeVar
 
 from .model import Job, Policy
+
+T = TypeVar("T")
 
 
 def within_team_key(policy: Policy) -> Callable[[Job], float]:
@@ -28,32 +31,42 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     as explicit tie-breakers. With an age weight, the within-team order only ranks jobs of equal
     score (jobs of one team that have all waited `max_age_s`).
 
-    Class and score make one number per job, computed as the jobs come, in the order they lie in
-    memory: on a long queue, reading every job in any other order costs a cache miss each, which
-    made sorting key by key the slowest part of ordering. Only runs of equal numbers are then
-    sorted by the tie-breakers.
+    Class and score make one number per job, sorted by `sort_by_number`.
     """
-    score = _score(policy, priorities, now)
-    scores: list[float] = []
-    keep = scores.append
+    queue = list(jobs)
+    sort_by_number(queue, _score(policy, priorities, now), _tiebreak(policy), reverse=True)
+    return queue
 
-    def scored(job: Job) -> float:
-        value = score(job)
+
+def sort_by_number(
+    items: list[T], number: Callable[[T], float], tiebreak: Callable[[T], Any], *, reverse: bool = False
+) -> None:
+    """Sort `items` in place by `number`, then (ascending) by `tiebreak` among equal numbers.
+
+    Numbers are computed once each, as the items come: in the order they lie in memory, for
+    objects built in a row. On a long list, reading every item in any other order costs a cache
+    miss each, which made sorting key by key (stable sorts from the last key to the first) the
+    slowest part of ordering a long queue; and comparing numbers is much cheaper than comparing
+    tuples. Only runs of equal numbers are sorted again, by `tiebreak`.
+    """
+    numbers: list[float] = []
+    keep = numbers.append
+
+    def numbered(item: T) -> float:
+        value = number(item)
         keep(value)
         return value
 
-    queue = list(jobs)
-    queue.sort(key=scored, reverse=True)  # stable: equal scores keep their order, sorted below
-    scores.sort(reverse=True)  # now the score of each queue position
-    if any(map(eq, scores, islice(scores, 1, None))):
-        tiebreak = _tiebreak(policy)
-        start = 0
-        for end in range(1, len(queue) + 1):
-            if end == len(queue) or scores[end] != scores[start]:
-                if end - start > 1:
-                    queue[start:end] = sorted(queue[start:end], key=tiebreak)
-                start = end
-    return queue
+    items.sort(key=numbered, reverse=reverse)  # stable, even reversed: equal numbers keep their order
+    numbers.sort(reverse=reverse)  # now the number of each position
+    if not any(map(eq, numbers, islice(numbers, 1, None))):
+        return
+    start = 0
+    for end in range(1, len(items) + 1):
+        if end == len(items) or numbers[end] != numbers[start]:
+            if end - start > 1:
+                items[start:end] = sorted(items[start:end], key=tiebreak)
+            start = end
 
 
 def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Callable[[Job], float]:

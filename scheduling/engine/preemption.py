@@ -10,12 +10,12 @@ victims: they are leaving anyway.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 
 from .capacity import AcceleratorPool
 from .model import LEVEL_RANK, Job, Running
+from .ordering import sort_by_number
 from .placement import nodes_needed
 from .plan import Allocation
 
@@ -53,42 +53,39 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
-_cheapest_first = attrgetter("cost", "priority", "job_id")
+class Victims:
+    """The running jobs of one accelerator as victim candidates, cheapest first (work lost, then
+    priority, then job id), each made the first time a search reaches it.
+
+    Finding the order takes one number per job; the searches of a cycle look at no more than the
+    policy's scan budget of candidates in all, however many jobs run. Iterating starts from the
+    cheapest every time."""
+
+    __slots__ = ("runs", "made", "elastic")
+
+    def __init__(self, running: Iterable[Running], accelerator: str, elastic: bool) -> None:
+        self.runs = [run for run in running if run.job.accelerator == accelerator]
+        sort_by_number(self.runs, _lost_gpu_s, _priority_then_id)
+        self.made: list[Candidate] = []
+        self.elastic = elastic
+
+    def __iter__(self) -> Iterator[Candidate]:
+        made, runs = self.made, self.runs
+        position = 0
+        while position < len(runs):
+            if position == len(made):
+                made.append(candidate_of(runs[position], self.elastic))
+            yield made[position]
+            position += 1
 
 
-def victim_candidates(running: Iterable[Running], accelerator: str, elastic: bool) -> list[Candidate]:
-    """The running jobs of `accelerator` as victim candidates, cheapest first.
+def _lost_gpu_s(run: Running) -> float:
+    """`candidate_of(run, ...).cost`: nothing for a job already leaving."""
+    return 0.0 if run.grace_until_s is not None else run.lost_gpu_s
 
-    `candidate_of(run, elastic)` per run, with it and `Candidate.__init__` inlined: this runs over
-    every running job of the accelerator on the first preemption attempt of a cycle."""
-    candidates: list[Candidate] = []
-    append = candidates.append
-    new = Candidate.__new__
-    for run in running:
-        job = run.job
-        if job.accelerator != accelerator:
-            continue
-        allocation = run.allocation
-        gpus = allocation[0][1] if len(allocation) == 1 else sum(on_node for _, on_node in allocation)
-        leaving = run.grace_until_s is not None
-        low = job.min_gpus
-        candidate = new(Candidate)
-        candidate.run = run
-        candidate.gpus_on = allocation
-        if leaving:
-            candidate.cost = 0.0
-        else:
-            unsaved = run.progress_s - run.checkpoint_s
-            candidate.cost = (unsaved if unsaved > 0.0 else 0.0) * job.gpus
-        shrinkable = gpus - low if elastic and low is not None and not leaving else 0
-        candidate.shrinkable = shrinkable if shrinkable > 0 else 0
-        candidate.job_id = job.id
-        candidate.leaving = leaving
-        candidate.gpus = gpus
-        candidate.priority = job.priority
-        append(candidate)
-    candidates.sort(key=_cheapest_first)
-    return candidates
+
+def _priority_then_id(run: Running) -> tuple[int, str]:
+    return run.job.priority, run.job.id
 
 
 def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool = True) -> bool:

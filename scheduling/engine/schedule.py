@@ -40,7 +40,7 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, may_preempt, pick_victims, victim_candidates
+from .preemption import Candidate, Victims, may_preempt, pick_victims
 from .prepare import prepare_cycle
 from .quota import Admission
 
@@ -72,7 +72,7 @@ class _Cycle:
         self.ledger, self.profiles = prepared.ledger, prepared.profiles
         # Victim candidates are built on the first preemption attempt per accelerator; accelerators
         # where no job left in the queue may take anything are `victimless`.
-        self.candidates: dict[str, list[Candidate]] = {}
+        self.candidates: dict[str, Victims] = {}
         self.victimless: set[str] = set()
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
@@ -342,7 +342,7 @@ class _Cycle:
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
             return False
         if accelerator not in self.candidates:
-            self.candidates[accelerator] = victim_candidates(self.running, accelerator, policy.elastic)
+            self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
         eligible = self._eligible(job, reclaiming)
         self.preemption_attempts += 1
         max_level = gang_level(pool, job, self.policy, self.now)
