@@ -122,8 +122,8 @@ class Policy:
     gpus_per_node: int = 8
     # Bounds the victim searches of one cycle; later preemptors try again next cycle.
     max_preemption_attempts: int = 16
-    # Victim candidates one cycle may look at in total, so preemption cost does not grow with
-    # the number of running jobs.
+    # Victim candidates one cycle may look at in total (one search at most a quarter of them), so
+    # preemption cost does not grow with the number of running jobs.
     preemption_scan_budget: int = 8192
     fairshare: bool = True
     # Slurm-style age factor added to the fair-share priority (see `ordering.order_jobs`); the

@@ -368,12 +368,16 @@ class _Cycle:
         return True
 
     def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
-        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget."""
+        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one
+        search spends at most a quarter of the cycle's, so that a gang no affordable search can
+        place does not leave the preemptors after it nothing."""
         picked = self.picked
+        visits = max(1, self.policy.preemption_scan_budget // 4)
         for candidate in self.candidates[job.accelerator]:
-            if self.scan_budget <= 0:
+            if self.scan_budget <= 0 or visits <= 0:
                 return
             self.scan_budget -= 1
+            visits -= 1
             if candidate.job_id in picked:
                 continue
             run = candidate.run

@@ -127,3 +127,19 @@ def test_a_job_with_nothing_it_may_take_does_not_use_up_the_cycles_preemption_at
 
     assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)
     assert reason_of(plan, "stuck") == "topology"
+
+
+def test_a_gang_no_search_can_place_leaves_scan_budget_for_the_preemptors_after_it() -> None:
+    # Each rack holds one node of work nobody may preempt, so no rack can ever hold "gang"; its
+    # search would look at every cheap victim. One search spends at most a quarter of the budget.
+    scenario = Scenario(fleet("1x2x2x8")).policy(preemption_scan_budget=16, reservation_depth=0)
+    scenario.with_running(
+        running(job("wall-0", 8, preemptible=False), on="p0-r0-n0"),
+        running(job("wall-1", 8, preemptible=False), on="p0-r1-n0"),
+        *(running(job(f"v{index:02d}", 1), on=f"p0-r{index // 8}-n1") for index in range(16)),
+    )
+    gang = job("gang", 16, priority=10, required_level="rack", submit_s=0.0)
+    plan = scenario.pending(gang, job("small", 1, priority=10, submit_s=1.0)).plan()
+
+    assert plan.of_type(Preempt) == (Preempt("v00", "preempted-by:small", 30.0),)
+    assert reason_of(plan, "gang") == "capacity"
