@@ -15,18 +15,19 @@ from .prepare import Prepared
 from .quota import QuotaLedger
 
 Curve = tuple[list[float], list[int], list[float]]
+STARTED = "started"  # in a cycle's reasons: the job starts, there is nothing to explain
 
 
 def explain_pending(
     queue: list[Job],
     prepared: Prepared,
-    started: set[str],
-    reasons: dict[str, str],
+    reasons: list[str | None],
     estimates: dict[str, float | None],
     elastic: bool,
 ) -> tuple[PendingStatus, ...]:
     """One `PendingStatus` per job of `queue` that did not start, in queue order, from the cycle's
-    working state at its end (`prepared`, as the cycle left it)."""
+    working state at its end (`prepared`, as the cycle left it) and its reasons by queue position
+    (None: capacity)."""
     profiles, index, ledger, running, now = (
         prepared.profiles,
         prepared.index,
@@ -57,10 +58,10 @@ def explain_pending(
     levels: list[int] = []
     areas: list[float] = []
     firsts: dict[int, float | None] = {}
-    for job in queue:
-        job_id = job.id
-        if job_id in started:
+    for job, reason in zip(queue, reasons, strict=True):
+        if reason is STARTED:
             continue
+        job_id = job.id
         accelerator = job.accelerator
         if accelerator != current:
             if current is not None:
@@ -74,7 +75,8 @@ def explain_pending(
                     sweep = sweeps[accelerator] = (*curve, {})
                 times, levels, areas, firsts = sweep
         gpus = job.gpus
-        reason = reasons.get(job_id, REASON_CAPACITY)
+        if reason is None:
+            reason = REASON_CAPACITY
         estimate: float | None = None
         if job_id in estimates:
             estimate = estimates[job_id]
@@ -105,10 +107,12 @@ def explain_pending(
     return tuple(statuses)
 
 
-def topology_waits(reasons: dict[str, str]) -> tuple[PendingStatus, ...]:
-    """Without explanations: only the jobs waiting on topology, in the order they were considered."""
+def topology_waits(queue: list[Job], reasons: list[str | None]) -> tuple[PendingStatus, ...]:
+    """Without explanations: only the jobs waiting on topology, in queue order."""
     topology = REASON_TOPOLOGY
-    return tuple(pending_status(job_id, reason, None) for job_id, reason in reasons.items() if reason == topology)
+    return tuple(
+        pending_status(job.id, topology, None) for job, reason in zip(queue, reasons, strict=True) if reason == topology
+    )
 
 
 def _first_time(curve: Curve, gpus: int) -> float | None:

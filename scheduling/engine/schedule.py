@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from itertools import groupby
-from operator import attrgetter
 
 from .backfill import Reservation, ReservationBook, earliest_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
 from .collector import collector_paused
 from .elastic import grow_actions, reduced_sizes
-from .explain import explain_pending, topology_waits
+from .explain import STARTED, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Snapshot
 from .ordering import order_jobs
@@ -45,7 +43,6 @@ from .prepare import prepare_cycle
 from .quota import Admission
 
 _VerdictKey = tuple[str, int, int, str | None, str | None, bool]
-_priority = attrgetter("priority")
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
@@ -62,12 +59,9 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
 
 class _Cycle:
     def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
-        self.snapshot = snapshot
-        self.now = now
-        self.explain = explain
+        self.snapshot, self.now, self.explain = snapshot, now, explain
         self.policy = policy = snapshot.policy
-        # Steps 1-2.
-        self.prepared = prepared = prepare_cycle(snapshot, now)
+        self.prepared = prepared = prepare_cycle(snapshot, now)  # Steps 1-2.
         self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
         self.ledger, self.profiles = prepared.ledger, prepared.profiles
         # Victim candidates are built on the first preemption attempt per accelerator; accelerators
@@ -83,17 +77,17 @@ class _Cycle:
         self.admissions: dict[tuple[str, str, int], tuple[int, int, Admission | None, bool]] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
-        self.started: set[str] = set()
         self.picked: set[str] = set()
-        self.reasons: dict[str, str] = {}
+        # Reasons by queue position (None: none yet; STARTED); `at`: the job being considered.
+        self.reasons: list[str | None] = []
+        self.at = 0
         self.estimates: dict[str, float | None] = {}
         self.reservations_made: dict[str, int] = {}
         self.blocked: set[str] = set()  # behind a strict-FIFO head, or full (without explanations)
         self.settled: set[str] = set()
         # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
         self.waiting: set[str] = set()
-        self.preemption_attempts = 0
-        self.scan_budget = policy.preemption_scan_budget
+        self.preemption_attempts, self.scan_budget = 0, policy.preemption_scan_budget
         # GPUs per (team, accelerator) already on their way out: in grace, or picked this cycle.
         self.evicting: dict[tuple[str, str], int] = prepared.evicting
 
@@ -101,16 +95,14 @@ class _Cycle:
         snapshot = self.snapshot
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
         queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
+        self.reasons = [None] * len(queue)
         self._consider_all(queue)
         if self.policy.elastic:  # Step 5.
             self.actions.extend(grow_actions(self.index, self.running, self.picked, self.waiting, self.ledger))
         if not self.explain:
-            return Plan(tuple(self.actions), topology_waits(self.reasons))
-        # Step 6: reasons and estimates.
-        statuses = explain_pending(
-            queue, self.prepared, self.started, self.reasons, self.estimates, self.policy.elastic
-        )
-        return Plan(tuple(self.actions), statuses)
+            return Plan(tuple(self.actions), topology_waits(queue, self.reasons))
+        pending = explain_pending(queue, self.prepared, self.reasons, self.estimates, self.policy.elastic)  # Step 6.
+        return Plan(tuple(self.actions), pending)
 
     def _consider_all(self, queue: list[Job]) -> None:
         """Within each priority level, jobs that fit their own guarantee go before the rest, which
@@ -120,31 +112,41 @@ class _Cycle:
         of it would borrow, and the level is taken in order in one pass."""
         # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
-        for _, level in groupby(queue, key=_priority):
-            deferred: list[Job] | None = [] if self.ledger.any_headroom() else None
-            if self._scan(level, stop, deferred) or (deferred and self._scan(deferred, stop, None)):
+        start = 0
+        while start < len(queue):
+            priority = queue[start].priority
+            deferred: list[int] | None = [] if self.ledger.any_headroom() else None
+            end = self._scan(queue, range(start, len(queue)), priority, stop, deferred)
+            if end < 0 or (deferred and self._scan(queue, deferred, priority, stop, None) < 0):
                 return
+            start = end
 
-    def _scan(self, jobs: Iterable[Job], stop: int, deferred: list[Job] | None) -> bool:
-        """Step 4 for `jobs` in order, jobs beyond their guarantee put off into `deferred` unless it
-        is None; True (and stop) once `stop` accelerators are blocked. Runs once per pending job, so
+    def _scan(
+        self, queue: list[Job], positions: Iterable[int], priority: int, stop: int, deferred: list[int] | None
+    ) -> int:
+        """Step 4 for the jobs at `positions` of `queue` up to the first of another `priority`: its
+        position (or the queue's length) is returned, -1 once `stop` accelerators are blocked. Jobs
+        beyond their guarantee are put off into `deferred` unless it is None. Runs once per job, so
         the cheap answers (unknown, blocked, over quota, a settled verdict) are inlined here."""
         blocked = self.blocked
         if len(blocked) == stop:
-            return True
+            return -1
         pools, reasons, admissions, ledger = self.index.pools, self.reasons, self.admissions, self.ledger
         verdicts, settled, waiting, elastic = self.verdicts, self.settled, self.waiting, self.policy.elastic
         now = self.now
-        for job in jobs:
+        for position in positions:
+            job = queue[position]
+            if job.priority != priority:
+                return position
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
             if pool is None or gpus <= 0:
-                reasons[job.id] = REASON_CAPACITY
+                reasons[position] = REASON_CAPACITY
                 continue
             if accelerator in blocked:
                 # A blocked accelerator stays blocked (and is already `waiting`).
-                reasons[job.id] = REASON_PRIORITY
+                reasons[position] = REASON_PRIORITY
                 continue
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
@@ -154,10 +156,10 @@ class _Cycle:
             else:
                 admission, refused = self._admission(job.team, accelerator, size, pool)
             if deferred is not None and (admission is None or admission.borrowing):
-                deferred.append(job)
+                deferred.append(position)
                 continue
             if refused:
-                reasons[job.id] = REASON_QUOTA
+                reasons[position] = REASON_QUOTA
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
@@ -173,17 +175,18 @@ class _Cycle:
                     >= verdict[1]
                 )
             ):
-                reasons[job.id] = verdict[2]
+                reasons[position] = verdict[2]
                 waiting.add(accelerator)
                 continue
+            self.at = position
             self._consider_sized(job, pool, size, admission, key)
             if stop > 0 and not pool.total_free and not self.book.held_max_free.get(accelerator):
                 if self._settled(accelerator):  # nothing free, held, to preempt or reserve: all wait
                     blocked.add(accelerator)
                     waiting.add(accelerator)
             if len(blocked) == stop:
-                return True
-        return len(blocked) == stop
+                return -1
+        return -1 if len(blocked) == stop else len(queue)
 
     def _consider_sized(
         self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, key: _VerdictKey
@@ -196,7 +199,7 @@ class _Cycle:
             shaped = could_fit_by_shape(pool, size)
         if not shaped and self._settled(accelerator):
             # Nothing to place, preempt or reserve: where the full path below ends, in short.
-            self.reasons[job.id] = reason = classify_misfit(pool, job.gpus)
+            self.reasons[self.at] = reason = classify_misfit(pool, job.gpus)
             self.waiting.add(accelerator)
             if not backfill:
                 self.blocked.add(accelerator)
@@ -206,15 +209,15 @@ class _Cycle:
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = self.reasons.get(job.id)
-        self.reasons[job.id] = blocker or classify_misfit(pool, job.gpus)
+        blocker = self.reasons[self.at]
+        self.reasons[self.at] = reason = blocker or classify_misfit(pool, job.gpus)
         self.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             self.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size, key[3]) if blocker else -math.inf
-        self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
+        self.verdicts[key] = (self.generation, worst_end_s, reason)
 
     def _admission(
         self, team: str, accelerator: str, size: int, pool: AcceleratorPool
@@ -300,7 +303,7 @@ class _Cycle:
         missed = self.backfill_misses.get(key)
         if missed is not None and missed[0] == self.generation and worst_end_s >= missed[1]:
             # A job ending no earlier than one that already failed here fails too.
-            self.reasons[job.id] = missed[2]
+            self.reasons[self.at] = missed[2]
             return None
         usable = [entry for entry in entries if entry.start_s >= worst_end_s]
         fit = None
@@ -312,8 +315,8 @@ class _Cycle:
             self.book.restore_holds(self.index, usable)
         if fit is None:
             first = min(entries, key=lambda entry: (entry.start_s, entry.job_id))
-            self.reasons[job.id] = reserved_for(first.job_id)
-            self.backfill_misses[key] = (self.generation, worst_end_s, self.reasons[job.id])
+            self.reasons[self.at] = reason = reserved_for(first.job_id)
+            self.backfill_misses[key] = (self.generation, worst_end_s, reason)
         return fit
 
     def _commit_start(self, job: Job, fit: Fit, admission: Admission, taken: bool) -> None:
@@ -325,8 +328,7 @@ class _Cycle:
         runtime_s = worst_runtime_s(job, size, self.policy.penalty(fit.level))
         self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
         self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level))
-        self.started.add(job.id)
-        self.reasons.pop(job.id, None)
+        self.reasons[self.at] = STARTED
 
     def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
         policy, accelerator = self.policy, job.accelerator
@@ -364,13 +366,12 @@ class _Cycle:
             self.picked.add(victim.job_id)
             self.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
         self._reserve(job, pool, choice.node_ids, start_s)
-        self.reasons[job.id] = REASON_CAPACITY
+        self.reasons[self.at] = REASON_CAPACITY
         return True
 
     def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
-        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one
-        search spends at most a quarter of the cycle's, so that a gang no affordable search can
-        place does not leave the preemptors after it nothing."""
+        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one search
+        spends at most a quarter of it, so one no search can place leaves some to the jobs after it."""
         picked = self.picked
         visits = max(1, self.policy.preemption_scan_budget // 4)
         for candidate in self.candidates[job.accelerator]:

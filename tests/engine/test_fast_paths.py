@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Running, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s
-from scheduling.engine.explain import Curve, _first_time, _quota_estimate, _team_releases
+from scheduling.engine.explain import STARTED, Curve, _first_time, _quota_estimate, _team_releases
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
@@ -126,10 +126,10 @@ def _plain_explain(cycle: _Cycle, queue: list[Job]) -> tuple[PendingStatus, ...]
     for entries in releases.values():
         entries.sort()
     statuses, demand = [], {}
-    for job in queue:
-        if job.id in cycle.started:
+    for job, reason in zip(queue, cycle.reasons, strict=True):
+        if reason == STARTED:
             continue
-        reason = cycle.reasons.get(job.id, REASON_CAPACITY)
+        reason = reason or REASON_CAPACITY
         ahead = demand.get(job.accelerator, 0.0)
         estimate = None
         if job.id in cycle.estimates:

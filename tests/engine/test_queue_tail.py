@@ -41,35 +41,37 @@ class _PlainCycle(_Cycle):
     """The queue scan without shortcuts: each job is considered in full."""
 
     def _consider_all(self, queue: list[Job]) -> None:
-        deferred: list[Job] = []
+        deferred: list[tuple[int, Job]] = []
         priority = None
-        for job in queue:
+        for position, job in enumerate(queue):
             if job.priority != priority:
                 for waiting in deferred:
-                    self._consider(waiting)
+                    self._consider(*waiting)
                 deferred, priority = [], job.priority
+            self.at = position
             pool = self.index.pools.get(job.accelerator)
             if pool is None or job.gpus <= 0:
-                self.reasons[job.id] = REASON_CAPACITY
+                self.reasons[position] = REASON_CAPACITY
                 continue
             size = self._smallest_size(job)
             admission, refused = self._admission(job.team, job.accelerator, size, pool)
             if admission is None or admission.borrowing:
-                deferred.append(job)
+                deferred.append((position, job))
             else:
                 self._consider_sized(job, pool, size, admission, refused)
         for waiting in deferred:
-            self._consider(waiting)
+            self._consider(*waiting)
 
     def _smallest_size(self, job: Job) -> int:
         if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
             return max(1, job.min_gpus)
         return job.gpus
 
-    def _consider(self, job: Job) -> None:
+    def _consider(self, position: int, job: Job) -> None:
+        self.at = position
         pool = self.index.pools.get(job.accelerator)
         if pool is None or job.gpus <= 0:
-            self.reasons[job.id] = REASON_CAPACITY
+            self.reasons[position] = REASON_CAPACITY
             return
         size = self._smallest_size(job)
         admission, refused = self._admission(job.team, job.accelerator, size, pool)
@@ -80,18 +82,18 @@ class _PlainCycle(_Cycle):
     ) -> None:
         accelerator = job.accelerator
         if accelerator in self.blocked:
-            self.reasons[job.id] = REASON_PRIORITY
+            self.reasons[self.at] = REASON_PRIORITY
             self.waiting.add(accelerator)
             return
         if refused:
-            self.reasons[job.id] = REASON_QUOTA
+            self.reasons[self.at] = REASON_QUOTA
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
         verdict = self.verdicts.get(key)
         if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
             if verdict[1] == -math.inf or self._worst_end_s(job, size, level) >= verdict[1]:
-                self.reasons[job.id] = verdict[2]
+                self.reasons[self.at] = verdict[2]
                 self.waiting.add(accelerator)
                 return
         shaped = could_fit_by_shape(pool, size)
@@ -101,15 +103,15 @@ class _PlainCycle(_Cycle):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = self.reasons.get(job.id)
-        self.reasons[job.id] = blocker or classify_misfit(pool, job.gpus)
+        blocker = self.reasons[self.at]
+        self.reasons[self.at] = blocker or classify_misfit(pool, job.gpus)
         self.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             self.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size, level) if blocker else -math.inf
-        self.verdicts[key] = (self.generation, worst_end_s, self.reasons[job.id])
+        self.verdicts[key] = (self.generation, worst_end_s, self.reasons[self.at])
 
 
 @st.composite
