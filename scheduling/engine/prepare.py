@@ -2,9 +2,10 @@
 
 One pass over the running jobs gives what a cycle needs from them before it looks at the queue:
 
-Quota usage per (team, accelerator), the release events of every accelerator's profile and the
-GPUs already leaving (in their preemption grace) per (team, accelerator). Doing this in one tight
-loop instead of one loop per consumer is most of the fixed cost of a cycle on a busy fleet.
+Quota usage per (team, accelerator), the release events of every accelerator's profile, the
+GPUs already leaving (in their preemption grace) per (team, accelerator) and the most preemption
+could take per accelerator. Doing this in one tight loop instead of one loop per consumer is most
+of the fixed cost of a cycle on a busy fleet.
 """
 
 from __future__ import annotations
