@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .model import Job, Running
+from .model import Job
 from .plan import REASON_CAPACITY, REASON_QUOTA, REASON_TOPOLOGY, PendingStatus, pending_status
 from .prepare import Prepared
 from .quota import QuotaLedger
@@ -28,13 +28,7 @@ def explain_pending(
     """One `PendingStatus` per job of `queue` that did not start, in queue order, from the cycle's
     working state at its end (`prepared`, as the cycle left it) and its reasons by queue position
     (None: capacity)."""
-    profiles, index, ledger, running, now = (
-        prepared.profiles,
-        prepared.index,
-        prepared.ledger,
-        prepared.running,
-        prepared.now,
-    )
+    profiles, index, ledger = prepared.profiles, prepared.index, prepared.ledger
     statuses: list[PendingStatus] = []
     append = statuses.append
     make = pending_status
@@ -99,7 +93,7 @@ def explain_pending(
                     estimate = first
                 if reason == REASON_QUOTA:
                     if team_releases is None:
-                        team_releases = _team_releases(running, now)
+                        team_releases = {key: sorted(ends) for key, ends in prepared.team_releases.items()}
                     estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
         limit_s = job.time_limit_s
         ahead += gpus * (job.duration_s if limit_s is None else limit_s)
@@ -145,35 +139,3 @@ def _quota_estimate(
         if freed >= excess:
             return max(estimate, end_s)
     return None
-
-
-def _team_releases(running: list[Running], now: float) -> dict[tuple[str, str], list[tuple[float, int]]]:
-    """`(expected_end_s(run, now), run.gpus)` per (team, accelerator), sorted; both inlined."""
-    releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    for run in running:
-        job = run.job
-        allocation = run.allocation
-        if len(allocation) == 1:
-            gpus = allocation[0][1]
-        else:
-            gpus = 0
-            for _, on_node in allocation:
-                gpus += on_node
-        grace_until_s = run.grace_until_s
-        limit_s = job.time_limit_s
-        if grace_until_s is not None or limit_s is not None:
-            end_s = grace_until_s if grace_until_s is not None else run.start_s + limit_s  # type: ignore[operator]
-            if not end_s >= now:  # `max(now, end_s)`
-                end_s = now
-        else:
-            remaining_s = job.duration_s - run.progress_s
-            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1)
-        key = (job.team, job.accelerator)
-        entries = releases.get(key)
-        if entries is None:
-            releases[key] = [(end_s, gpus)]
-        else:
-            entries.append((end_s, gpus))
-    for entries in releases.values():
-        entries.sort()
-    return releases

@@ -2,10 +2,11 @@
 
 One pass over the running jobs gives what a cycle needs from them before it looks at the queue:
 
-Quota usage per (team, accelerator), the release events of every accelerator's profile, the
-GPUs already leaving (in their preemption grace) per (team, accelerator) and the most preemption
-could take per accelerator. Doing this in one tight loop instead of one loop per consumer is most
-of the fixed cost of a cycle on a busy fleet.
+Quota usage per (team, accelerator), the release events of every accelerator's profile and of
+every team's running work (for quota estimates), the GPUs already leaving (in their preemption
+grace) per (team, accelerator) and the most preemption could take per accelerator. Doing this in
+one tight loop instead of one loop per consumer is most of the fixed cost of a cycle on a busy
+fleet.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class RunningTotals:
     releases: dict[str, list[ReleaseEvent]]
     evicting: dict[Key, int]
     takeable: Takeable
+    team_releases: dict[Key, list[tuple[float, int]]]
 
 
 @dataclass(slots=True)
@@ -60,6 +62,7 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
     usage: dict[Key, int] = {}
     evicting: dict[Key, int] = {}
     releases: dict[str, list[ReleaseEvent]] = {}
+    team_releases: dict[Key, list[tuple[float, int]]] = {}
     takeable = Takeable({}, {}, {})
     preemptible, leaving, borrowing = takeable.preemptible, takeable.leaving, takeable.borrowing
     for run in running:
@@ -101,7 +104,12 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         for node_id, on_node in allocation:
             used[node_id] = used.get(node_id, 0) + on_node
             events.append((end_s, node_id, on_node))
-    return RunningTotals(used, usage, releases, evicting, takeable)
+        team_ends = team_releases.get(key)
+        if team_ends is None:
+            team_releases[key] = [(end_s, gpus)]
+        else:
+            team_ends.append((end_s, gpus))
+    return RunningTotals(used, usage, releases, evicting, takeable, team_releases)
 
 
 @dataclass(slots=True)
@@ -115,6 +123,8 @@ class Prepared:
     profiles: dict[str, ReleaseProfile]
     evicting: dict[Key, int]
     takeable: Takeable
+    # (release time, GPUs) of each running job per (team, accelerator), in running order.
+    team_releases: dict[Key, list[tuple[float, int]]]
     now: float
 
 
@@ -139,4 +149,6 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)
         profile.extend(totals.releases.get(name, []))
-    return Prepared(index, running, actions, ledger, profiles, totals.evicting, totals.takeable, now)
+    return Prepared(
+        index, running, actions, ledger, profiles, totals.evicting, totals.takeable, totals.team_releases, now
+    )

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Running, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s
-from scheduling.engine.explain import STARTED, Curve, _first_time, _quota_estimate, _team_releases
+from scheduling.engine.explain import STARTED, Curve, _first_time, _quota_estimate
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
@@ -169,7 +169,7 @@ def test_team_releases_match_expected_ends(running: tuple[Running, ...], now: fl
     for run in running:
         plain.setdefault((run.job.team, run.job.accelerator), []).append((expected_end_s(run, now), run.gpus))
 
-    assert _team_releases(list(running), now) == {key: sorted(value) for key, value in plain.items()}
+    assert running_totals(running, now).team_releases == plain
 
 
 _CANDIDATE_FIELDS = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving", "gpus", "priority")

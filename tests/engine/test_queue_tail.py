@@ -48,17 +48,8 @@ class _PlainCycle(_Cycle):
                 for waiting in deferred:
                     self._consider(*waiting)
                 deferred, priority = [], job.priority
-            self.at = position
-            pool = self.index.pools.get(job.accelerator)
-            if pool is None or job.gpus <= 0:
-                self.reasons[position] = REASON_CAPACITY
-                continue
-            size = self._smallest_size(job)
-            admission, refused = self._admission(job.team, job.accelerator, size, pool)
-            if admission is None or admission.borrowing:
+            if not self._consider(position, job, defer_borrowers=True):
                 deferred.append((position, job))
-            else:
-                self._consider_sized(job, pool, size, admission, refused)
         for waiting in deferred:
             self._consider(*waiting)
 
@@ -67,15 +58,19 @@ class _PlainCycle(_Cycle):
             return max(1, job.min_gpus)
         return job.gpus
 
-    def _consider(self, position: int, job: Job) -> None:
+    def _consider(self, position: int, job: Job, defer_borrowers: bool = False) -> bool:
+        """False, having done nothing, for a job beyond its guarantee when `defer_borrowers`."""
         self.at = position
         pool = self.index.pools.get(job.accelerator)
         if pool is None or job.gpus <= 0:
             self.reasons[position] = REASON_CAPACITY
-            return
+            return True
         size = self._smallest_size(job)
         admission, refused = self._admission(job.team, job.accelerator, size, pool)
+        if defer_borrowers and (admission is None or admission.borrowing):
+            return False
         self._consider_sized(job, pool, size, admission, refused)
+        return True
 
     def _consider_sized(
         self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
