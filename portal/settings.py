@@ -174,8 +174,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
 FLEET_CLOCK_SPEED = float(os.environ.get("FLEET_CLOCK_SPEED", "60"))
 FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
-# A leader that dies mid-tick holds the cycle lock at most this long.
-FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "30"))
+# The cycle lock's expiry: the leader renews it while its tick runs, so only a leader that dies
+# mid-tick lets it lapse, and the next leader ticks at most this long after.
+FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "3"))
 # Demo arrivals keep a fresh installation busy; turn off on a real fleet.
 FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", True)
 # Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick. On for
