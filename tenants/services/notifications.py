@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import transaction
 
 from tenants.models import Notification
 
@@ -15,3 +19,19 @@ def notification_mark_read(*, user: AbstractBaseUser, notification_id: int | Non
     if notification_id is not None:
         notices = notices.filter(pk=notification_id)
     return notices.update(read=True)
+
+
+def notification_email_queue(*, to: str, subject: str, message: str) -> None:
+    """Mail a notice from a Celery worker once the current transaction commits.
+
+    The web request neither waits for the mail server nor fails with it, and a change that is
+    rolled back mails nothing. Robust: a broker outage is logged and the change still stands.
+    """
+    from tenants.tasks import notification_email  # the task calls back into this module
+
+    transaction.on_commit(partial(notification_email.delay, to=[to], subject=subject, message=message), robust=True)
+
+
+def notification_email_send(*, to: list[str], subject: str, message: str) -> None:
+    """Send one notice by email now: the worker's half of ``notification_email_queue``."""
+    send_mail(subject=subject, message=message, from_email=None, recipient_list=to, fail_silently=False)

@@ -7,11 +7,9 @@ when two admins click at the same moment.
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.urls import reverse
@@ -21,7 +19,7 @@ from scheduling.models import AcceleratorType, Node
 from tenants.models import AuditEvent, FleetPolicy, Quota, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
-from tenants.services.notifications import notification_send
+from tenants.services.notifications import notification_email_queue, notification_send
 
 logger = logging.getLogger(__name__)
 
@@ -198,15 +196,6 @@ def _tell_requester(request: QuotaRequest, *, verb: str) -> None:
         message += f" Note: {request.decision_note}"
     notification_send(user=request.requested_by, message=message, url=url)
     if request.requested_by.email:
-        # After commit, and robustly: a mail server outage must not undo or fail the decision.
-        transaction.on_commit(
-            partial(
-                send_mail,
-                subject=f"[Fleetline] Quota request {verb}",
-                message=message,
-                from_email=None,
-                recipient_list=[request.requested_by.email],
-                fail_silently=False,
-            ),
-            robust=True,
+        notification_email_queue(
+            to=request.requested_by.email, subject=f"[Fleetline] Quota request {verb}", message=message
         )

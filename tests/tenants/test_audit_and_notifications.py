@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
+from pathlib import Path
+
 import pytest
+from django.core import mail
 from django.test import Client
 
 from tenants.context_processors import tenants_nav
 from tenants.models import AuditEvent, Notification
-from tenants.services import audit_record, notification_send, quota_request_submit
-from tests.factories import UserFactory
+from tenants.services import audit_record, notification_send, quota_request_approve, quota_request_submit
+from tests.factories import QuotaRequestFactory, UserFactory
 from tests.tenants.conftest import World, client_for
 
 pytestmark = pytest.mark.django_db
@@ -136,3 +141,41 @@ def test_with_the_context_processor_the_nav_shows_the_unread_count_and_admin_lin
     finance_page = client_for(world.finance).get("/notifications/").content.decode()
     assert 'href="/teams/"' not in finance_page
     assert UserFactory  # the superuser path is covered in the approval tests
+
+
+@pytest.fixture
+def mail_dir(tmp_path: Path) -> Path:
+    return tmp_path / "mail"
+
+
+@pytest.fixture
+def subprocess_env(subprocess_env: dict[str, str], mail_dir: Path) -> dict[str, str]:
+    """The worker writes the mail it sends into files in ``mail_dir``."""
+    backend = "django.core.mail.backends.filebased.EmailBackend"
+    return {**subprocess_env, "EMAIL_BACKEND": backend, "EMAIL_FILE_PATH": str(mail_dir)}
+
+
+def _mail_in(directory: Path, *, timeout_s: float) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        files = sorted(directory.glob("*.log")) if directory.exists() else []
+        if files:
+            return [f.read_text() for f in files]
+        time.sleep(0.1)
+    return []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quota_decision_is_mailed_by_a_worker_after_commit_not_by_the_request(
+    world: World, celery_worker_process: subprocess.Popen[bytes], mail_dir: Path
+) -> None:
+    pending = QuotaRequestFactory(team=world.team, accelerator_type=world.h100, requested_by=world.lead, guaranteed=8)
+
+    quota_request_approve(admin=world.admin, quota_request_id=pending.pk, note="Go ahead.")
+
+    assert mail.outbox == []  # nothing was sent from this process
+    sent = _mail_in(mail_dir, timeout_s=30)
+    assert len(sent) == 1
+    assert "To: lead@example.com" in sent[0]
+    assert "Subject: [Fleetline] Quota request approved" in sent[0]
+    assert "Note: Go ahead." in sent[0]

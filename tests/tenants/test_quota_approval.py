@@ -61,8 +61,8 @@ def test_approving_creates_the_quota_audits_it_and_tells_the_lead(
     assert event.after == {"guaranteed": 16, "borrow_limit": 8, "lend_limit": None}
     notice = Notification.objects.get(user=world.lead)
     assert "approved" in notice.message and notice.url == "/teams/language-models/"
-    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["lead@example.com"]
-    assert "approved" in mail.outbox[0].subject
+    # The email goes from a worker after commit, not from the request (test_audit_and_notifications).
+    assert mail.outbox == []
 
 
 def test_approving_over_an_existing_quota_records_before_and_after(world: World, pending: QuotaRequest) -> None:
