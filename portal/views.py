@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -41,7 +41,12 @@ def usage_report_view(request: HttpRequest) -> HttpResponse:
     if not (is_finance(request.user) or is_fleet_admin(request.user)):
         raise Http404("No such page.")
     form = ReportPeriodForm(request.GET or None)
+    export = request.GET.get("format")
     if not form.is_valid():
+        if export in ("csv", "xlsx"):
+            # A download was asked for: say what is wrong in plain text, not in a page.
+            problems = dict.fromkeys(message for messages in form.errors.values() for message in messages)
+            return HttpResponseBadRequest("\n".join(problems) + "\n", content_type="text/plain; charset=utf-8")
         return render(request, "portal/report.html", {"form": form}, status=400 if request.GET else 200)
     start, end = form.cleaned_data["start"], form.cleaned_data["end"]
     zone = timezone.get_current_timezone()
@@ -49,7 +54,6 @@ def usage_report_view(request: HttpRequest) -> HttpResponse:
         start=datetime.combine(start, time.min, zone), end=datetime.combine(end + timedelta(days=1), time.min, zone)
     )
     name = f"fleetline-usage-{start}-{end}"
-    export = request.GET.get("format")
     if export == "csv":
         response = HttpResponse(usage_csv(rows, totals), content_type="text/csv")
     elif export == "xlsx":

@@ -1,23 +1,48 @@
-"""REST API for jobs: one view per operation, validate -> one service -> serialize."""
+"""REST API for jobs: one view per operation, validate -> one service -> serialize.
+
+Submission is idempotent with an ``Idempotency-Key`` header (as payment APIs do): a client that
+retries after a timeout or an error gets the job its first attempt made, never a second one. When
+the database or Redis is down the API answers 503 with ``Retry-After`` instead of a 500.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import redis
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling.models import Job, JobKind, Level
+from portal.parsers import BoundedJSONParser
+from scheduling.limits import (
+    MAX_CHECKPOINT_GB,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MAX_DURATION_S,
+    MAX_GANG_GPUS,
+    MAX_TIME_LIMIT_S,
+    MIN_CHECKPOINT_INTERVAL_S,
+)
+from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, Job, JobKind, Level
 from scheduling.selectors import job_for_user, jobs_for_user
-from scheduling.services.jobs import JobSpec, job_cancel, job_submit
-from scheduling.services.pending import pending_info_for
+from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
+from scheduling.services.pending import NEW_JOB_REASON, PendingInfo, pending_info_for
 from tenants.selectors import teams_for_user
 
+logger = logging.getLogger(__name__)
+
 LIST_LIMIT = 200
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# How long a client should wait before retrying while the database or Redis is unreachable.
+RETRY_AFTER_S = 5
+# What the API cannot work without: the database (jobs) and Redis (pending reasons).
+DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError, redis.RedisError)
 
 
 class JobOutput(serializers.Serializer):
@@ -52,29 +77,70 @@ class JobOutput(serializers.Serializer):
         return info.estimated_start_s if info else None
 
 
-def _output(jobs: list[Job]) -> list[dict[str, Any]]:
-    pending = pending_info_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+def _pending_info(jobs: list[Job]) -> dict[int, PendingInfo]:
+    """Pending reasons live in Redis: without it the jobs are still listed, with no reason."""
+    try:
+        return pending_info_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+    except redis.RedisError:
+        logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
+        return {}
+
+
+def _output(jobs: list[Job], pending: dict[int, PendingInfo] | None = None) -> list[dict[str, Any]]:
+    pending = _pending_info(jobs) if pending is None else pending
     return JobOutput(jobs, many=True, context={"pending": pending}).data
 
 
-class JobSubmitApi(APIView):
+class JobApiView(APIView):
+    """Job API views: JSON bodies with a nesting limit, and 503 while a dependency is down."""
+
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, DEPENDENCY_ERRORS):
+            logger.warning("%s %s: a dependency is unreachable", self.request.method, self.request.path, exc_info=exc)
+            return Response(
+                {"detail": f"Briefly unavailable: retry in {RETRY_AFTER_S} s, with the same {IDEMPOTENCY_HEADER}."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        return super().handle_exception(exc)
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER, "")
+    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH or not all(" " <= char <= "~" for char in key):
+        raise ValidationError(
+            {
+                "idempotency_key": [
+                    f"{IDEMPOTENCY_HEADER} must be at most {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters."
+                ]
+            }
+        )
+    return key.strip()
+
+
+class JobSubmitApi(JobApiView):
     class Input(serializers.Serializer):
         team = serializers.SlugField()
         name = serializers.CharField(max_length=200)
         kind = serializers.ChoiceField(choices=JobKind.choices, default=JobKind.TRAINING)
         priority_class = serializers.IntegerField()
         accelerator_type = serializers.IntegerField()
-        gpus = serializers.IntegerField(min_value=1)
-        duration_s = serializers.FloatField(min_value=1)
-        time_limit_s = serializers.FloatField(min_value=1, required=False, allow_null=True)
-        min_gpus = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-        max_gpus = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-        checkpoint_interval_s = serializers.FloatField(min_value=1, required=False, allow_null=True)
-        checkpoint_gb = serializers.FloatField(min_value=0, default=0.0)
+        gpus = serializers.IntegerField(min_value=1, max_value=MAX_GANG_GPUS)
+        duration_s = serializers.FloatField(min_value=1, max_value=MAX_DURATION_S)
+        time_limit_s = serializers.FloatField(min_value=1, max_value=MAX_TIME_LIMIT_S, required=False, allow_null=True)
+        min_gpus = serializers.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, allow_null=True)
+        max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, allow_null=True)
+        checkpoint_interval_s = serializers.FloatField(
+            min_value=MIN_CHECKPOINT_INTERVAL_S, max_value=MAX_CHECKPOINT_INTERVAL_S, required=False, allow_null=True
+        )
+        checkpoint_gb = serializers.FloatField(min_value=0, max_value=MAX_CHECKPOINT_GB, default=0.0)
         required_level = serializers.ChoiceField(choices=Level.choices, required=False, default="")
         preferred_level = serializers.ChoiceField(choices=Level.choices, required=False, default="")
 
     def post(self, request: Request) -> Response:
+        key = _idempotency_key(request)
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -84,25 +150,39 @@ class JobSubmitApi(APIView):
         values["priority_class_id"] = values.pop("priority_class")
         values["accelerator_type_id"] = values.pop("accelerator_type")
         try:
-            job = job_submit(team=team, spec=JobSpec(**values), user=request.user)
+            submission = job_submit_idempotent(
+                team=team, spec=JobSpec(**values), user=request.user, idempotency_key=key
+            )
         except DjangoValidationError as error:
             raise ValidationError(error.message_dict) from error
-        return Response(_output([job])[0], status=status.HTTP_201_CREATED)
+        except IdempotencyKeyReused as error:
+            return Response(
+                {"idempotency_key": [f"{error} Use a new key for a new job."]},
+                status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+            )
+        if submission.created:
+            # A job made just now has had no cycle yet: its reason is known without asking Redis.
+            body = _output([submission.job], pending={submission.job.pk: PendingInfo(NEW_JOB_REASON, None)})[0]
+            return Response(body, status=status.HTTP_201_CREATED)
+        # A retry: the job the first attempt made, as it is now, with the first answer's status.
+        return Response(
+            _output([submission.job])[0], status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"}
+        )
 
 
-class JobListApi(APIView):
+class JobListApi(JobApiView):
     def get(self, request: Request) -> Response:
         states = tuple(s for s in request.query_params.getlist("state") if s in Job.State.values) or None
         jobs = list(jobs_for_user(user=request.user, states=states).order_by("-id")[:LIST_LIMIT])
         return Response(_output(jobs))
 
 
-class JobDetailApi(APIView):
+class JobDetailApi(JobApiView):
     def get(self, request: Request, job_id: int) -> Response:
         return Response(_output([job_for_user(user=request.user, job_id=job_id)])[0])
 
 
-class JobCancelApi(APIView):
+class JobCancelApi(JobApiView):
     def post(self, request: Request, job_id: int) -> Response:
         job = job_for_user(user=request.user, job_id=job_id)
         if not job_cancel(job=job, user=request.user):

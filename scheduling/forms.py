@@ -1,4 +1,7 @@
-"""The job submission form: hours and minutes for people, seconds for the service."""
+"""The job submission form: hours and minutes for people, seconds for the service.
+
+Each number is bounded here in the form's units (so the message speaks hours or minutes), and the
+service checks the same bounds again in seconds, after the conversion."""
 
 from __future__ import annotations
 
@@ -7,6 +10,13 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from scheduling.limits import (
+    MAX_CHECKPOINT_GB,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MAX_DURATION_S,
+    MAX_GANG_GPUS,
+    MAX_TIME_LIMIT_S,
+)
 from scheduling.models import AcceleratorType, JobKind, Level
 from scheduling.services.jobs import JobSpec
 from tenants.models import PriorityClass, Team
@@ -28,13 +38,19 @@ class JobSubmitForm(forms.Form):
     kind = forms.ChoiceField(choices=JobKind.choices, initial=JobKind.TRAINING)
     priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.order_by("-value"), empty_label=None)
     accelerator_type = forms.ModelChoiceField(queryset=AcceleratorType.objects.order_by("name"), empty_label=None)
-    gpus = forms.IntegerField(min_value=1, label="GPUs (gang size)")
-    min_gpus = forms.IntegerField(min_value=1, required=False, label="Elastic: minimum GPUs")
-    max_gpus = forms.IntegerField(min_value=1, required=False, label="Elastic: maximum GPUs")
-    duration_h = forms.FloatField(min_value=0.01, label="Work at full size (hours)")
-    time_limit_h = forms.FloatField(min_value=0.01, required=False, label="Time limit (hours)")
-    checkpoint_interval_min = forms.FloatField(min_value=1, required=False, label="Checkpoint every (minutes)")
-    checkpoint_gb = forms.FloatField(min_value=0, required=False, initial=0, label="Checkpoint size (GB)")
+    gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, label="GPUs (gang size)")
+    min_gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, label="Elastic: minimum GPUs")
+    max_gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, label="Elastic: maximum GPUs")
+    duration_h = forms.FloatField(min_value=0.01, max_value=MAX_DURATION_S / 3600, label="Work at full size (hours)")
+    time_limit_h = forms.FloatField(
+        min_value=0.01, max_value=MAX_TIME_LIMIT_S / 3600, required=False, label="Time limit (hours)"
+    )
+    checkpoint_interval_min = forms.FloatField(
+        min_value=1, max_value=MAX_CHECKPOINT_INTERVAL_S / 60, required=False, label="Checkpoint every (minutes)"
+    )
+    checkpoint_gb = forms.FloatField(
+        min_value=0, max_value=MAX_CHECKPOINT_GB, required=False, initial=0, label="Checkpoint size (GB)"
+    )
     required_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Must fit within")
     preferred_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Prefer within")
 

@@ -3,7 +3,62 @@ fleet clock, serving deployments, and the usage ledger."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.deconstruct import deconstructible
+
+from scheduling.limits import (
+    MAX_CHECKPOINT_GB,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MAX_DEMAND_PERIOD_H,
+    MAX_DURATION_S,
+    MAX_GANG_GPUS,
+    MAX_TIME_LIMIT_S,
+    MIN_CHECKPOINT_INTERVAL_S,
+    range_problem,
+)
+
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
+
+@deconstructible
+class Bounded:
+    """A field validator for the bounds in ``scheduling.limits``: refuses NaN and infinities
+    (which plain min/max validators let through) and anything outside the range."""
+
+    def __init__(self, *, maximum: float, minimum: float | None = None, positive: bool = False, unit: str = "") -> None:
+        self.maximum, self.minimum, self.positive, self.unit = maximum, minimum, positive, unit
+
+    def __call__(self, value: float | None) -> None:
+        if value is None:
+            return
+        problem = range_problem(
+            value, maximum=self.maximum, minimum=self.minimum, positive=self.positive, unit=self.unit
+        )
+        if problem:
+            raise ValidationError(f"Must {problem.removeprefix('must ')}.", code="out_of_range")
+
+    def _key(self) -> tuple[float, float | None, bool, str]:
+        return (self.maximum, self.minimum, self.positive, self.unit)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bounded) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+GANG_GPUS = Bounded(minimum=1, maximum=MAX_GANG_GPUS, unit="GPUs")
+
+
+def _within(
+    field: str, *, maximum: float, minimum: float = 0, nullable: bool = False, strict: bool = False
+) -> models.Q:
+    """``minimum <= field <= maximum`` (``minimum < field`` with ``strict``), as a check constraint.
+    It refuses infinities and, on PostgreSQL, NaN too, which sorts above every number there."""
+    low = {f"{field}__gt" if strict else f"{field}__gte": minimum}
+    within = models.Q(**low) & models.Q(**{f"{field}__lte": maximum})
+    return models.Q(**{f"{field}__isnull": True}) | within if nullable else within
 
 
 class AcceleratorType(models.Model):
@@ -115,8 +170,10 @@ class ServingDeployment(models.Model):
     gpus_per_replica = models.PositiveSmallIntegerField(default=8)
     min_replicas = models.PositiveSmallIntegerField(default=1)
     max_replicas = models.PositiveSmallIntegerField(default=4)
-    peak_hour = models.FloatField(default=14.0)
-    period_h = models.FloatField(default=24.0)
+    peak_hour = models.FloatField(default=14.0, validators=[Bounded(minimum=0, maximum=MAX_DEMAND_PERIOD_H, unit="h")])
+    period_h = models.FloatField(
+        default=24.0, validators=[Bounded(positive=True, maximum=MAX_DEMAND_PERIOD_H, unit="h")]
+    )
     active = models.BooleanField(default=True)
 
     class Meta:
@@ -125,6 +182,13 @@ class ServingDeployment(models.Model):
             models.CheckConstraint(
                 condition=models.Q(min_replicas__lte=models.F("max_replicas")),
                 name="deployment_min_replicas_within_max",
+            ),
+            models.CheckConstraint(
+                condition=_within("peak_hour", maximum=MAX_DEMAND_PERIOD_H), name="deployment_peak_hour_bounded"
+            ),
+            models.CheckConstraint(
+                condition=_within("period_h", maximum=MAX_DEMAND_PERIOD_H, strict=True),
+                name="deployment_period_bounded",
             ),
         ]
 
@@ -151,13 +215,24 @@ class Job(models.Model):
     kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.TRAINING)
     priority_class = models.ForeignKey("tenants.PriorityClass", on_delete=models.PROTECT)
     accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT)
-    gpus = models.PositiveIntegerField()
-    min_gpus = models.PositiveIntegerField(null=True, blank=True)
-    max_gpus = models.PositiveIntegerField(null=True, blank=True)
-    duration_s = models.FloatField(help_text="Work at full size, in fleet seconds.")
-    time_limit_s = models.FloatField(null=True, blank=True)
-    checkpoint_interval_s = models.FloatField(null=True, blank=True)
-    checkpoint_gb = models.FloatField(default=0.0)
+    gpus = models.PositiveIntegerField(validators=[GANG_GPUS])
+    min_gpus = models.PositiveIntegerField(null=True, blank=True, validators=[GANG_GPUS])
+    max_gpus = models.PositiveIntegerField(null=True, blank=True, validators=[GANG_GPUS])
+    duration_s = models.FloatField(
+        help_text="Work at full size, in fleet seconds.",
+        validators=[Bounded(positive=True, maximum=MAX_DURATION_S, unit="s")],
+    )
+    time_limit_s = models.FloatField(
+        null=True, blank=True, validators=[Bounded(positive=True, maximum=MAX_TIME_LIMIT_S, unit="s")]
+    )
+    checkpoint_interval_s = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[Bounded(minimum=MIN_CHECKPOINT_INTERVAL_S, maximum=MAX_CHECKPOINT_INTERVAL_S, unit="s")],
+    )
+    checkpoint_gb = models.FloatField(
+        default=0.0, validators=[Bounded(minimum=0, maximum=MAX_CHECKPOINT_GB, unit="GB")]
+    )
     required_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
     preferred_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
 
@@ -178,6 +253,11 @@ class Job(models.Model):
     grace_until_s = models.FloatField(null=True, blank=True)
     restarts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A client's ``Idempotency-Key`` for the submission that made this job, and a digest of
+    # that submission: a retry with the same key gets this job back instead of a second one.
+    # Empty when the client sent no key: only non-empty keys are unique per submitter.
+    idempotency_key = models.CharField(max_length=IDEMPOTENCY_KEY_MAX_LENGTH, blank=True, default="", editable=False)
+    idempotency_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-id"]
@@ -190,6 +270,42 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=models.Q(min_gpus__isnull=True) | models.Q(min_gpus__lte=models.F("gpus")),
                 name="job_min_gpus_within_gpus",
+            ),
+            # The bounds of scheduling.limits, kept by the database too.
+            models.CheckConstraint(
+                condition=_within("gpus", minimum=1, maximum=MAX_GANG_GPUS), name="job_gpus_bounded"
+            ),
+            models.CheckConstraint(
+                condition=_within("min_gpus", minimum=1, maximum=MAX_GANG_GPUS, nullable=True),
+                name="job_min_gpus_bounded",
+            ),
+            models.CheckConstraint(
+                condition=_within("max_gpus", minimum=1, maximum=MAX_GANG_GPUS, nullable=True),
+                name="job_max_gpus_bounded",
+            ),
+            models.CheckConstraint(
+                condition=_within("duration_s", maximum=MAX_DURATION_S, strict=True), name="job_duration_bounded"
+            ),
+            models.CheckConstraint(
+                condition=_within("time_limit_s", maximum=MAX_TIME_LIMIT_S, strict=True, nullable=True),
+                name="job_time_limit_bounded",
+            ),
+            models.CheckConstraint(
+                condition=_within(
+                    "checkpoint_interval_s",
+                    minimum=MIN_CHECKPOINT_INTERVAL_S,
+                    maximum=MAX_CHECKPOINT_INTERVAL_S,
+                    nullable=True,
+                ),
+                name="job_checkpoint_interval_bounded",
+            ),
+            models.CheckConstraint(
+                condition=_within("checkpoint_gb", maximum=MAX_CHECKPOINT_GB), name="job_checkpoint_gb_bounded"
+            ),
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="job_idempotency_key_unique_per_submitter",
             ),
         ]
 

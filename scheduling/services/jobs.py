@@ -1,15 +1,28 @@
-"""Jobs from the outside: submit (validated against the fleet and the team's limits) and cancel."""
+"""Jobs from the outside: submit (validated against the bounds in ``scheduling.limits``, the
+fleet and the team's limits; once per idempotency key) and cancel."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Case, F, IntegerField, Sum, Value, When
 
+from scheduling.limits import (
+    MAX_CHECKPOINT_GB,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MAX_DURATION_S,
+    MAX_GANG_GPUS,
+    MAX_TIME_LIMIT_S,
+    MIN_CHECKPOINT_INTERVAL_S,
+    range_problem,
+)
 from scheduling.models import AcceleratorType, Allocation, FleetClock, Job, Level, Node, SchedulerEvent
 from tenants.models import PriorityClass, Quota, Team
 
@@ -45,8 +58,54 @@ def nodes_shift(deltas: dict[int, int]) -> None:
     Node.objects.filter(pk__in=list(deltas)).update(allocated_gpus=F("allocated_gpus") + shift)
 
 
-def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What a submission with an idempotency key did: made ``job``, or found it made earlier."""
+
+    job: Job
+    created: bool
+
+
+class IdempotencyKeyReused(Exception):
+    """The key was used before by the same submitter for a different submission."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        super().__init__(f"This Idempotency-Key was used for a different submission (job {job.pk}).")
+
+
+def _bound_errors(spec: JobSpec) -> dict[str, str]:
+    """Every number within ``scheduling.limits``, checked in seconds (after any unit conversion)."""
+    gang = {"minimum": 1, "maximum": MAX_GANG_GPUS}
+    checks: tuple[tuple[str, str, float | None, dict[str, Any]], ...] = (
+        ("gpus", "GPUs", spec.gpus, gang),
+        ("min_gpus", "Minimum GPUs", spec.min_gpus, gang),
+        ("max_gpus", "Maximum GPUs", spec.max_gpus, gang),
+        ("duration", "Duration", spec.duration_s, {"positive": True, "maximum": MAX_DURATION_S, "unit": "s"}),
+        ("time_limit", "Time limit", spec.time_limit_s, {"positive": True, "maximum": MAX_TIME_LIMIT_S, "unit": "s"}),
+        (
+            "checkpoint_interval",
+            "Checkpoint interval",
+            spec.checkpoint_interval_s,
+            {"minimum": MIN_CHECKPOINT_INTERVAL_S, "maximum": MAX_CHECKPOINT_INTERVAL_S, "unit": "s"},
+        ),
+        (
+            "checkpoint_gb",
+            "Checkpoint size",
+            spec.checkpoint_gb,
+            {"minimum": 0, "maximum": MAX_CHECKPOINT_GB, "unit": "GB"},
+        ),
+    )
     errors: dict[str, str] = {}
+    for key, label, value, bounds in checks:
+        problem = None if value is None else range_problem(value, **bounds)
+        if problem:
+            errors[key] = f"{label} {problem}."
+    return errors
+
+
+def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
+    errors = _bound_errors(spec)
     accelerator = AcceleratorType.objects.filter(pk=spec.accelerator_type_id).first()
     priority = PriorityClass.objects.filter(pk=spec.priority_class_id).first()
     if accelerator is None:
@@ -57,24 +116,14 @@ def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
         errors["priority_class"] = f"Priority class {priority.name} is for {priority.kind} jobs, not {spec.kind}."
     if not spec.name.strip():
         errors["name"] = "Give the job a name."
-    if spec.gpus < 1:
-        errors["gpus"] = "A job needs at least one GPU."
-    if spec.duration_s <= 0:
-        errors["duration"] = "Duration must be positive."
-    if spec.time_limit_s is not None and spec.time_limit_s <= 0:
-        errors["time_limit"] = "Time limit must be positive."
-    if spec.checkpoint_interval_s is not None and spec.checkpoint_interval_s <= 0:
-        errors["checkpoint_interval"] = "Checkpoint interval must be positive."
-    if spec.checkpoint_gb < 0:
-        errors["checkpoint_gb"] = "Checkpoint size cannot be negative."
-    if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
+    if spec.min_gpus is not None and "min_gpus" not in errors and not 1 <= spec.min_gpus <= spec.gpus:
         errors["min_gpus"] = "Minimum GPUs must be between 1 and the gang size."
-    if spec.max_gpus is not None and spec.max_gpus < spec.gpus:
+    if spec.max_gpus is not None and "max_gpus" not in errors and spec.max_gpus < spec.gpus:
         errors["max_gpus"] = "Maximum GPUs cannot be below the gang size."
     for name in ("required_level", "preferred_level"):
         if getattr(spec, name) not in ("", *Level.values):
             errors[name] = f"Level must be one of {', '.join(Level.values)}."
-    if accelerator is not None and spec.gpus >= 1:
+    if accelerator is not None and "gpus" not in errors:
         errors.update(_capacity_errors(spec, team, accelerator))
     return errors
 
@@ -96,8 +145,12 @@ def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType) ->
 
 
 @transaction.atomic
-def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> Job:
-    """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field."""
+def job_submit(
+    *, team: Team, spec: JobSpec, user: AbstractBaseUser | None, idempotency_key: str = "", idempotency_digest: str = ""
+) -> Job:
+    """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field.
+
+    Nothing is written unless every check passes; the job and its event commit together."""
     errors = _spec_errors(spec, team)
     if errors:
         raise ValidationError(errors)
@@ -119,6 +172,8 @@ def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> J
         required_level=spec.required_level,
         preferred_level=spec.preferred_level,
         submit_s=now,
+        idempotency_key=idempotency_key,
+        idempotency_digest=idempotency_digest,
     )
     SchedulerEvent.objects.create(
         job=job,
@@ -128,6 +183,48 @@ def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> J
         message=f"Submitted: {job.gpus} {job.accelerator_type.name} GPUs",
     )
     return job
+
+
+def submission_digest(*, team: Team, spec: JobSpec) -> str:
+    """A digest of what was asked for: the same submission sent again has the same digest."""
+    canonical = {**asdict(spec), "name": spec.name.strip(), "team": team.pk}
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+
+
+def _earlier_submission(*, user: AbstractBaseUser, idempotency_key: str, digest: str) -> Submission | None:
+    job = Job.objects.filter(submitted_by_id=user.pk, idempotency_key=idempotency_key).first()
+    if job is None:
+        return None
+    if job.idempotency_digest != digest:
+        raise IdempotencyKeyReused(job)
+    return Submission(job=job, created=False)
+
+
+def job_submit_idempotent(*, team: Team, spec: JobSpec, user: AbstractBaseUser, idempotency_key: str) -> Submission:
+    """Submit once per ``idempotency_key`` and submitter, as payment APIs do: a retry of the same
+    submission (after a timeout or an error response) gets the job the first attempt made. An
+    empty key submits without that promise.
+
+    Raises IdempotencyKeyReused when the key was used for a different submission, and
+    ValidationError as ``job_submit`` does. Two attempts racing with one key make one job: the
+    database's unique constraint refuses the second insert, which then finds the first."""
+    if not idempotency_key:
+        return Submission(job=job_submit(team=team, spec=spec, user=user), created=True)
+    digest = submission_digest(team=team, spec=spec)
+    earlier = _earlier_submission(user=user, idempotency_key=idempotency_key, digest=digest)
+    if earlier is not None:
+        return earlier
+    try:
+        with transaction.atomic():
+            job = job_submit(
+                team=team, spec=spec, user=user, idempotency_key=idempotency_key, idempotency_digest=digest
+            )
+    except IntegrityError:
+        earlier = _earlier_submission(user=user, idempotency_key=idempotency_key, digest=digest)
+        if earlier is None:
+            raise
+        return earlier
+    return Submission(job=job, created=True)
 
 
 def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[int]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from scheduling.engine.demand import DiurnalDemand
+from scheduling.limits import MAX_DURATION_S
 from scheduling.models import Job, JobKind, SchedulerEvent, ServingDeployment
 from scheduling.services.jobs import jobs_release
 
-# Serving replicas run until scaled down; their "duration" is simply longer than any horizon.
-SERVING_DURATION_S = 10 * 365 * 86400.0
+# Serving replicas run until scaled down; their "duration" is the longest a job may carry (a year
+# of fleet time), far beyond a demand period, so scaling down ends them first.
+SERVING_DURATION_S = MAX_DURATION_S
 
 
 def deployments_reconcile(*, sim_now_s: float) -> int:

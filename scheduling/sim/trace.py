@@ -3,6 +3,8 @@
 Every importer reports what is wrong with a file as a `TraceError` naming the file, the line
 (1-based, the header is line 1), the column and the problem, so a user can fix the file without
 reading this code. By default the first error stops the import; `max_errors` collects more.
+Every number is checked against the bounds in `scheduling.limits` (finite, a duration of at
+most a year, a gang of at most 65,536 GPUs, ...), so a replay always ends.
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from scheduling.limits import (
+    MAX_CHECKPOINT_GB,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MAX_DURATION_S,
+    MAX_GANG_GPUS,
+    MAX_PRIORITY,
+    MAX_TIME_LIMIT_S,
+    MAX_TRACE_SUBMIT_S,
+    quantity,
+)
 
 FORMATS: tuple[str, ...] = ("canonical", "itp", "helios")
 CANONICAL_REQUIRED: tuple[str, ...] = ("job_id", "submit_time", "duration", "gpus", "team")
@@ -98,7 +111,9 @@ class _Row:
             return None
         return value
 
-    def number(self, column: str, *, required: bool = True, minimum: float | None = None) -> float | None:
+    def number(
+        self, column: str, *, required: bool = True, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None:
         raw = self.text(column, required=required)
         if raw is None:
             return None
@@ -110,10 +125,14 @@ class _Row:
             raise self.error(column, f"{raw!r} is not a finite number")
         if minimum is not None and value < minimum:
             raise self.error(column, f"{raw} is below the minimum {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise self.error(column, f"{raw} is above the maximum {quantity(maximum)}")
         return value
 
-    def integer(self, column: str, *, required: bool = True, minimum: int | None = None) -> int | None:
-        value = self.number(column, required=required)
+    def integer(
+        self, column: str, *, required: bool = True, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
+        value = self.number(column, required=required, maximum=maximum)
         if value is None:
             return None
         if value != int(value):
@@ -174,36 +193,36 @@ def _parse_all(
 
 
 def _parse_canonical(row: _Row, path: Path) -> TraceJob:
-    gpus = row.integer("gpus", minimum=1)
+    gpus = row.integer("gpus", minimum=1, maximum=MAX_GANG_GPUS)
     kind = row.text("kind", required=False) or "training"
     if kind not in KINDS:
         raise row.error("kind", f"{kind!r} is not one of {', '.join(KINDS)}")
-    min_gpus = row.integer("min_gpus", required=False, minimum=1)
-    max_gpus = row.integer("max_gpus", required=False, minimum=1)
+    min_gpus = row.integer("min_gpus", required=False, minimum=1, maximum=MAX_GANG_GPUS)
+    max_gpus = row.integer("max_gpus", required=False, minimum=1, maximum=MAX_GANG_GPUS)
     assert gpus is not None
     if min_gpus is not None and min_gpus > gpus:
         raise row.error("min_gpus", f"{min_gpus} is larger than gpus ({gpus})")
     if max_gpus is not None and max_gpus < gpus:
         raise row.error("max_gpus", f"{max_gpus} is smaller than gpus ({gpus})")
-    time_limit = row.number("time_limit", required=False)
+    time_limit = row.number("time_limit", required=False, maximum=MAX_TIME_LIMIT_S)
     if time_limit is not None and time_limit <= 0:
         raise row.error("time_limit", f"{time_limit:g} must be positive")
-    interval = row.number("checkpoint_interval", required=False)
+    interval = row.number("checkpoint_interval", required=False, maximum=MAX_CHECKPOINT_INTERVAL_S)
     if interval is not None and interval <= 0:
         raise row.error("checkpoint_interval", f"{interval:g} must be positive")
     return TraceJob(
         job_id=row.text("job_id") or "",
-        submit_s=row.number("submit_time", minimum=0.0) or 0.0,
-        duration_s=row.number("duration", minimum=0.0) or 0.0,
+        submit_s=row.number("submit_time", minimum=0.0, maximum=MAX_TRACE_SUBMIT_S) or 0.0,
+        duration_s=row.number("duration", minimum=0.0, maximum=MAX_DURATION_S) or 0.0,
         gpus=gpus,
         team=row.text("team") or "",
         kind=kind,
-        priority=row.integer("priority", required=False) or 0,
+        priority=row.integer("priority", required=False, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY) or 0,
         time_limit_s=time_limit,
         min_gpus=min_gpus,
         max_gpus=max_gpus,
         checkpoint_interval_s=interval,
-        checkpoint_gb=row.number("checkpoint_gb", required=False, minimum=0.0) or 0.0,
+        checkpoint_gb=row.number("checkpoint_gb", required=False, minimum=0.0, maximum=MAX_CHECKPOINT_GB) or 0.0,
         accelerator=row.text("accelerator", required=False),
     )
 
@@ -212,9 +231,9 @@ def _parse_itp(row: _Row, path: Path) -> TraceJob:
     team = path.stem
     return TraceJob(
         job_id=f"{team}:{row.text('job_id')}",
-        submit_s=row.number("submission_time", minimum=0.0) or 0.0,
-        duration_s=row.number("duration", minimum=0.0) or 0.0,
-        gpus=row.integer("num_gpu", minimum=1) or 0,
+        submit_s=row.number("submission_time", minimum=0.0, maximum=MAX_TRACE_SUBMIT_S) or 0.0,
+        duration_s=row.number("duration", minimum=0.0, maximum=MAX_DURATION_S) or 0.0,
+        gpus=row.integer("num_gpu", minimum=1, maximum=MAX_GANG_GPUS) or 0,
         team=team,
     )
 
@@ -231,9 +250,10 @@ def load_itp(paths: Sequence[str | Path], *, max_errors: int = 1) -> list[TraceJ
 def load_helios(paths: Sequence[str | Path], *, max_errors: int = 1) -> list[TraceJob]:
     """Helios `cluster_log.csv`: team = vc, CPU-only jobs skipped, times relative to the first submission."""
     stamps: dict[str, float | datetime] = {}
+    places: dict[str, tuple[str, int]] = {}
 
     def parse(row: _Row, path: Path) -> TraceJob | None:
-        gpus = row.integer("gpu_num", minimum=0)
+        gpus = row.integer("gpu_num", minimum=0, maximum=MAX_GANG_GPUS)
         if not gpus:
             return None
         raw = row.text("submit_time") or ""
@@ -245,8 +265,11 @@ def load_helios(paths: Sequence[str | Path], *, max_errors: int = 1) -> list[Tra
                 submitted = datetime.fromisoformat(raw)
             except ValueError:
                 raise row.error("submit_time", f"{raw!r} is neither seconds nor a date-time") from None
+        if isinstance(submitted, float) and not math.isfinite(submitted):
+            raise row.error("submit_time", f"{raw!r} is not a finite number")
         job_id = f"{row.text('job_id')}"
         stamps[job_id] = submitted
+        places[job_id] = (row.file, row.line)
         return TraceJob(
             job_id=job_id,
             submit_s=0.0,
@@ -264,23 +287,39 @@ def load_helios(paths: Sequence[str | Path], *, max_errors: int = 1) -> list[Tra
         offsets = {job_id: _seconds_between(origin, stamp) for job_id, stamp in stamps.items()}
     except TypeError:
         raise TraceError(str(paths[0]), None, "submit_time", "mixes time zones") from None
+    _check_spans(offsets, places, max_errors)
     return sorted(
         (_with_submit(job, offsets[job.job_id]) for job in jobs),
         key=lambda job: job.submit_s,
     )
 
 
+def _check_spans(offsets: dict[str, float], places: dict[str, tuple[str, int]], max_errors: int) -> None:
+    """Submissions within the longest trace span: seconds from the first submission are known
+    only once every row is read, so this check runs after the others."""
+    collector = _Collector(max_errors)
+    for job_id, offset in offsets.items():
+        if offset > MAX_TRACE_SUBMIT_S:
+            file, line = places[job_id]
+            message = f"is {quantity(round(offset))} s after the first submission, above the maximum"
+            collector.add(TraceError(file, line, "submit_time", f"{message} {quantity(MAX_TRACE_SUBMIT_S)}"))
+    collector.raise_if_any()
+
+
 def _helios_duration(row: _Row) -> float:
-    duration = row.number("duration", required=False, minimum=0.0)
+    duration = row.number("duration", required=False, minimum=0.0, maximum=MAX_DURATION_S)
     if duration is not None:
         return duration
     start, end = row.text("start_time", required=False), row.text("end_time", required=False)
     if start is None or end is None:
         raise row.error("duration", "is empty and start_time/end_time do not give it")
     try:
-        return max(0.0, _seconds_between(_stamp(start), _stamp(end)))
+        duration = max(0.0, _seconds_between(_stamp(start), _stamp(end)))
     except (ValueError, TypeError):
         raise row.error("duration", "is empty and start_time/end_time are not valid times") from None
+    if not duration <= MAX_DURATION_S:
+        raise row.error("duration", f"from start_time/end_time is above the maximum {quantity(MAX_DURATION_S)}")
+    return duration
 
 
 def _stamp(raw: str) -> float | datetime:

@@ -82,3 +82,22 @@ def test_a_member_cancels_through_the_api_and_a_second_cancel_is_refused(fleet: 
 
     assert member_api.post(f"/api/jobs/{job.pk}/cancel/").json()["state"] == "cancelled"
     assert member_api.post(f"/api/jobs/{job.pk}/cancel/").status_code == 400
+
+
+@pytest.mark.parametrize("depth", [5_000, 100])
+def test_a_deeply_nested_json_body_is_refused_with_a_400_not_a_500(
+    fleet: Fleet, member_api: APIClient, depth: int
+) -> None:
+    body = '{"team": ' + "[" * depth + "]" * depth + "}"
+
+    response = member_api.post("/api/jobs/submit/", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert "nested more than 32 levels deep" in response.json()["detail"]
+    assert not Job.objects.exists()
+
+
+def test_a_json_body_nested_within_the_limit_is_read_as_usual(fleet: Fleet, member_api: APIClient) -> None:
+    response = member_api.post("/api/jobs/submit/", {**_payload(fleet), "labels": {"a": [[1]]}}, format="json")
+
+    assert response.status_code == 201

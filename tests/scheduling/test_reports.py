@@ -74,3 +74,26 @@ def test_a_bad_period_is_refused_with_a_message(used: Fleet, period: dict[str, s
 
 def test_team_members_cannot_open_reports(used: Fleet) -> None:
     assert _client_in(None, used).get("/reports/usage/", PERIOD).status_code == 404
+
+
+@pytest.mark.parametrize("export", [None, "csv", "xlsx"])
+@pytest.mark.parametrize(
+    "period", [{"start": "9999-12-30", "end": "9999-12-31"}, {"start": "0001-01-01", "end": "0001-01-02"}]
+)
+def test_a_period_at_the_ends_of_the_calendar_is_refused_with_a_message_not_a_500(
+    used: Fleet, period: dict[str, str], export: str | None
+) -> None:
+    query = period if export is None else {**period, "format": export}
+
+    response = _client_in(FINANCE, used).get("/reports/usage/", query)
+
+    assert response.status_code == 400
+    assert "Reports cover days from 1970-01-01 to 9998-12-31." in response.content.decode()
+
+
+def test_the_last_day_reports_can_cover_is_accepted(used: Fleet) -> None:
+    period = {"start": "9998-12-01", "end": "9998-12-31"}
+
+    for export in ("csv", "xlsx"):
+        assert _client_in(FINANCE, used).get("/reports/usage/", {**period, "format": export}).status_code == 200
+    assert _client_in(FINANCE, used).get("/reports/usage/", period).status_code == 200

@@ -57,6 +57,80 @@ def test_malformed_canonical_traces_name_file_line_column_and_problem(tmp_path, 
     assert error.message.startswith(message.format(f=path))
 
 
+@pytest.mark.parametrize(
+    ("body", "column", "message"),
+    [
+        (f"{CANONICAL_HEADER}\na,0,1e308,1,x\n", "duration", "1e308 is above the maximum 31,536,000"),
+        (f"{CANONICAL_HEADER}\na,0,1e400,1,x\n", "duration", "'1e400' is not a finite number"),
+        (f"{CANONICAL_HEADER}\na,0,nan,1,x\n", "duration", "'nan' is not a finite number"),
+        (f"{CANONICAL_HEADER}\na,1e308,10,1,x\n", "submit_time", "1e308 is above the maximum 315,360,000"),
+        (
+            f"{CANONICAL_HEADER}\na,0,10,100000000000000000000,x\n",
+            "gpus",
+            "100000000000000000000 is above the maximum 65,536",
+        ),
+        (
+            f"{CANONICAL_HEADER},max_gpus\na,0,10,8,x,1000000000000\n",
+            "max_gpus",
+            "1000000000000 is above the maximum 65,536",
+        ),
+        (f"{CANONICAL_HEADER},time_limit\na,0,10,8,x,1e308\n", "time_limit", "1e308 is above the maximum 31,536,000"),
+        (f"{CANONICAL_HEADER},checkpoint_interval\na,0,10,8,x,inf\n", "checkpoint_interval", "'inf' is not a finite"),
+        (
+            f"{CANONICAL_HEADER},checkpoint_gb\na,0,10,8,x,1e308\n",
+            "checkpoint_gb",
+            "1e308 is above the maximum 1,000,000",
+        ),
+        (
+            f"{CANONICAL_HEADER},priority\na,0,10,8,x,10000000000\n",
+            "priority",
+            "10000000000 is above the maximum 1,000,000",
+        ),
+    ],
+)
+def test_huge_and_non_finite_numbers_in_a_trace_are_refused_naming_the_row_and_field(
+    tmp_path, body, column, message
+) -> None:
+    path = write(tmp_path, "huge.csv", body)
+    with pytest.raises(TraceError) as caught:
+        load_canonical([path])
+    assert (caught.value.line, caught.value.column) == (2, column)
+    assert caught.value.message.startswith(message)
+
+
+def test_huge_numbers_in_itp_and_helios_traces_are_refused_too(tmp_path: Path) -> None:
+    itp = write(tmp_path, "c.csv", "job_id,submission_time,duration,num_gpu\nu1,5,600,1\nu2,6,1e308,1\n")
+    with pytest.raises(TraceError) as caught:
+        load_itp([itp])
+    assert (caught.value.line, caught.value.column) == (3, "duration")
+
+    helios = write(
+        tmp_path,
+        "cluster_log.csv",
+        HELIOS_HEADER
+        + "j1,u,vc,1,4,1,COMPLETED,2020-04-01 00:00:00,,,30,0\n"
+        + "j2,u,vc,1,4,1,COMPLETED,2020-04-01 00:00:10,2020-04-01 00:00:10,3020-04-01 00:00:10,,0\n",
+    )
+    with pytest.raises(TraceError) as caught:
+        load_helios([helios])
+    assert (caught.value.line, caught.value.column) == (3, "duration")
+    assert "above the maximum 31,536,000" in caught.value.message
+
+
+def test_a_helios_submission_centuries_after_the_first_is_refused_naming_its_row(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "cluster_log.csv",
+        HELIOS_HEADER
+        + "j1,u,vc,1,4,1,COMPLETED,2020-04-01 00:00:00,,,30,0\n"
+        + "j2,u,vc,1,4,1,COMPLETED,9999-04-01 00:00:00,,,30,0\n",
+    )
+    with pytest.raises(TraceError) as caught:
+        load_helios([path])
+    assert (caught.value.file, caught.value.line, caught.value.column) == (str(path), 3, "submit_time")
+    assert "above the maximum 315,360,000" in caught.value.message
+
+
 def test_errors_can_be_collected_up_to_a_limit(tmp_path: Path) -> None:
     path = write(tmp_path, "bad.csv", f"{CANONICAL_HEADER}\na,0,10,0,x\nb,0,x,1,x\nc,0,1,1,x\n")
     with pytest.raises(TraceError) as caught:
