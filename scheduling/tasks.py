@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from scheduling.services.feed import fleet_heartbeat_publish
 from scheduling.services.leader import cycle_run_as_leader
@@ -16,9 +16,9 @@ def fleet_heartbeat() -> dict[str, Any]:
     return fleet_heartbeat_publish()
 
 
-@shared_task(ignore_result=False)
-def fleet_cycle() -> dict[str, Any] | None:
-    result = cycle_run_as_leader()
+@shared_task(bind=True, ignore_result=False)
+def fleet_cycle(self: Task) -> dict[str, Any] | None:
+    result = cycle_run_as_leader(worker=self.request.hostname)
     if result is None:
         return None
     return {"tick": result.tick, "sim_to_s": result.sim_to_s, "changes": len(result.applied.changes)}

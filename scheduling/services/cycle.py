@@ -9,13 +9,21 @@
 6. schedule(snapshot, now) -> Plan; FleetState applies it
 7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint
 8. record the usage ledger; publish to the live feed after commit
+
+The fleet clock follows wall time × speed. ``FleetClock.wall_updated_at`` is the wall time the
+fleet clock has accounted for so far: in steady state the last tick's wall time, and behind it
+while the clock catches up after a stall. Each tick accounts for at most ``MAX_WALL_STEP_S`` of
+wall time, so a stall (a dead leader, a restarted Redis or database) is caught up over the
+following ticks in bounded steps and fleet time loses nothing. Only an outage longer than
+``MAX_WALL_BEHIND_S`` loses fleet time: the excess is dropped and logged at WARNING.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -30,9 +38,45 @@ from scheduling.services.ledger import usage_record
 from scheduling.services.serving import deployments_reconcile
 from scheduling.services.snapshot import snapshot_build
 
-# After an outage the clock catches up at most this much wall time in one tick, so a long
-# pause never turns into one giant jump.
+logger = logging.getLogger("fleetline.cycle")
+
+# One tick accounts for at most this much wall time, so catching up after a stall never turns
+# into one giant jump of the fleet.
 MAX_WALL_STEP_S = 5.0
+# The clock catches up at most this much wall time; beyond it (a long outage) the rest is dropped.
+MAX_WALL_BEHIND_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class WallStep:
+    """How much wall time one tick accounts for, and how much remains owed after it."""
+
+    step_s: float
+    behind_s: float
+    dropped_s: float
+    accounted_to: datetime
+
+
+def wall_step_for(*, accounted_to: datetime | None, wall_now: datetime) -> WallStep:
+    """The clock rule: account for the wall time owed since ``accounted_to`` in steps of at most
+    ``MAX_WALL_STEP_S``, owing at most ``MAX_WALL_BEHIND_S``. Never moves backwards (a worker
+    whose clock runs behind the last leader's adds nothing)."""
+    if accounted_to is None:
+        return WallStep(step_s=0.0, behind_s=0.0, dropped_s=0.0, accounted_to=wall_now)
+    owed_s = (wall_now - accounted_to).total_seconds()
+    if owed_s <= 0.0:
+        return WallStep(step_s=0.0, behind_s=0.0, dropped_s=0.0, accounted_to=accounted_to)
+    dropped_s = max(0.0, owed_s - MAX_WALL_BEHIND_S)
+    step_s = min(MAX_WALL_STEP_S, owed_s - dropped_s)
+    if step_s == owed_s:
+        # Caught up: land on wall_now exactly rather than on a sum of float seconds.
+        return WallStep(step_s=step_s, behind_s=0.0, dropped_s=0.0, accounted_to=wall_now)
+    return WallStep(
+        step_s=step_s,
+        behind_s=owed_s - dropped_s - step_s,
+        dropped_s=dropped_s,
+        accounted_to=accounted_to + timedelta(seconds=dropped_s + step_s),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +86,8 @@ class TickResult:
     sim_to_s: float
     applied: AppliedTick
     timings_ms: dict[str, float]
+    token: int
+    wall_behind_s: float
 
 
 class _Stopwatch:
@@ -64,21 +110,31 @@ def clock_get() -> FleetClock:
 
 def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) -> TickResult | None:
     """Run one cycle as the leader holding fencing ``token``. Returns None when another
-    leader's tick or a newer token got there first: nothing is written then."""
+    leader's tick or a newer token got there first: nothing is written then. A token ticks at
+    most once: the claim needs it strictly newer than the last one that ticked."""
     speed = settings.FLEET_CLOCK_SPEED if speed is None else speed
     clock = clock_get()
-    if clock.leader_token > token:
+    if clock.leader_token >= token:
+        logger.warning(
+            "stale tick refused: token %d is not newer than token %d, which already ticked", token, clock.leader_token
+        )
         return None
-    wall_step = 0.0
-    if clock.wall_updated_at is not None:
-        wall_step = min(MAX_WALL_STEP_S, max(0.0, (wall_now - clock.wall_updated_at).total_seconds()))
-    sim_from, sim_to = clock.sim_now_s, clock.sim_now_s + wall_step * speed
+    wall = wall_step_for(accounted_to=clock.wall_updated_at, wall_now=wall_now)
+    if wall.dropped_s > 0.0:
+        logger.warning(
+            "fleet clock %.0f s of wall time behind after an outage: catching up %.0f s, dropping %.0f s",
+            wall.dropped_s + wall.step_s + wall.behind_s,
+            wall.step_s + wall.behind_s,
+            wall.dropped_s,
+        )
+    sim_from, sim_to = clock.sim_now_s, clock.sim_now_s + wall.step_s * speed
     watch = _Stopwatch()
     with transaction.atomic():
-        claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lte=token).update(
-            sim_now_s=sim_to, wall_updated_at=wall_now, ticks=F("ticks") + 1, leader_token=token
+        claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
+            sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
         )
         if not claimed:
+            logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, clock.ticks + 1)
             return None
         deployments_reconcile(sim_now_s=sim_to)
         failed = failures_tick(
@@ -99,5 +155,11 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, pending=plan.pending))
     watch.lap("commit_publish")
     return TickResult(
-        tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, applied=applied, timings_ms=watch.laps
+        tick=clock.ticks + 1,
+        sim_from_s=sim_from,
+        sim_to_s=sim_to,
+        applied=applied,
+        timings_ms=watch.laps,
+        token=token,
+        wall_behind_s=wall.behind_s,
     )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
+
 import pytest
 from django.db.models import Sum
 
 from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node, SchedulerEvent, UsageSample
+from scheduling.services.cycle import MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, cycle_tick, wall_step_for
 from scheduling.services.pending import pending_info_for
 from scheduling.services.snapshot import snapshot_build
-from tests.scheduling.conftest import Fleet
+from tests.scheduling.conftest import T0, Fleet
 
 
 def _allocated(job: Job) -> dict[str, int]:
@@ -102,13 +106,94 @@ def test_a_stale_fencing_token_writes_nothing(fleet: Fleet) -> None:
     assert job.state == Job.State.RUNNING
     clock = FleetClock.objects.get()
 
-    from datetime import timedelta
-
-    from scheduling.services.cycle import cycle_tick
-    from tests.scheduling.conftest import T0
-
     assert cycle_tick(token=1, wall_now=T0 + timedelta(seconds=99)) is None
     assert FleetClock.objects.get().ticks == clock.ticks
+
+
+def test_a_token_that_already_ticked_cannot_tick_again(fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    fleet.tick()
+    clock = FleetClock.objects.get()
+
+    with caplog.at_level(logging.WARNING, logger="fleetline.cycle"):
+        assert cycle_tick(token=fleet.token, wall_now=T0 + timedelta(seconds=fleet.wall_s + 1)) is None
+
+    assert FleetClock.objects.get().ticks == clock.ticks
+    assert [record.levelno for record in caplog.records] == [logging.WARNING]
+    assert "stale tick refused" in caplog.records[0].getMessage()
+
+
+def test_a_stall_is_caught_up_over_the_following_ticks_in_bounded_steps(fleet: Fleet) -> None:
+    start = FleetClock.objects.get().sim_now_s
+
+    fleet.tick(wall_step_s=20.0, speed=60.0)  # the cycle stood still for 20 s
+    for _ in range(6):
+        fleet.tick(wall_step_s=1.0, speed=60.0)
+
+    ticks = [tick for tick in fleet.ticks[-7:] if tick is not None]
+    assert [tick.sim_to_s - tick.sim_from_s for tick in ticks] == pytest.approx([300, 300, 300, 300, 240, 60, 60])
+    assert [tick.wall_behind_s for tick in ticks] == pytest.approx([15, 11, 7, 3, 0, 0, 0])
+    assert FleetClock.objects.get().sim_now_s == pytest.approx(start + 26 * 60.0)
+    assert FleetClock.objects.get().wall_updated_at == T0 + timedelta(seconds=fleet.wall_s)
+
+
+def test_an_outage_longer_than_the_catch_up_limit_loses_only_the_excess_and_says_so(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    start = FleetClock.objects.get().sim_now_s
+
+    with caplog.at_level(logging.WARNING, logger="fleetline.cycle"):
+        result = fleet.tick(wall_step_s=MAX_WALL_BEHIND_S + 3600.0, speed=60.0)
+
+    assert result is not None
+    assert result.sim_to_s == pytest.approx(start + MAX_WALL_STEP_S * 60.0)
+    assert result.wall_behind_s == pytest.approx(MAX_WALL_BEHIND_S - MAX_WALL_STEP_S)
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING
+    assert "dropping 3600 s" in warning.getMessage()
+    behind = timedelta(seconds=result.wall_behind_s)
+    assert FleetClock.objects.get().wall_updated_at == T0 + timedelta(seconds=fleet.wall_s) - behind
+
+
+def test_a_worker_whose_clock_runs_behind_never_moves_the_fleet_clock_back(fleet: Fleet) -> None:
+    fleet.tick()
+    before = FleetClock.objects.get()
+
+    result = cycle_tick(token=fleet.token + 1, wall_now=before.wall_updated_at - timedelta(seconds=3), speed=60.0)
+
+    assert result is not None
+    after = FleetClock.objects.get()
+    assert after.sim_now_s == before.sim_now_s
+    assert after.wall_updated_at == before.wall_updated_at
+
+
+@pytest.mark.parametrize(
+    ("owed_s", "step_s", "behind_s", "dropped_s"),
+    [
+        (0.5, 0.5, 0.0, 0.0),
+        (MAX_WALL_STEP_S, MAX_WALL_STEP_S, 0.0, 0.0),
+        (20.0, MAX_WALL_STEP_S, 20.0 - MAX_WALL_STEP_S, 0.0),
+        (MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, MAX_WALL_BEHIND_S - MAX_WALL_STEP_S, 0.0),
+        (MAX_WALL_BEHIND_S + 100.0, MAX_WALL_STEP_S, MAX_WALL_BEHIND_S - MAX_WALL_STEP_S, 100.0),
+        (-3.0, 0.0, 0.0, 0.0),
+    ],
+)
+def test_the_clock_rule_accounts_for_owed_wall_time_in_bounded_steps(
+    owed_s: float, step_s: float, behind_s: float, dropped_s: float
+) -> None:
+    wall_now = T0 + timedelta(hours=1)
+    accounted_to = wall_now - timedelta(seconds=owed_s)
+
+    step = wall_step_for(accounted_to=accounted_to, wall_now=wall_now)
+
+    assert (step.step_s, step.behind_s, step.dropped_s) == pytest.approx((step_s, behind_s, dropped_s))
+    # Accounted time moves forward by what was stepped and dropped, never backwards.
+    assert step.accounted_to == accounted_to + timedelta(seconds=step_s + dropped_s)
+
+
+def test_the_first_tick_starts_the_clock_at_its_wall_time() -> None:
+    step = wall_step_for(accounted_to=None, wall_now=T0)
+
+    assert (step.step_s, step.behind_s, step.accounted_to) == (0.0, 0.0, T0)
 
 
 def test_each_tick_records_the_usage_ledger_and_a_fleet_sample(fleet: Fleet) -> None:

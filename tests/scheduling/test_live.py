@@ -4,6 +4,9 @@ and the websocket feed."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import select
+import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Sum
 from django.test import override_settings
+from django.utils import timezone
 
 from portal.groups import FLEET_GROUP
 from scheduling.models import Allocation, FleetClock, Job, Node
@@ -67,7 +71,9 @@ def test_a_tick_that_finds_the_lock_held_exits_quietly(live_fleet: Fleet) -> Non
         client.delete(LOCK_KEY)
 
 
-def test_two_leaders_ticking_at_once_never_double_book_a_gpu(live_fleet: Fleet) -> None:
+def test_two_leaders_ticking_at_once_never_double_book_a_gpu(
+    live_fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
     for i in range(12):
         live_fleet.submit(gpus=8 if i % 3 else 16, duration_s=120.0 + 30 * i)
     barrier = threading.Barrier(2)
@@ -77,7 +83,7 @@ def test_two_leaders_ticking_at_once_never_double_book_a_gpu(live_fleet: Fleet) 
         try:
             for step in range(8):
                 barrier.wait(timeout=30)
-                wall = T0 + timedelta(seconds=100 + step)
+                wall = T0 + timedelta(seconds=live_fleet.wall_s + 1 + step)
                 if cycle_tick(token=first_token + 2 * step, wall_now=wall, speed=60.0) is not None:
                     wins.append(step)
         finally:
@@ -90,6 +96,8 @@ def test_two_leaders_ticking_at_once_never_double_book_a_gpu(live_fleet: Fleet) 
         thread.join(timeout=120)
 
     assert len(wins) == 8  # exactly one of the two leaders wrote each step
+    refused = [record for record in caplog.records if "stale tick refused" in record.getMessage()]
+    assert len(refused) == 8 and {record.levelno for record in refused} == {logging.WARNING}
     _booked_consistently()
     assert Job.objects.filter(state=Job.State.RUNNING).exists()
 
@@ -122,6 +130,65 @@ def test_a_worker_killed_mid_tick_leaves_no_half_applied_gang(
     assert gang.state == Job.State.RUNNING
     assert Allocation.objects.filter(job=gang).aggregate(total=Sum("gpus"))["total"] == 32
     _booked_consistently()
+
+
+# A new leader ticks at most this long after the old one is killed mid-tick: the lock's expiry
+# (3 s by default) plus a second for the queued tasks and the tick itself.
+TAKEOVER_BOUND_S = settings.FLEET_CYCLE_LOCK_TIMEOUT_S + 2.0
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], expected: bytes, timeout_s: float) -> None:
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    assert ready, f"the child did not print {expected!r} within {timeout_s} s"
+    assert process.stdout.readline().strip() == expected
+
+
+def test_after_a_leader_is_killed_mid_tick_a_worker_ticks_within_seconds_and_the_clock_loses_nothing(
+    live_fleet: Fleet, subprocess_env: dict[str, str], celery_worker_process: subprocess.Popen[bytes]
+) -> None:
+    FleetClock.objects.filter(pk=1).update(wall_updated_at=timezone.now())  # ticking on the real clock
+    before = FleetClock.objects.get()
+    gang = live_fleet.submit(gpus=32, name="gang")
+    client = redis.Redis.from_url(settings.REDIS_URL)
+
+    doomed = subprocess.Popen(
+        [sys.executable, "-m", "tests.scheduling.kill_mid_tick", "--stall"],
+        cwd=ROOT,
+        env=subprocess_env,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        _wait_for_line(doomed, b"mid-tick", timeout_s=60)
+        # Stalled well past the lock's expiry, the living leader still holds its lock.
+        time.sleep(settings.FLEET_CYCLE_LOCK_TIMEOUT_S * 1.5)
+        assert client.get(LOCK_KEY) is not None
+        assert fleet_cycle.delay().get(timeout=30) is None
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=10)
+    killed_at, killed_wall = time.monotonic(), timezone.now()
+
+    result = None
+    while result is None and time.monotonic() - killed_at < 30:
+        result = fleet_cycle.delay().get(timeout=30)
+        if result is None:
+            time.sleep(0.1)
+    takeover_s = time.monotonic() - killed_at
+
+    assert doomed.returncode == -signal.SIGKILL
+    assert result is not None
+    assert takeover_s < TAKEOVER_BOUND_S <= 5.0
+    gang.refresh_from_db()
+    assert gang.state == Job.State.RUNNING
+    _booked_consistently()
+    # The stall is longer than one tick may cover; the next tick catches up the rest.
+    assert fleet_cycle.delay().get(timeout=30) is not None
+    after = FleetClock.objects.get()
+    assert after.ticks == before.ticks + 2
+    assert after.wall_updated_at >= killed_wall
+    accounted_s = (after.wall_updated_at - before.wall_updated_at).total_seconds()
+    assert after.sim_now_s == pytest.approx(before.sim_now_s + accounted_s * settings.FLEET_CLOCK_SPEED)
 
 
 async def test_a_tick_pushes_the_fleet_share_to_the_fleet_group(live_fleet: Fleet) -> None:
