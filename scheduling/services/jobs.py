@@ -145,12 +145,16 @@ def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType) ->
 
 
 @transaction.atomic
-def job_submit(
-    *, team: Team, spec: JobSpec, user: AbstractBaseUser | None, idempotency_key: str = "", idempotency_digest: str = ""
-) -> Job:
+def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> Job:
     """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field.
 
     Nothing is written unless every check passes; the job and its event commit together."""
+    return _job_insert(team=team, spec=spec, user=user)
+
+
+def _job_insert(
+    *, team: Team, spec: JobSpec, user: AbstractBaseUser | None, idempotency_key: str = "", idempotency_digest: str = ""
+) -> Job:
     errors = _spec_errors(spec, team)
     if errors:
         raise ValidationError(errors)
@@ -216,7 +220,7 @@ def job_submit_idempotent(*, team: Team, spec: JobSpec, user: AbstractBaseUser, 
         return earlier
     try:
         with transaction.atomic():
-            job = job_submit(
+            job = _job_insert(
                 team=team, spec=spec, user=user, idempotency_key=idempotency_key, idempotency_digest=digest
             )
     except IntegrityError:
