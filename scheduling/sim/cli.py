@@ -3,6 +3,10 @@
     python -m scheduling.sim --trace a.csv [--trace b.csv ...] --format canonical|itp|helios \
         --fleet 2x8x10x8 [--quotas quotas.json] --policy fifo [--policy easy ...] \
         --json out.json [--html report.html] [--seed N] [--limit N] [--estimate exact|2.0]
+
+Policies: fifo, easy, fleetline and sjf-oracle (shortest true duration first, no quotas, no
+preemption: the unfair bound). Exit codes: 2 for a bad trace, fleet or quota file, 3 when a replay
+stalls (the error names the jobs it kept acting on).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from .failures import FailureOptions
 from .fleet import SpecError, load_quotas, parse_fleet
 from .progress import ProgressBar
 from .runner import POLICIES, compare_policies
+from .simulator import SimulationStalled
 from .trace import FORMATS, TraceError, load_trace
 from .workload import parse_estimate
 
@@ -69,6 +74,9 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (SpecError, ValueError) as error:
         stderr.write(f"error: {error}\n")
         return 2
+    except SimulationStalled as error:
+        stderr.write(f"\nerror: {error}\n")
+        return 3
     text = comparison.to_json()
     if options.json_path in (None, "-"):
         stdout.write(text + "\n")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 SLOWDOWN_BOUND_S = 10.0
 GUARANTEE_GRACE_S = 300.0
+ESTIMATE_FLOOR_S = 60.0
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -33,6 +34,12 @@ def ratio(numerator: float, denominator: float) -> float | None:
 def bounded_slowdown(jct_s: float, duration_s: float) -> float:
     """JCT / max(duration, 10 s), exactly as the contract defines it."""
     return jct_s / max(duration_s, SLOWDOWN_BOUND_S)
+
+
+def estimate_error(actual_wait_s: float, estimated_wait_s: float) -> float:
+    """Actual wait / estimated wait, each floored at `ESTIMATE_FLOOR_S` (one cycle interval):
+    1.0 is a perfect estimate, above 1 the job waited longer than it was told."""
+    return max(actual_wait_s, ESTIMATE_FLOOR_S) / max(estimated_wait_s, ESTIMATE_FLOOR_S)
 
 
 def limit_ratio(goodput: float | None, offered_load: float | None) -> float | None:

@@ -1,58 +1,157 @@
 """Whether a scheduling cycle could change anything: lets the simulator skip cycles that cannot.
 
-Only used for policies that can neither preempt nor resize (and without hooks): then a cycle can
-only start pending jobs, and a job can only start if the free GPUs of its accelerator cover its
-(smallest) size, and if they have its shape: one node with that many free GPUs for a job that fits
-on a node, enough whole free nodes for a gang. Under strict FIFO (no backfill, submit order, no
-fair share, no quotas) only the head of each accelerator's queue can start. All are necessary
-conditions, so a skipped cycle is always one whose plan would have started nothing.
+A cycle's plan can only change the fleet by starting, preempting, shrinking or growing jobs
+(cordons and requeues come from node health, which only hooks change: the gate is not used with
+hooks; reservations change nothing until a start uses them). The gate keeps, incrementally, what
+each of those needs and calls a cycle worth running when one of these necessary conditions holds:
+
+- start: the free GPUs of an accelerator cover a pending job's smallest size by count, and by
+  shape (a node with that many free GPUs for a job that fits on a node, enough whole free nodes
+  for a gang). Under strict FIFO (no backfill, submit order, no fair share, no quotas) only the
+  head of each accelerator's queue is looked at: the blocked head blocks everyone behind it.
+- reclaim by priority (`may_preempt`): a pending job of a strictly higher priority than some
+  preemptible running job of its accelerator that is not already leaving (in its grace period).
+- reclaim of a guarantee: a pending job whose team would stay within its guarantee at the job's
+  smallest size (used + size <= guaranteed), while some other team of that accelerator uses more
+  than its own guarantee once what it already has leaving is gone (a reclaim takes only real
+  loans: the victim's team must stay covered). Whether the victims were started as loans is not
+  looked at, which only makes the condition weaker.
+- elastic growth: free GPUs on a node of a running elastic job below its `max_gpus` that is not
+  leaving (growth happens only on the nodes a job already occupies).
+
+Victims already leaving free nothing new: a plan that only waits for them holds a reservation,
+and the `Evicted` event at the end of their grace brings the next cycle. Quota admission, held
+reservations and the preemption rules beyond these (cost, lost work, bounds) only ever refuse more,
+so every skipped cycle is one whose plan would have started, preempted, shrunk and grown nothing.
+`plain_could_act` states the same rule over the whole `FleetState`; tests check that both agree.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Mapping
 
 from scheduling.engine import FleetState, Job, Policy
 
+Key = tuple[str, str]  # (team, accelerator)
+
+
+class _Run:
+    """What the gate keeps of one running job."""
+
+    __slots__ = ("accelerator", "team", "priority", "gpus", "preemptible", "leaving", "room", "nodes")
+
+    def __init__(self, job: Job, gpus: int, leaving: bool, nodes: tuple[str, ...]) -> None:
+        self.accelerator, self.team, self.priority = job.accelerator, job.team, job.priority
+        self.gpus, self.preemptible, self.leaving = gpus, job.preemptible, leaving
+        self.room = 0 if job.max_gpus is None or leaving else max(0, job.max_gpus - gpus)
+        self.nodes = nodes
+
+
+class _Counts(dict[int, int]):
+    """A multiset of ints (value -> count) that drops values whose count reaches 0."""
+
+    def add(self, value: int, delta: int) -> None:
+        count = self.get(value, 0) + delta
+        if count:
+            self[value] = count
+        else:
+            self.pop(value, None)
+
 
 class CycleGate:
-    def __init__(self, state: FleetState, capacity: dict[str, int], policy: Policy, *, strict_fifo: bool) -> None:
+    def __init__(
+        self,
+        state: FleetState,
+        capacity: dict[str, int],
+        policy: Policy,
+        *,
+        strict_fifo: bool,
+        guarantees: Mapping[Key, int] | None = None,
+    ) -> None:
         self.state = state
         self.gpus_per_node = policy.gpus_per_node
         self.node_ids: dict[str, list[str]] = {}
         for node in state.nodes.values():
             self.node_ids.setdefault(node.accelerator, []).append(node.id)
         self.free = dict(capacity)
-        self.sizes: dict[str, dict[int, int]] = {}
+        self.sizes: dict[str, _Counts] = {}
         self.strict_fifo = strict_fifo and not policy.backfill and not policy.fairshare
         self.strict_fifo = self.strict_fifo and policy.within_team_order == "submit"
         self.heads: dict[str, list[tuple[int, float, str, Job]]] = {}
         self.pending: set[str] = set()
         self.fragmented = False
+        self.preemption, self.elastic = policy.preemption, policy.elastic
+        self.guarantees = {key: gpus for key, gpus in (guarantees or {}).items() if gpus > 0}
+        # Pending side: priorities per accelerator; smallest sizes per (team, accelerator).
+        self.pending_priorities: dict[str, _Counts] = {}
+        self.team_sizes: dict[Key, _Counts] = {}
+        # Running side, from `touch`: per job, and totals per accelerator / (team, accelerator).
+        self.runs: dict[str, _Run] = {}
+        self.used: dict[Key, int] = {}
+        self.leaving: dict[Key, int] = {}
+        self.preemptible: dict[str, _Counts] = {}  # priority -> GPUs of preemptible work not leaving
+        self.growable: dict[str, dict[str, None]] = {}  # accelerator -> elastic jobs with room
 
+    # Pending -------------------------------------------------------------------------------------
     def queued(self, job: Job) -> None:
         size = job.min_gpus or job.gpus
-        counts = self.sizes.setdefault(job.accelerator, {})
-        counts[size] = counts.get(size, 0) + 1
+        self.sizes.setdefault(job.accelerator, _Counts()).add(size, 1)
+        self.team_sizes.setdefault((job.team, job.accelerator), _Counts()).add(size, 1)
+        self.pending_priorities.setdefault(job.accelerator, _Counts()).add(job.priority, 1)
         self.pending.add(job.id)
         if self.strict_fifo:
             heapq.heappush(self.heads.setdefault(job.accelerator, []), (-job.priority, job.submit_s, job.id, job))
 
     def dequeued(self, job: Job) -> None:
-        counts = self.sizes[job.accelerator]
         size = job.min_gpus or job.gpus
-        counts[size] -= 1
-        if not counts[size]:
-            del counts[size]
+        self.sizes[job.accelerator].add(size, -1)
+        self.team_sizes[(job.team, job.accelerator)].add(size, -1)
+        self.pending_priorities[job.accelerator].add(job.priority, -1)
         self.pending.discard(job.id)
 
     def allocated(self, accelerator: str, gpus: int) -> None:
         self.free[accelerator] = self.free.get(accelerator, 0) - gpus
 
+    # Running -------------------------------------------------------------------------------------
+    def touch(self, job_ids: Iterable[str]) -> None:
+        """Read these jobs' running state again from the FleetState (after a start, an end, a
+        resize, or a plan that preempted them)."""
+        running = self.state.running
+        for job_id in job_ids:
+            old = self.runs.pop(job_id, None)
+            if old is not None:
+                self._count(job_id, old, -1)
+            record = running.get(job_id)
+            if record is not None:
+                nodes = tuple(node_id for node_id, _ in record.allocation)
+                run = _Run(record.job, record.gpus, record.grace_until_s is not None, nodes)
+                self.runs[job_id] = run
+                self._count(job_id, run, +1)
+
+    def _count(self, job_id: str, run: _Run, sign: int) -> None:
+        key = (run.team, run.accelerator)
+        gpus = sign * run.gpus
+        self.used[key] = self.used.get(key, 0) + gpus
+        if run.leaving:
+            self.leaving[key] = self.leaving.get(key, 0) + gpus
+            return
+        if run.preemptible:
+            self.preemptible.setdefault(run.accelerator, _Counts()).add(run.priority, gpus)
+        if run.room:
+            growable = self.growable.setdefault(run.accelerator, {})
+            if sign > 0:
+                growable[job_id] = None
+            else:
+                growable.pop(job_id, None)
+
+    # The verdict ---------------------------------------------------------------------------------
     def could_start(self) -> bool:
-        """Whether a cycle now could start anything. When not, `fragmented` says whether some job
-        it would leave pending fits by count but not by shape (what its plan would have said)."""
+        """Whether a cycle now could start, preempt, shrink or grow anything. When not,
+        `fragmented` says whether some job it would leave pending fits by count but not by shape
+        (what its plan would have said)."""
         self.fragmented = False
+        acted = False
         for accelerator, counts in self.sizes.items():
             if not counts:
                 continue
@@ -66,6 +165,38 @@ class CycleGate:
                 if self._has_shape_for(accelerator, sizes):
                     return True
                 self.fragmented = True
+            if self.preemption and not acted:
+                acted = self._could_reclaim(accelerator)
+        return acted or (self.elastic and self._could_grow())
+
+    def _could_reclaim(self, accelerator: str) -> bool:
+        lowest = min(self.preemptible.get(accelerator, ()), default=None)
+        if lowest is not None and max(self.pending_priorities[accelerator]) > lowest:
+            return True
+        lenders = {team for team, acc in self.used if acc == accelerator and self._surplus(team, accelerator) > 0}
+        if not lenders:
+            return False
+        for (team, acc), guaranteed in self.guarantees.items():
+            if acc != accelerator or lenders <= {team}:
+                continue
+            sizes = self.team_sizes.get((team, accelerator))
+            if sizes and self.used.get((team, accelerator), 0) + min(sizes) <= guaranteed:
+                return True
+        return False
+
+    def _surplus(self, team: str, accelerator: str) -> int:
+        """GPUs `team` uses beyond its guarantee once its leaving work is gone."""
+        key = (team, accelerator)
+        return self.used.get(key, 0) - self.leaving.get(key, 0) - self.guarantees.get(key, 0)
+
+    def _could_grow(self) -> bool:
+        usable, used = self.state.node_usable, self.state.node_used
+        for accelerator, job_ids in self.growable.items():
+            if not job_ids or self.free.get(accelerator, 0) <= 0:
+                continue
+            for job_id in job_ids:
+                if any(usable[node_id] > used[node_id] for node_id in self.runs[job_id].nodes):
+                    return True
         return False
 
     def _has_shape_for(self, accelerator: str, sizes: list[int]) -> bool:
@@ -85,3 +216,57 @@ class CycleGate:
         while heap and heap[0][2] not in self.pending:
             heapq.heappop(heap)
         return heap[0][3] if heap else None
+
+
+def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, int], *, strict_fifo: bool) -> bool:
+    """The gate's rule over the whole FleetState, without any incremental bookkeeping (for tests:
+    `CycleGate.could_start` must say the same after every change)."""
+    per_node = policy.gpus_per_node
+    free_on = {node_id: state.node_usable[node_id] - state.node_used[node_id] for node_id in state.nodes}
+    accelerator_of = {node_id: node.accelerator for node_id, node in state.nodes.items()}
+    pending = list(state.pending.values())
+    if strict_fifo and not policy.backfill and not policy.fairshare and policy.within_team_order == "submit":
+        heads: dict[str, Job] = {}
+        for job in sorted(pending, key=lambda j: (-j.priority, j.submit_s, j.id)):
+            heads.setdefault(job.accelerator, job)
+        starters = list(heads.values())
+    else:
+        starters = pending
+    for job in starters:
+        size = job.min_gpus or job.gpus
+        frees = [gpus for node_id, gpus in free_on.items() if accelerator_of[node_id] == job.accelerator]
+        if size <= per_node and max(frees, default=0) >= size:
+            return True
+        if size > per_node and sum(1 for gpus in frees if gpus >= per_node) >= -(-size // per_node):
+            if sum(frees) >= size:
+                return True
+    runs = list(state.running.values())
+    used: dict[Key, int] = {}
+    leaving: dict[Key, int] = {}
+    for run in runs:
+        key = (run.job.team, run.job.accelerator)
+        used[key] = used.get(key, 0) + run.gpus
+        if run.grace_until_s is not None:
+            leaving[key] = leaving.get(key, 0) + run.gpus
+    if policy.preemption:
+        for job in pending:
+            size = job.min_gpus or job.gpus
+            key = (job.team, job.accelerator)
+            reclaiming = used.get(key, 0) + size <= guarantees.get(key, 0)
+            for run in runs:
+                victim = run.job
+                if run.grace_until_s is not None or victim.accelerator != job.accelerator:
+                    continue
+                if victim.preemptible and victim.priority < job.priority:
+                    return True
+                other = (victim.team, victim.accelerator)
+                surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
+                if reclaiming and victim.team != job.team and surplus > 0:
+                    return True
+    if policy.elastic:
+        for run in runs:
+            job = run.job
+            if run.grace_until_s is None and job.max_gpus is not None and job.max_gpus > run.gpus:
+                if any(free_on[node_id] > 0 for node_id, _ in run.allocation):
+                    return True
+    return False

@@ -17,6 +17,18 @@ Choices the contract leaves open, stated once:
 - `serving_slo_attainment` is null without a serving model; failure keys are 0 / null until a
   failure model (hook) reports them.
 - `events_per_s` counts arrivals plus FleetState events (starts, completions, evictions, ...).
+- `estimate_error_p50` / `estimate_error_p90`: over jobs that waited at least one cycle (left
+  pending by the first cycle that saw them, the one at their submission) and started later, the
+  ratio of the actual wait to the first estimated wait, both counted from the moment that first
+  estimate was shown and each floored at one cycle interval (`ESTIMATE_FLOOR_S`, 60 s), as bounded
+  slowdown floors short jobs: ratio = max(actual, 60 s) / max(estimated, 60 s). An estimate of 0
+  (or in the past) therefore counts as 60 s: a job told "now" that waited an hour scores 60. A job
+  shown no estimate at all (None: the engine could not say when) has no ratio; such jobs are
+  counted in `estimate_absent`, the jobs with a ratio in `estimate_jobs`, and `estimate_error_p10`
+  shows the other side (estimates too pessimistic). On long traces the simulator records the
+  estimates of an even sample of the jobs (every `estimate_sampled_every`-th in submit order; see
+  `simulator.run_simulation`). All null when nothing waited or when the replay ran without
+  estimates (`record_estimates=False`).
 """
 
 from __future__ import annotations
@@ -27,7 +39,16 @@ from typing import Any
 
 from scheduling.engine import Job
 
-from .formulas import bounded_slowdown, jain_index, limit_ratio, mean, offered_gpu_s, percentile, ratio
+from .formulas import (
+    bounded_slowdown,
+    estimate_error,
+    jain_index,
+    limit_ratio,
+    mean,
+    offered_gpu_s,
+    percentile,
+    ratio,
+)
 from .recorder import Recorder
 
 CONTRACT_KEYS: tuple[str, ...] = (
@@ -57,6 +78,8 @@ CONTRACT_KEYS: tuple[str, ...] = (
     "mttr_mean_s",
     "failure_lost_gpu_hours",
     "serving_slo_attainment",
+    "estimate_error_p50",
+    "estimate_error_p90",
     "sim_wall_s",
     "events_per_s",
 )
@@ -119,6 +142,7 @@ def build_metrics(
     jct = [o.end_s - o.job.submit_s for o in finished if o.end_s is not None]
     waits = [o.first_start_s - o.job.submit_s for o in finished if o.first_start_s is not None]
     slowdowns = [bounded_slowdown(o.end_s - o.job.submit_s, o.job.duration_s) for o in finished if o.end_s is not None]
+    errors, absent = _estimate_errors(recorder)
     goodput = ratio(recorder.useful_gpu_s, area)
     offered = ratio(offered_gpu_s([(j.submit_s, j.duration_s, j.gpus) for j in jobs], recorder.w1), area)
     metrics: dict[str, Any] = {
@@ -148,6 +172,8 @@ def build_metrics(
         "mttr_mean_s": None,
         "failure_lost_gpu_hours": recorder.failure_lost_gpu_s / 3600.0,
         "serving_slo_attainment": None,
+        "estimate_error_p50": percentile(errors, 50),
+        "estimate_error_p90": percentile(errors, 90),
         "sim_wall_s": wall_s,
         "events_per_s": events / wall_s if wall_s > 0 else None,
     }
@@ -163,6 +189,26 @@ def build_metrics(
             "cycles": cycles,
             "cycles_skipped": skipped_cycles,
             "events": events,
+            "estimate_error_p10": percentile(errors, 10),
+            "estimate_jobs": len(errors) if recorder.estimate_every else None,
+            "estimate_absent": absent if recorder.estimate_every else None,
+            "estimate_sampled_every": recorder.estimate_every or None,
         }
     )
     return metrics
+
+
+def _estimate_errors(recorder: Recorder) -> tuple[list[float], int]:
+    """Estimate error ratios of the jobs that waited and started (see the module docstring), and
+    how many waited with no estimate shown."""
+    errors: list[float] = []
+    absent = 0
+    for outcome in recorder.outcomes.values():
+        shown_s, started_s = outcome.estimate_shown_s, outcome.first_start_s
+        if shown_s is None or started_s is None:
+            continue
+        if outcome.first_estimate_s is None:
+            absent += 1
+        else:
+            errors.append(estimate_error(started_s - shown_s, outcome.first_estimate_s - shown_s))
+    return errors, absent

@@ -10,7 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scheduling.engine import Completed, Event, Evicted, Job, Node, Plan, Resized, Started, TimedOut
+from scheduling.engine import (
+    Completed,
+    Event,
+    Evicted,
+    Grow,
+    Job,
+    Node,
+    Plan,
+    Preempt,
+    Resized,
+    Shrink,
+    Started,
+    TimedOut,
+)
 from scheduling.engine.model import LEVEL_RANK
 
 from .formulas import ViolationMeter, water_fill
@@ -50,6 +63,10 @@ class JobOutcome:
     first_start_s: float | None = None
     end_s: float | None = None
     timed_out: bool = False
+    # The first estimate shown while it waited: when it was shown, and the start it gave (None:
+    # none given). Left unset for a job that started in the first cycle that saw it.
+    estimate_shown_s: float | None = None
+    first_estimate_s: float | None = None
 
 
 class Recorder:
@@ -62,6 +79,7 @@ class Recorder:
         guarantees: Mapping[Key, int],
         weights: Mapping[Key, float],
         sample_every_s: float,
+        estimate_every: int = 1,
     ) -> None:
         node_list = list(nodes)
         self.rack_of = {node.id: node.rack_key for node in node_list}
@@ -98,6 +116,11 @@ class Recorder:
         self.series = Series(sample_every_s)
         self.next_sample_s = self.w0
         self.gate: CycleGate | None = None
+        # Every `estimate_every`-th job submitted (0: none) waits for its first estimate in `awaiting`
+        # until the next explained cycle.
+        self.estimate_every = estimate_every
+        self.submissions = 0
+        self.awaiting: dict[str, None] = {}
 
     # Time --------------------------------------------------------------------------------------
     def advance_to(self, time_s: float) -> None:
@@ -151,6 +174,12 @@ class Recorder:
     def submitted(self, job: Job) -> None:
         self.outcomes.setdefault(job.id, JobOutcome(job))
         self._pending(job, +1)
+        if self.estimate_every and self.submissions % self.estimate_every == 0:
+            self.awaiting[job.id] = None
+        self.submissions += 1
+
+    def awaiting_estimate(self) -> bool:
+        return bool(self.awaiting)
 
     def _pending(self, job: Job, sign: int) -> None:
         key = (job.team, job.accelerator)
@@ -171,10 +200,23 @@ class Recorder:
         if self.gate is not None:
             self.gate.allocated(job.accelerator, gpus)
 
-    def planned(self, plan: Plan) -> None:
+    def planned(self, plan: Plan, now: float, *, explained: bool = False) -> None:
         self.fragmented = any(status.reason == "topology" for status in plan.pending)
+        if explained and self.awaiting:
+            awaiting, outcomes = self.awaiting, self.outcomes
+            for status in plan.pending:
+                if status.job_id in awaiting:
+                    outcome = outcomes[status.job_id]
+                    outcome.estimate_shown_s, outcome.first_estimate_s = now, status.estimated_start_s
+            awaiting.clear()  # the rest start in this plan
+
+    def applied(self, plan: Plan) -> None:
+        """After `plan` was applied: the gate reads again the jobs it preempted or resized."""
+        if self.gate is not None:
+            self.gate.touch(a.job_id for a in plan.actions if isinstance(a, (Preempt, Shrink, Grow)))
 
     def record(self, events: Iterable[Event]) -> None:
+        touched: list[str] = []
         for event in events:
             if isinstance(event, Started):
                 self._started(event)
@@ -184,6 +226,11 @@ class Recorder:
                 self._evicted(event)
             elif isinstance(event, Resized):
                 self._resized(event)
+            else:
+                continue
+            touched.append(event.job_id)
+        if self.gate is not None and touched:
+            self.gate.touch(touched)
 
     def _started(self, event: Started) -> None:
         outcome = self.outcomes[event.job_id]

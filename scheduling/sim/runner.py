@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduling.engine import Policy
+from scheduling.engine import Job, Policy
 
 from .failures import FailureOptions
 from .fleet import Fleet, QuotaSpec, SpecError, teams_for
@@ -16,11 +16,48 @@ from .simulator import SimResult, run_simulation
 from .trace import TraceJob
 from .workload import build_workload
 
-POLICIES: dict[str, Callable[[], Policy]] = {
-    "fifo": Policy.fifo,
-    "easy": Policy.easy,
-    "fleetline": Policy,
+
+def sjf_oracle() -> Policy:
+    """Shortest true duration first over the whole queue: no reservation holds anyone back (a
+    greedy scan, `reservation_depth=0`), no fair share, no preemption, no elastic resizing, best-fit
+    placement in the narrowest domain free now (gangs never wait for a narrower one). Unfair by
+    design (long jobs and big gangs can starve): the bound the fair policies are measured against."""
+    return replace(
+        Policy(),
+        backfill=True,
+        reservation_depth=0,
+        preemption=False,
+        elastic=False,
+        fairshare=False,
+        within_team_order="shortest_limit",
+        gang_spread_after_s=0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A named policy as the simulator runs it. `quotas`: whether the engine sees the quotas (the
+    replay measures guarantee violations either way). `oracle`: the engine plans with the true
+    durations (jobs lose their time limits, so "shortest limit" is "shortest duration", and
+    nothing is killed at a limit)."""
+
+    policy: Callable[[], Policy]
+    quotas: bool = True
+    oracle: bool = False
+
+
+PRESETS: dict[str, Preset] = {
+    "fifo": Preset(Policy.fifo),
+    "easy": Preset(Policy.easy),
+    "fleetline": Preset(Policy),
+    "sjf-oracle": Preset(sjf_oracle, quotas=False, oracle=True),
 }
+POLICIES: dict[str, Callable[[], Policy]] = {name: preset.policy for name, preset in PRESETS.items()}
+
+
+def oracle_jobs(jobs: Sequence[Job]) -> tuple[Job, ...]:
+    """The jobs as an oracle sees them: planned with their true durations, no time limits."""
+    return tuple(job if job.time_limit_s is None else replace(job, time_limit_s=None) for job in jobs)
 
 
 @dataclass(frozen=True)
@@ -60,10 +97,14 @@ def compare_policies(
     cycle_interval_s: float = 60.0,
     progress: Callable[[str], Callable[[float], None] | None] | None = None,
     failures: FailureOptions | None = None,
+    variants: dict[str, Preset] | None = None,
 ) -> Comparison:
-    unknown = [name for name in policies if name not in POLICIES]
+    """Replay `trace` on `fleet` under each of `policies` (names of `PRESETS`, or of `variants`:
+    extra presets a benchmark defines, e.g. fleetline with another within-team order)."""
+    presets = {**PRESETS, **(variants or {})}
+    unknown = [name for name in policies if name not in presets]
     if unknown:
-        raise ValueError(f"unknown policy {unknown[0]!r}: expected one of {', '.join(POLICIES)}")
+        raise ValueError(f"unknown policy {unknown[0]!r}: expected one of {', '.join(presets)}")
     if quotas is not None:
         check_quotas(fleet, quotas)
     selected = list(trace[:limit]) if limit is not None else list(trace)
@@ -77,13 +118,15 @@ def compare_policies(
     results = []
     for name in dict.fromkeys(policies):
         bar = progress(name) if progress else None
+        preset = presets[name]
         result = run_simulation(
-            workload.jobs,
+            oracle_jobs(workload.jobs) if preset.oracle else workload.jobs,
             nodes,
-            POLICIES[name](),
+            preset.policy(),
             policy_name=name,
             teams=teams,
             quotas=quotas.quotas if quotas else (),
+            enforce_quotas=preset.quotas,
             seed=seed,
             cycle_interval_s=cycle_interval_s,
             progress=bar,

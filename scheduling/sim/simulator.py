@@ -5,13 +5,21 @@ time limit, end of a preemption grace, checkpoint), the next hook action, or the
 re-plan. A scheduling cycle (snapshot -> `schedule` -> `apply`) runs when something changed.
 
 Two shortcuts keep long traces fast without changing any decision:
-- A cycle after nothing but arrivals is skipped when none of the new jobs fits the free GPUs by
-  count and the policy cannot preempt or resize (nothing else changed, so nothing else could
-  start); under strict FIFO it is also skipped when an older job of at least the same priority is
-  still waiting, since the blocked head blocks everyone behind it.
+- A cycle is skipped when the gate (`gate.CycleGate`) shows that its plan could start, preempt,
+  shrink and grow nothing (no free room in the right shape for any pending job, no reclaim of a
+  guarantee or by priority possible, no elastic job that could grow). Under strict FIFO it looks
+  only at the head of each queue. Not used with hooks (they change nodes behind its back).
 - Periodic re-plans (`cycle_interval_s`) only run for policies whose decisions depend on time
   (fair share decay, preemption, elastic growth) and back off (x2, up to x16) while they change
   nothing; any real change resets them.
+
+Cycles run without explanations (`schedule(..., explain=False)`), except when a job is waiting for
+its first estimate: a cycle at an arrival asks for them, so every job's first estimated start is
+the one the live cycle would have shown it when it was submitted (`metrics`: estimate errors).
+
+A replay always ends: when simulated time stops advancing while cycles keep acting, or the same
+job keeps being started or resized with no job completing in between, it stops with
+`SimulationStalled`, naming the jobs involved.
 """
 
 from __future__ import annotations
@@ -23,7 +31,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduling.engine import Event, Evicted, FleetState, Job, Node, Policy, Quota, Reserve, Resized, Team, schedule
+from scheduling.engine import (
+    Completed,
+    Event,
+    Evicted,
+    FleetState,
+    Job,
+    Node,
+    Plan,
+    Policy,
+    Preempt,
+    Quota,
+    Reserve,
+    Resized,
+    Snapshot,
+    Started,
+    Team,
+    TimedOut,
+    schedule,
+)
 
 from .gate import CycleGate
 from .hooks import Hook, SimContext
@@ -32,6 +58,30 @@ from .recorder import Recorder, Series
 
 MAX_BACKOFF_EXPONENT = 4
 SAMPLES_PER_WINDOW = 400
+# Stall detection: cycles at one simulated instant, loop turns at one instant, and starts or
+# resizes of one job with no job completing anywhere in between.
+MAX_CYCLES_PER_INSTANT = 1000
+MAX_TURNS_PER_INSTANT = 100_000
+MAX_REPEATS_WITHOUT_COMPLETION = 100
+MAX_NAMED_JOBS = 10
+ESTIMATE_SAMPLE_JOBS = 2000
+
+# `schedule(snapshot, now, explain=...)`, or a stand-in with the same contract (tests).
+Scheduler = Callable[[Snapshot, float, bool], Plan]
+
+
+def engine_scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+    return schedule(snapshot, now, explain=explain)
+
+
+class SimulationStalled(RuntimeError):
+    """The replay stopped making progress; `jobs` are the ones it kept acting on."""
+
+    def __init__(self, message: str, jobs: Sequence[str], time_s: float) -> None:
+        self.jobs, self.time_s = tuple(jobs), time_s
+        named = ", ".join(repr(job_id) for job_id in self.jobs[:MAX_NAMED_JOBS])
+        more = f" and {len(self.jobs) - MAX_NAMED_JOBS} more" if len(self.jobs) > MAX_NAMED_JOBS else ""
+        super().__init__(f"simulation stalled at t={time_s:.0f} s: {message}; jobs involved: {named}{more}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +94,69 @@ class SimResult:
     jct_by_job: dict[str, float]
 
 
+class _Watchdog:
+    """Notices a replay that no longer makes progress (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.instant = -math.inf
+        self.cycles_here = 0
+        self.turns_here = 0
+        self.acted_on: dict[str, None] = {}  # jobs acted on at this instant, in order
+        self.repeats: dict[str, int] = {}  # starts and resizes per job since the last completion
+        self.preempted_by: dict[str, str] = {}
+
+    def turn(self, now: float) -> None:
+        if now != self.instant:
+            self.instant, self.cycles_here, self.turns_here = now, 0, 0
+            self.acted_on.clear()
+        self.turns_here += 1
+        if self.turns_here > MAX_TURNS_PER_INSTANT:
+            raise SimulationStalled(
+                f"simulated time stopped: {self.turns_here} turns of the event loop at this instant",
+                list(self.acted_on),
+                now,
+            )
+
+    def planned(self, plan: Plan, now: float) -> None:
+        self.cycles_here += 1
+        for action in plan.actions:
+            if isinstance(action, Reserve):
+                continue
+            job_id = getattr(action, "job_id", None)
+            if job_id is not None:
+                self.acted_on[job_id] = None
+            if isinstance(action, Preempt):
+                self.preempted_by[action.job_id] = action.reason.removeprefix("preempted-by:")
+        if self.cycles_here > MAX_CYCLES_PER_INSTANT:
+            raise SimulationStalled(
+                f"simulated time stopped: {self.cycles_here} cycles at this instant kept acting",
+                list(self.acted_on),
+                now,
+            )
+
+    def happened(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, (Completed, TimedOut)):
+                self.repeats.clear()
+            elif isinstance(event, (Started, Resized)):
+                count = self.repeats[event.job_id] = self.repeats.get(event.job_id, 0) + 1
+                if count >= MAX_REPEATS_WITHOUT_COMPLETION:
+                    self._repeating(event.job_id, count, event.time_s)
+
+    def _repeating(self, job_id: str, count: int, now: float) -> None:
+        others = sorted((c, j) for j, c in self.repeats.items() if j != job_id and c * 2 >= count)
+        jobs = [job_id, *(j for _, j in reversed(others))]
+        preemptor = self.preempted_by.get(job_id)
+        if preemptor is not None and preemptor not in jobs:
+            jobs.append(preemptor)
+        by = f" (last preempted by {preemptor!r})" if preemptor is not None else ""
+        raise SimulationStalled(
+            f"job {job_id!r} was started or resized {count} times{by} with no job completing in between",
+            jobs,
+            now,
+        )
+
+
 @dataclass
 class _Loop:
     state: FleetState
@@ -51,6 +164,8 @@ class _Loop:
     policy: Policy
     teams: tuple[Team, ...]
     quotas: tuple[Quota, ...]
+    scheduler: Scheduler
+    watchdog: _Watchdog
     events: int = 0
     cycles: int = 0
     skipped: int = 0
@@ -59,16 +174,21 @@ class _Loop:
         if events:
             self.events += len(events)
             self.recorder.record(events)
+            self.watchdog.happened(events)
         return bool(events)
 
     def cycle(self, now: float) -> tuple[bool, bool]:
         """One scheduling cycle; returns (did anything, needs another cycle now)."""
-        # The recorder only reads whether some job waits on topology: no estimates needed.
-        plan = schedule(self.state.snapshot(now, self.teams, self.quotas, self.policy), now, explain=False)
+        # Explanations only while some job waits for its first estimate; otherwise the recorder
+        # only reads whether some job waits on topology.
+        explain = self.recorder.awaiting_estimate()
+        plan = self.scheduler(self.state.snapshot(now, self.teams, self.quotas, self.policy), now, explain)
         self.cycles += 1
-        self.recorder.planned(plan)
+        self.watchdog.planned(plan, now)
+        self.recorder.planned(plan, now, explained=explain)
         events = self.state.apply(plan, now)
         self.record(events)
+        self.recorder.applied(plan)
         acted = any(not isinstance(action, Reserve) for action in plan.actions)
         again = any(isinstance(event, (Evicted, Resized)) for event in events)
         return acted, again
@@ -82,6 +202,7 @@ def run_simulation(
     policy_name: str = "fleetline",
     teams: Sequence[Team] = (),
     quotas: Sequence[Quota] = (),
+    enforce_quotas: bool = True,
     hooks: Sequence[Hook] = (),
     seed: int = 0,
     cycle_interval_s: float = 60.0,
@@ -91,12 +212,22 @@ def run_simulation(
     clock: Callable[[], float] = time.perf_counter,
     state_options: dict[str, float] | None = None,
     skip_idle_cycles: bool = True,
+    record_estimates: bool = True,
+    estimate_every: int | None = None,
+    scheduler: Scheduler = engine_scheduler,
 ) -> SimResult:
     """Replay `jobs` on `nodes` under `policy` until every job has finished (or can never start).
 
+    `quotas` are what guarantee violations are measured against; `enforce_quotas=False` keeps the
+    engine from seeing them (a baseline that ignores quotas, measured against the same guarantees).
     `skip_idle_cycles=False` runs every cycle the gate would skip (same results, slower).
+    `record_estimates=False` never asks for explanations (estimate errors are then null). Estimates
+    are recorded for every `estimate_every`-th job in submit order (None: every job of a trace of
+    up to `ESTIMATE_SAMPLE_JOBS` jobs, an even sample of about that many beyond), since each costs
+    a cycle at its arrival that the gate would often skip.
     `clock` only measures `sim_wall_s`; nothing in the simulation reads it. Randomness, if a hook
     needs any, comes from `random.Random(seed)` handed to hooks through their `SimContext`.
+    Raises `SimulationStalled` when the replay stops making progress.
     """
     wall_start = clock()
     ordered = sorted(jobs, key=lambda job: job.submit_s)
@@ -104,6 +235,7 @@ def run_simulation(
     w1 = ordered[-1].submit_s if ordered else 0.0
     team_rows = tuple(teams) or tuple(Team(name, "fleet") for name in sorted({job.team for job in ordered}))
     quota_rows = tuple(quotas)
+    engine_quotas = quota_rows if enforce_quotas else ()
     state = FleetState(
         nodes,
         level_penalty=policy.level_penalty,
@@ -113,6 +245,7 @@ def run_simulation(
         now=w0,
     )
     guarantees = {(q.team, q.accelerator): q.guaranteed for q in quota_rows}
+    engine_guarantees = {(q.team, q.accelerator): q.guaranteed for q in engine_quotas}
     weights = {key: float(value) for key, value in guarantees.items()} if any(guarantees.values()) else {}
     step = sample_every_s or max(60.0, (w1 - w0) / SAMPLES_PER_WINDOW)
     recorder = Recorder(
@@ -122,15 +255,18 @@ def run_simulation(
         guarantees=guarantees,
         weights=weights,
         sample_every_s=step,
+        estimate_every=(estimate_every or max(1, -(-len(ordered) // ESTIMATE_SAMPLE_JOBS))) if record_estimates else 0,
     )
-    loop = _Loop(state, recorder, policy, team_rows, quota_rows)
+    loop = _Loop(state, recorder, policy, team_rows, engine_quotas, scheduler, _Watchdog())
     context = SimContext(state, random.Random(seed), lambda job: _submit(loop, job))
 
-    preempt_possible = policy.preemption and (any(guarantees.values()) or len({j.priority for j in ordered}) > 1)
+    preempt_possible = policy.preemption and (any(engine_guarantees.values()) or len({j.priority for j in ordered}) > 1)
     elastic_possible = policy.elastic and any(job.is_elastic for job in ordered)
     periodic = cycle_interval_s > 0 and (bool(hooks) or policy.fairshare or preempt_possible or elastic_possible)
-    if skip_idle_cycles and not (preempt_possible or elastic_possible or hooks):
-        recorder.gate = CycleGate(state, recorder.capacity, policy, strict_fifo=not quota_rows)
+    if skip_idle_cycles and not hooks:
+        recorder.gate = CycleGate(
+            state, recorder.capacity, policy, strict_fifo=not engine_quotas, guarantees=engine_guarantees
+        )
 
     index, total = 0, len(ordered)
     changed, again = False, False
@@ -152,6 +288,7 @@ def run_simulation(
         elif state.pending and periodic:
             candidates.append(replan_s)
         now = max(now, min(candidates))
+        loop.watchdog.turn(now)
         recorder.advance_to(now)
         changed = loop.record(state.advance(now)) or changed
         while index < total and ordered[index].submit_s <= now:
@@ -165,14 +302,15 @@ def run_simulation(
         due = bool(state.pending) and periodic and now >= replan_s
         if not (changed or again or due):
             continue
-        if recorder.gate is not None and not again and not recorder.gate.could_start():
+        gate = recorder.gate
+        if gate is not None and not again and not recorder.awaiting_estimate() and not gate.could_start():
             loop.skipped += 1
-            recorder.fragmented = recorder.gate.fragmented
-            last_cycle = now  # a skipped cycle counts as a re-plan that changed nothing
+            recorder.fragmented = gate.fragmented
+            acted = False  # what the cycle would have done: nothing (it counts as a re-plan all the same)
         else:
             acted, again = loop.cycle(now)
-            last_cycle = now
-            backoff = 0 if (changed or acted) else min(backoff + 1, MAX_BACKOFF_EXPONENT)
+        last_cycle = now
+        backoff = 0 if (changed or acted) else min(backoff + 1, MAX_BACKOFF_EXPONENT)
         changed = False
         if progress is not None and (loop.cycles + loop.skipped) % 256 == 0:
             progress(index / total if total else 1.0)

@@ -1,14 +1,19 @@
-"""Cycles the simulator skips are ones that could have started nothing: skipping changes no result."""
+"""Cycles the simulator skips are ones whose plan would have done nothing: skipping changes no result."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import Job
+from scheduling.engine import FleetState, Job, Policy, Quota, Reserve, Team, schedule
 from scheduling.sim.fleet import parse_fleet
+from scheduling.sim.gate import CycleGate, plain_could_act
 from scheduling.sim.metrics import WALL_KEYS
-from scheduling.sim.simulator import run_simulation
+from scheduling.sim.recorder import Recorder
+from scheduling.sim.simulator import SimulationStalled, run_simulation
 
 from .builders import POLICIES, job
 
@@ -64,3 +69,260 @@ def test_a_cycle_is_skipped_when_free_gpus_suffice_by_count_but_not_by_shape() -
     assert runs[True].jct_by_job == runs[False].jct_by_job
     assert runs[True].metrics["cycles"] < runs[False].metrics["cycles"]
     assert runs[True].metrics["fragmentation_idle_fraction"] == runs[False].metrics["fragmentation_idle_fraction"] > 0
+
+
+# With quotas, priorities, elastic jobs and checkpoints, so that reclaims, shrinks and growth happen.
+QUOTA_TEAMS = (Quota("alpha", "gpu", 8, 24), Quota("beta", "gpu", 12, 20))
+
+
+@st.composite
+def contended_traces(draw: st.DrawFn) -> list[Job]:
+    count = draw(st.integers(1, 18))
+    jobs, submit_s = [], 0.0
+    for index in range(count):
+        submit_s += draw(st.sampled_from((0.0, 30.0, 45.0, 600.0, 3600.0)))
+        gpus = draw(st.sampled_from((1, 2, 4, 8, 16)))
+        extra: dict[str, object] = {
+            "priority": draw(st.sampled_from((0, 0, 0, 5))),
+            "checkpoint_interval_s": draw(st.sampled_from((None, None, 300.0))),
+            "time_limit_s": draw(st.sampled_from((None, None, 9000.0))),
+        }
+        if gpus <= 8 and draw(st.booleans()):
+            extra.update(min_gpus=max(1, gpus // 2), max_gpus=8)
+        team = draw(st.sampled_from(("alpha", "beta", "gamma")))
+        duration_s = draw(st.sampled_from((60.0, 900.0, 3600.0, 7200.0)))
+        jobs.append(job(f"j{index:02d}", submit_s, gpus, duration_s, team=team, **extra))
+    return jobs
+
+
+def _replay(
+    jobs: list[Job], policy: Policy, skip: bool, estimates: bool
+) -> tuple[dict[str, object], list[tuple[float, tuple]]]:
+    """Metrics (without cycle counts and the fragmentation sample) and every plan that acted.
+    Without estimates the gate may skip arrivals too (they need no explanation)."""
+    plans: list[tuple[float, tuple]] = []
+
+    def scheduler(snapshot, now, explain):  # type: ignore[no-untyped-def]
+        plan = schedule(snapshot, now, explain=explain)
+        acted = tuple(action for action in plan.actions if not isinstance(action, Reserve))
+        if acted:
+            plans.append((now, acted))
+        return plan
+
+    nodes = parse_fleet("1x2x2x8").nodes()
+    try:
+        result = run_simulation(
+            jobs,
+            nodes,
+            policy,
+            quotas=QUOTA_TEAMS,
+            skip_idle_cycles=skip,
+            scheduler=scheduler,
+            record_estimates=estimates,
+        )
+    except SimulationStalled as stalled:  # a stall must happen the same way with and without the gate
+        return {"stalled": str(stalled)}, plans
+    metrics = {k: v for k, v in result.metrics.items() if k not in COUNTS and k != "fragmentation_idle_fraction"}
+    return metrics, plans
+
+
+@settings(max_examples=120, deadline=None, database=None)
+@given(
+    jobs=contended_traces(),
+    name=st.sampled_from(("fleetline", "easy", "fleetline-las")),
+    estimates=st.sampled_from((False, False, True)),
+)
+def test_with_preemption_and_elastic_jobs_skipped_cycles_are_ones_whose_plan_would_have_done_nothing(
+    jobs: list[Job], name: str, estimates: bool
+) -> None:
+    policy = replace(Policy(), within_team_order="las") if name == "fleetline-las" else POLICIES[name]
+    assert _replay(jobs, policy, True, estimates) == _replay(jobs, policy, False, estimates)
+
+
+def test_a_replay_with_quotas_and_preemption_skips_cycles() -> None:
+    # Two teams keep the fleet full of one-GPU work; beta's guarantee is met all along, so
+    # arrivals into a full fleet can neither start nor reclaim anything.
+    jobs = [job(f"a{i}", 10.0 * i, 1, 5000.0, team="alpha") for i in range(16)]
+    jobs += [job(f"b{i}", 10.0 * i, 1, 5000.0, team="beta") for i in range(16)]
+    jobs += [job(f"late{i}", 200.0 + 10.0 * i, 1, 60.0, team="beta") for i in range(20)]
+    result = run_simulation(jobs, parse_fleet("1x1x4x8").nodes(), Policy(), quotas=QUOTA_TEAMS, record_estimates=False)
+    assert result.metrics["cycles_skipped"] > 0
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(jobs=contended_traces(), name=st.sampled_from(("fleetline", "fifo")))
+def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cycle(jobs: list[Job], name: str) -> None:
+    policy = POLICIES[name]
+    nodes = parse_fleet("1x2x2x8").nodes()
+    guarantees = {(q.team, q.accelerator): q.guaranteed for q in QUOTA_TEAMS}
+    state = FleetState(nodes, checkpoint_events=False, now=0.0)
+    recorder = Recorder(nodes, window=(0.0, 1.0), penalty={}, guarantees=guarantees, weights={}, sample_every_s=60.0)
+    recorder.gate = gate = CycleGate(state, recorder.capacity, policy, strict_fifo=False, guarantees=guarantees)
+    teams = tuple(Team(team, "fleet") for team in ("alpha", "beta", "gamma"))
+    arrivals = sorted(jobs, key=lambda j: j.submit_s)
+    now = 0.0
+    for step in range(60):
+        due = [j for j in arrivals if j.submit_s <= now]
+        arrivals = [j for j in arrivals if j.submit_s > now]
+        recorder.record(state.advance(now))
+        for arrival in due:
+            state.submit(arrival)
+            recorder.submitted(arrival)
+        assert gate.could_start() == plain_could_act(state, policy, guarantees, strict_fifo=False), step
+        plan = schedule(state.snapshot(now, teams, QUOTA_TEAMS, policy), now, explain=False)
+        recorder.record(state.apply(plan, now))
+        recorder.applied(plan)
+        assert gate.could_start() == plain_could_act(state, policy, guarantees, strict_fifo=False), step
+        upcoming = [t for t in (state.next_event_time(), arrivals[0].submit_s if arrivals else None) if t is not None]
+        if not upcoming:
+            break
+        now = max(now + 1.0, min(upcoming))
+
+
+def _gate_on(running: list[tuple[Job, str, int, bool]], pending: list[Job], guarantees: dict) -> tuple[bool, bool]:
+    """The gate's verdict and its plain definition's on a 2-node fleet (16 GPUs) where `running`
+    holds (job, node, GPUs, leaving) and `pending` waits."""
+    policy = Policy()
+    nodes = parse_fleet("1x1x2x8").nodes()
+    state = FleetState(nodes, checkpoint_events=False, now=0.0)
+    gate = CycleGate(state, {"gpu": 16}, policy, strict_fifo=False, guarantees=guarantees)
+    for run, node, gpus, leaving in running:
+        node_id = nodes[int(node[-1])].id
+        state.restore(
+            run,
+            ((node_id, gpus),),
+            start_s=0.0,
+            borrowing=False,
+            anchor_s=0.0,
+            anchor_progress_s=0.0,
+            base_progress_s=0.0,
+            grace_until_s=30.0 if leaving else None,
+        )
+        gate.allocated("gpu", gpus)
+        gate.touch([run.id])
+    for waiting in pending:
+        state.submit(waiting)
+        gate.queued(waiting)
+    return gate.could_start(), plain_could_act(state, policy, guarantees, strict_fifo=False)
+
+
+G = {("alpha", "gpu"): 8, ("beta", "gpu"): 4}
+
+
+@pytest.mark.parametrize(
+    ("case", "running", "pending", "guarantees", "expected"),
+    [
+        (
+            "a team reclaims its whole guarantee from a borrower",
+            [(job("b1", 0, 8, 9e3, team="beta"), "n0", 8, False), (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False)],
+            [job("a", 1, 8, 60, team="alpha")],
+            G,
+            True,
+        ),
+        (
+            "up to exactly its guarantee",
+            [
+                (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+            ],
+            [job("a", 1, 4, 60, team="alpha")],
+            G,
+            True,
+        ),
+        (
+            "but not one GPU beyond it",
+            [
+                (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+            ],
+            [job("a", 1, 5, 60, team="alpha")],
+            G,
+            False,
+        ),
+        (
+            "from a team one GPU over its guarantee",
+            [
+                (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+            ],
+            [job("a", 1, 4, 60, team="alpha")],
+            {("alpha", "gpu"): 8, ("beta", "gpu"): 11},
+            True,
+        ),
+        (
+            "but not from a team within its guarantee",
+            [
+                (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+            ],
+            [job("a", 1, 4, 60, team="alpha")],
+            {("alpha", "gpu"): 8, ("beta", "gpu"): 12},
+            False,
+        ),
+        (
+            "nor from loans already leaving",
+            [(job("b1", 0, 8, 9e3, team="beta"), "n0", 8, True), (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, True)],
+            [job("a", 1, 8, 60, team="alpha")],
+            G,
+            False,
+        ),
+        (
+            "a team without a guarantee reclaims nothing",
+            [(job("b1", 0, 8, 9e3, team="beta"), "n0", 8, False), (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False)],
+            [job("c", 1, 8, 60, team="gamma")],
+            G,
+            False,
+        ),
+        (
+            "a higher priority takes lower-priority work",
+            [(job("l1", 0, 8, 9e3), "n0", 8, False), (job("l2", 0, 8, 9e3), "n1", 8, False)],
+            [job("hi", 1, 8, 60, priority=5)],
+            {},
+            True,
+        ),
+        (
+            "but not work of its own priority",
+            [(job("l1", 0, 8, 9e3, priority=5), "n0", 8, False), (job("l2", 0, 8, 9e3, priority=5), "n1", 8, False)],
+            [job("hi", 1, 8, 60, priority=5)],
+            {},
+            False,
+        ),
+        (
+            "nor work that may not be preempted",
+            [
+                (job("l1", 0, 8, 9e3, preemptible=False), "n0", 8, False),
+                (job("l2", 0, 8, 9e3, preemptible=False), "n1", 8, False),
+            ],
+            [job("hi", 1, 8, 60, priority=5)],
+            {},
+            False,
+        ),
+        (
+            "an elastic job grows into free GPUs on its own node",
+            [(job("e", 0, 4, 9e3, min_gpus=2, max_gpus=8), "n0", 4, False), (job("f", 0, 8, 9e3), "n1", 8, False)],
+            [job("big", 1, 16, 60)],
+            {},
+            True,
+        ),
+        (
+            "but not into GPUs free on another node",
+            [(job("e", 0, 8, 9e3, min_gpus=2, max_gpus=16), "n0", 8, False), (job("f", 0, 4, 9e3), "n1", 4, False)],
+            [job("big", 1, 16, 60)],
+            {},
+            False,
+        ),
+        (
+            "a job that fits the free GPUs of one node can start",
+            [(job("f", 0, 4, 9e3), "n1", 4, False), (job("g", 0, 8, 9e3), "n0", 8, False)],
+            [job("small", 1, 4, 60)],
+            {},
+            True,
+        ),
+    ],
+)
+def test_the_gate_lets_a_cycle_run_only_when_it_could_act(case, running, pending, guarantees, expected) -> None:
+    assert _gate_on(running, pending, guarantees) == (expected, expected), case
