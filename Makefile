@@ -5,11 +5,13 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test lint install install-dev migrate bench clean
 
+# The demo: DEBUG pages, demo data and logins, demo arrivals and failure injection (each can be
+# overridden from the environment); warnings and errors only on the terminal.
 run: $(VENV)/.installed
-	$(PY) manage.py up
+	DEBUG=$${DEBUG:-1} FLEETLINE_DEMO=$${FLEETLINE_DEMO:-1} LOG_LEVEL=$${LOG_LEVEL:-WARNING} $(PY) manage.py up
 
 # Tests use DATABASE_URL / REDIS_URL when set; otherwise SQLite and an embedded Redis of their
-# own, apart from the one `make run` uses.
+# own, apart from the one `make run` uses. Settings: tests/settings.py (pyproject.toml).
 test: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	FLEETLINE_REDIS_SOCKET=$${FLEETLINE_REDIS_SOCKET:-var/redis-test/redis.sock} \
@@ -35,7 +37,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	touch $@ $(VENV)/.installed
 
 migrate: $(VENV)/.installed
-	$(PY) manage.py migrate
+	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate
 
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/engine_cycle.py

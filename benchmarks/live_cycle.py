@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetline_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("FLEET_DEMO_WORKLOAD", "0")
+os.environ.setdefault("SECRET_KEY", "fleetline-benchmark-only-not-secret")  # DEBUG is off by default
 
 
 def _fresh_database(url: str) -> None:

@@ -1,5 +1,5 @@
 """Demo data for a fresh installation: a small two-pod fleet, two departments, four teams, and
-the demo logins. Only ``make run`` on an empty database calls this."""
+the demo logins. Only the demo (``make run``, FLEETLINE_DEMO=1) seeds it, on an empty database."""
 
 from __future__ import annotations
 

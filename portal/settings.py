@@ -1,12 +1,17 @@
-"""Fleetline settings, read from the environment with safe defaults for local use.
+"""Fleetline settings, read from the environment. Importing them starts nothing.
 
-Environment:
-    DEBUG                on by default for local use; set DEBUG=0 in production
+Environment (the README's configuration table lists every variable):
+    DEBUG                off by default; ``make run`` sets DEBUG=1
     SECRET_KEY           required when DEBUG is off
+    FLEETLINE_DEMO       the demo: demo data and logins, demo arrivals, failure injection; off by
+                         default, ``make run`` sets FLEETLINE_DEMO=1
     ALLOWED_HOSTS        comma-separated, default "127.0.0.1,localhost"
     DATABASE_URL         default: SQLite file var/fleetline.sqlite3
-    REDIS_URL            default: an embedded Redis server on var/redis/redis.sock
+    REDIS_URL            default: the embedded Redis server's socket, var/redis/redis.sock, which
+                         ``manage.py up`` and the test session start (``portal.embedded_redis``)
     FLEET_CLOCK_SPEED    simulated seconds per real second, default 60
+
+``portal.settings_production`` is the production profile on top of these.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import dj_database_url
 import plotly
 from django.core.exceptions import ImproperlyConfigured
 
-from portal import embedded_redis
 from portal.redis_urls import celery_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -32,7 +36,7 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("DEBUG", True)
+DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
@@ -46,6 +50,24 @@ def _env_list(name: str, default: str) -> list[str]:
 
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# HTTPS. Off by default for local use over plain HTTP; the production profile turns them on.
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
+# Behind a proxy that terminates TLS: the header it sets and the value meaning HTTPS, for
+# example "HTTP_X_FORWARDED_PROTO,https". Set it only when the proxy always sets or strips it.
+_proxy_ssl_header = _env_list("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured('SECURE_PROXY_SSL_HEADER takes a header and a value: "HTTP_X_FORWARDED_PROTO,https".')
+SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
+
+# The demo (``make run``): demo data and logins on an empty database, demo job arrivals and
+# injected node failures. Each part can still be set on its own below.
+FLEETLINE_DEMO = _env_bool("FLEETLINE_DEMO", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -95,7 +117,6 @@ TEMPLATES = [
     },
 ]
 
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'fleetline.sqlite3'}",
@@ -103,6 +124,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
     # A file, not memory, so that test-spawned workers and servers see the test database;
     # WAL and a busy timeout let the web server, worker and beat write side by side.
     # One file per test run, so that runs side by side do not share (and flush) one database.
@@ -118,9 +140,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-# Notices to people go by email too: printed to the console unless an SMTP host is configured.
+# Notices to people go by email too, sent by a Celery worker (``tenants.tasks``): printed to the
+# worker's console unless an SMTP host is configured.
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT") or 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+# Where the file backend (django.core.mail.backends.filebased.EmailBackend) writes messages.
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "fleetline@localhost")
 
 LOGIN_URL = "login"
@@ -142,20 +171,22 @@ STATICFILES_DIRS = [
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-# Redis: the Celery broker and the Channels layer.
+# Redis: the Celery broker and the Channels layer. Without REDIS_URL, the embedded server's
+# socket: only the URL is computed here; ``manage.py up`` and the test session run the server.
 EMBEDDED_REDIS_SOCKET = Path(os.environ.get("FLEETLINE_REDIS_SOCKET", VAR_DIR / "redis" / "redis.sock")).resolve()
-REDIS_URL = os.environ.get("REDIS_URL", "")
-EMBEDDED_REDIS_STARTED = False
-if not REDIS_URL:
-    EMBEDDED_REDIS_STARTED = embedded_redis.ensure_running(EMBEDDED_REDIS_SOCKET)
-    REDIS_URL = f"unix://{EMBEDDED_REDIS_SOCKET}"
+EMBEDDED_REDIS = not os.environ.get("REDIS_URL")
+REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis on a connection pool that waits rather than fails in a burst.
+        "BACKEND": "portal.channel_layer.FleetChannelLayer",
         "CONFIG": {
             "hosts": [REDIS_URL],
             "prefix": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline"),
+            # A socket that vanished without leaving its groups drops out of them after this;
+            # open sockets renew their membership several times per period.
+            "group_expiry": 900,
         },
     }
 }
@@ -178,11 +209,11 @@ FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
 # The cycle lock's expiry: the leader renews it while its tick runs, so only a leader that dies
 # mid-tick lets it lapse, and the next leader ticks at most this long after.
 FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "3"))
-# Demo arrivals keep a fresh installation busy; turn off on a real fleet.
-FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", True)
-# Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick. On for
-# the demo; off under pytest (which sets PYTEST_VERSION) unless a test turns it on.
-FLEET_FAILURES = _env_bool("FLEET_FAILURES", "PYTEST_VERSION" not in os.environ)
+# Demo arrivals keep the demo fleet busy; part of the demo only.
+FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO)
+# Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick: part of
+# the demo only (a test may turn them on).
+FLEET_FAILURES = _env_bool("FLEET_FAILURES", FLEETLINE_DEMO)
 
 CELERY_BEAT_SCHEDULE = {
     "fleet-heartbeat": {
@@ -204,16 +235,35 @@ if FLEET_DEMO_WORKLOAD:
     }
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated call with the first class's challenge, so
+    # anonymous clients get 401 with "WWW-Authenticate: Token" rather than a bare 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 
+# One line per record, the same in every process (web, worker, beat, ``manage.py up``):
+#   2025-06-01T12:00:00+0000 WARNING portal.supervisor[4242] worker exited with code -9 ...
+# Celery keeps its hands off the root logger so that workers and beat log this way too.
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "formatters": {
+        "line": {
+            "format": "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
+            "datefmt": "%Y-%m-%dT%H:%M:%S%z",
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # A line per task received and finished is noise at one cycle a second; the cycle logs
+        # its own line per tick.
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+    },
 }

@@ -1,5 +1,6 @@
 """Shared fixtures: real child processes (Celery worker, ASGI server) pointed at the test
-database and the same Redis the tests use, and the embedded Redis cleaned up at the end."""
+database and the same Redis the tests use. Without REDIS_URL the session runs the embedded Redis
+itself, from start to end."""
 
 from __future__ import annotations
 
@@ -28,9 +29,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if getattr(settings, "EMBEDDED_REDIS_STARTED", False):
-        embedded_redis.stop(settings.EMBEDDED_REDIS_SOCKET)
+_embedded_redis_key = pytest.StashKey[subprocess.Popen[bytes] | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start the embedded Redis for this session when no REDIS_URL is given (settings only name
+    its socket). One that already answers there (another session's) is used as it is."""
+    started = None
+    if settings.EMBEDDED_REDIS and not embedded_redis.answers(settings.EMBEDDED_REDIS_SOCKET):
+        started = embedded_redis.start(settings.EMBEDDED_REDIS_SOCKET)
+    config.stash[_embedded_redis_key] = started
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(_embedded_redis_key, None)
+    if started is not None:
+        embedded_redis.stop(started, settings.EMBEDDED_REDIS_SOCKET)
 
 
 @pytest.fixture(autouse=True)
@@ -72,6 +86,12 @@ def children_disconnected(django_db_setup: None, django_db_blocker: DjangoDbBloc
             if cursor.fetchone()[0] == 0:
                 return
             time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def test_database_url(django_db_setup: None, children_disconnected: None) -> str:
+    """The test database's URL, for child processes that outlive one test (a module's fixture)."""
+    return _database_url()
 
 
 @pytest.fixture

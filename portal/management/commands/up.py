@@ -1,37 +1,40 @@
-"""Run the whole product on one machine: migrate, seed, then daphne, a Celery worker and
-Celery beat as one supervised group. Ctrl-C (or SIGTERM) stops every one of them."""
+"""Run the whole product on one machine: migrate, seed the demo when asked to, then the embedded
+Redis (when no ``REDIS_URL`` is set), daphne, a Celery worker and Celery beat, supervised: a
+process that dies is restarted (``portal.supervisor``). Ctrl-C (or SIGTERM) stops every one."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
-import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from portal import embedded_redis
 from portal.demo import DEMO_LOGINS, DEMO_PASSWORD
-
-STOP_GRACE_S = 10.0
+from portal.supervisor import Child, RedisChild, Supervisor
 
 
 class Command(BaseCommand):
-    help = "Migrate, seed demo data if empty, and run web server, worker and beat together."
+    help = "Migrate, seed the demo (FLEETLINE_DEMO) and run Redis, web server, worker and beat, supervised."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("seed_demo")
-        children = self._start_children(host=host, port=port)
-        self._print_banner(host=host, port=port)
+        if settings.FLEETLINE_DEMO:
+            call_command("seed_demo")
         stopping = False
 
         def request_stop(signum: int, frame: object) -> None:
@@ -40,80 +43,57 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
-        try:
-            while not stopping:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        self.stderr.write(f"{name} exited with {child.returncode}; stopping.")
-                        stopping = True
-                time.sleep(0.3)
-        finally:
-            self._stop_children(children)
-            if not os.environ.get("REDIS_URL"):
-                embedded_redis.stop(settings.EMBEDDED_REDIS_SOCKET)
-            self.stdout.write("Fleetline stopped.")
+        with _embedded_redis_claimed(settings.EMBEDDED_REDIS_SOCKET) if settings.EMBEDDED_REDIS else nullcontext():
+            supervisor = Supervisor(self._children(host=host, port=port))
+            try:
+                supervisor.start()
+                self._print_banner(host=host, port=port)
+                supervisor.run(lambda: stopping)
+            finally:
+                supervisor.stop()
+                self.stdout.write("Fleetline stopped.")
 
-    def _start_children(self, *, host: str, port: int) -> dict[str, subprocess.Popen[bytes]]:
+    def _children(self, *, host: str, port: int) -> list[Child]:
         python = sys.executable
         env = {**os.environ, "REDIS_URL": settings.REDIS_URL, "PYTHONUNBUFFERED": "1"}
         schedule_file = str(settings.VAR_DIR / "celerybeat-schedule")
-        commands = {
-            "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"],
-            "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
+        celery = [python, "-m", "celery", "-A", "portal"]
+        children = [
+            Child("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"], env=env),
+            Child(
                 "worker",
-                "--loglevel=WARNING",
-                "--concurrency=2",
-                "-Q",
-                settings.CELERY_WORKER_QUEUES,
-                "-n",
-                "fleetline@%h",
-            ],
-            "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "beat",
-                "--loglevel=WARNING",
-                "-s",
-                schedule_file,
-            ],
-        }
-        # Each child gets its own session so the terminal's Ctrl-C reaches only this
-        # supervisor, which then stops every child's whole process group in order.
-        return {name: subprocess.Popen(cmd, env=env, start_new_session=True) for name, cmd in commands.items()}
-
-    def _stop_children(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
-        for child in children.values():
-            _signal_group(child, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            _signal_group(child, signal.SIGKILL)
+                [*celery, "worker", "--concurrency=2", "-Q", settings.CELERY_WORKER_QUEUES, "-n", "fleetline@%h"],
+                env=env,
+            ),
+            Child("beat", [*celery, "beat", "-s", schedule_file], env=env),
+        ]
+        if settings.EMBEDDED_REDIS:
+            children.insert(0, RedisChild(settings.EMBEDDED_REDIS_SOCKET))
+        return children
 
     def _print_banner(self, *, host: str, port: int) -> None:
-        lines = [
-            "",
-            f"Fleetline is running on http://{host}:{port}/",
-            f"Demo logins (password '{DEMO_PASSWORD}'):",
-            *(f"  {name:<8} {role}" for name, role in DEMO_LOGINS),
-            "Press Ctrl-C to stop.",
-            "",
-        ]
+        lines = ["", f"Fleetline is running on http://{host}:{port}/"]
+        if settings.FLEETLINE_DEMO:
+            lines += [
+                f"Demo logins (password '{DEMO_PASSWORD}'):",
+                *(f"  {name:<8} {role}" for name, role in DEMO_LOGINS),
+            ]
+        elif not get_user_model().objects.exists():
+            lines.append("No users yet: create the first admin with `python manage.py createsuperuser`.")
+        lines += ["Press Ctrl-C to stop.", ""]
         self.stdout.write("\n".join(lines))
 
 
-def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(child.pid, sig)
-    except ProcessLookupError:
-        pass
+@contextmanager
+def _embedded_redis_claimed(socket_path: Path) -> Iterator[None]:
+    """Hold a lock beside the embedded Redis's socket while this supervisor runs it: a second
+    ``manage.py up`` in the same directory is refused instead of taking the first one's server.
+    A server that answers there without the lock held was left behind: it is shut down."""
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(socket_path.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CommandError(f"Fleetline is already running with the embedded Redis on {socket_path}.") from None
+        embedded_redis.shut_down_leftover(socket_path)
+        yield

@@ -1,0 +1,12 @@
+"""Settings for the test session and the processes it starts: the product's own settings
+(``portal.settings``) with a key of their own, since DEBUG is off by default and a key is then
+required. pytest-django loads this module (pyproject.toml); child processes inherit it with
+the environment."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "fleetline-tests-only-not-secret")
+
+from portal.settings import *  # noqa: E402, F403
