@@ -179,8 +179,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
 
 CHANNEL_LAYERS = {
     "default": {
-        # channels_redis on a connection pool that waits rather than fails in a burst.
-        "BACKEND": "portal.channel_layer.FleetChannelLayer",
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             "hosts": [REDIS_URL],
             "prefix": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline"),
