@@ -69,7 +69,10 @@ class Child:
         return code
 
     def begin_stop(self) -> None:
-        self._signal_group(signal.SIGTERM)
+        # SIGTERM to the child alone: a Celery worker then shuts down warmly, finishing the tasks
+        # its pool processes run; whatever is left of the group is killed in finish_stop.
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
 
     def finish_stop(self, *, deadline: float) -> None:
         if self.process is not None:
