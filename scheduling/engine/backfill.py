@@ -9,12 +9,14 @@ nodes only if its worst-case end is no later than the start of every reservation
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import itemgetter
 
 from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
-from .placement import nodes_needed
+from .placement import first_in_one_domain, gang_level, nodes_needed
+from .plan import Allocation
 
 ReleaseEvent = tuple[float, str, int]
 _time = itemgetter(0)
@@ -27,12 +29,13 @@ class ReleaseProfile:
     time step at once, so their order within it changes nothing, and comparing times alone sorts
     a long profile several times faster than comparing whole events."""
 
-    __slots__ = ("now", "events", "_dirty", "_curve")
+    __slots__ = ("now", "events", "_dirty", "_sorted", "_curve")
 
     def __init__(self, now: float) -> None:
         self.now = now
         self.events: list[ReleaseEvent] = []
         self._dirty = False
+        self._sorted = 0  # events[:_sorted] are in time order
         self._curve: tuple[list[float], list[int], list[float]] | None = None
 
     def add(self, end_s: float, allocation: tuple[tuple[str, int], ...]) -> None:
@@ -53,7 +56,30 @@ class ReleaseProfile:
         if self._dirty:
             self.events.sort(key=_time)
             self._dirty = False
+            self._sorted = len(self.events)
         return self.events
+
+    def move(self, end_s: float, allocation: Allocation, events: list[ReleaseEvent]) -> None:
+        """Replace the release of `allocation` at `end_s` (as `add` or `extend` put it in) by
+        `events` (clamped to `now` here): a victim of this cycle leaves, or runs on smaller, earlier.
+
+        The events sorted so far are searched by time, the few added since then one by one."""
+        end_s = max(end_s, self.now)
+        profile = self.sorted_events() if len(self.events) - self._sorted > 64 else self.events
+        for node_id, gpus in allocation:
+            wanted = (end_s, node_id, gpus)
+            at = bisect_left(profile, end_s, hi=self._sorted, key=_time)
+            while at < self._sorted and profile[at][0] == end_s and profile[at] != wanted:
+                at += 1
+            if at < self._sorted and profile[at] == wanted:
+                self._sorted -= 1
+            elif wanted in profile[self._sorted :]:
+                at = profile.index(wanted, self._sorted)
+            else:
+                continue
+            del profile[at]
+        self.extend([(max(time_s, self.now), node_id, gpus) for time_s, node_id, gpus in events])
+        self._curve = None
 
     def curve(self, free_now: int) -> tuple[list[float], list[int], list[float]]:
         if self._curve is not None and self._curve[1][0] == free_now:
@@ -140,6 +166,26 @@ def earliest_start(
     return _earliest_gang(pool, held, profile, nodes_needed(gpus, pool.gpus_per_node), max_level, topology_aware)
 
 
+def reservation_start(
+    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, job: Job, policy: Policy, now: float
+) -> tuple[float, tuple[str, ...]] | None:
+    """When and where a blocked job starts earliest along the release profile, within the widest
+    level it may take now (`gang_level`). A gang held to a narrower domain than its own until its
+    wait reaches `Policy.gang_spread_after_s` is also looked for at its own level from then on;
+    whichever starts first is its reservation, so a rack that only frees long after the gang may
+    spread does not set its start."""
+    max_level = gang_level(pool, job, policy, now)
+    found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
+    own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
+    if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
+        return found
+    spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
+    if spread is None:
+        return found
+    spread = (max(spread[0], job.submit_s + spread_after_s), spread[1])
+    return spread if found is None or spread[0] < found[0] else found
+
+
 def _earliest_single(
     pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
 ) -> tuple[float, tuple[str, ...]] | None:
@@ -200,14 +246,22 @@ def _earliest_gang(
     ready_pods: dict[str, int] = {}
     # A choice can only succeed fleet-wide (when allowed) or in a ready rack or pod.
     fleet_wide = LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]
-    pod_wide = topology_aware and LEVEL_RANK[max_level] >= LEVEL_RANK["pod"]
+    pod_wide = LEVEL_RANK[max_level] >= LEVEL_RANK["pod"]
+    # Without topology awareness, first fit may also pick a domain that needed no release at all.
+    any_domain = fleet_wide or (
+        not topology_aware
+        and (
+            any(len(whole) >= count for whole in whole_by_rack.values())
+            or (pod_wide and any(whole >= count for whole in pod_whole.values()))
+        )
+    )
     at_s: float | None = None
     for end_s, node_id, released in profile.sorted_events():
         if end_s != at_s:
             if (
                 at_s is not None
                 and pool.whole_count + len(new_whole) >= count
-                and (fleet_wide or (topology_aware and ready_racks) or (pod_wide and ready_pods))
+                and (any_domain or ready_racks or (pod_wide and ready_pods))
             ):
                 chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
                 if chosen is not None:
@@ -254,9 +308,10 @@ def _choose_gang_nodes(
         nodes += [node_id for node_id in new_whole if pool.node_rack[node_id] in chosen]
         return sorted(nodes)
 
-    if not topology_aware:
+    if not topology_aware:  # first fit in node-id order, within one domain of `max_level`
         every = sorted(list(new_whole) + [n for whole in pool.whole_by_rack.values() for n in whole])
-        return tuple(every[:count]) if max_level == "fleet" else None
+        chosen = first_in_one_domain(every, count, max_level, pool.node_rack, pool.node_pod)
+        return None if chosen is None else tuple(chosen)
     racks = sorted(
         (len(pool.whole_by_rack[rack]) + gain - count, rack)
         for rack, gain in rack_gain.items()
@@ -277,15 +332,18 @@ def _choose_gang_nodes(
     return None
 
 
-def expected_end_s(run: Running, now: float) -> float:
-    """When a running job is expected to release its GPUs (for reservations and estimates)."""
+def expected_end_s(run: Running, now: float, penalty: float = 1.0) -> float:
+    """When a running job is expected to release its GPUs (for reservations and estimates): the end
+    of its grace period when it is leaving, else its time limit, else when its remaining work is
+    done at its progress rate (its share of its size, slowed by `penalty`, the topology penalty of
+    its placement level, as `FleetState` runs it)."""
     if run.grace_until_s is not None:
         return max(now, run.grace_until_s)
     job = run.job
     if job.time_limit_s is not None:
         return max(now, run.start_s + job.time_limit_s)
     remaining = max(0.0, job.duration_s - run.progress_s)
-    return now + remaining * job.gpus / max(1, run.gpus)
+    return now + remaining * job.gpus / max(1, run.gpus) * penalty
 
 
 def worst_runtime_s(job: Job, size: int, penalty: float) -> float:

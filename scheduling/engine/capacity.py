@@ -3,7 +3,8 @@
 Placement must never scan every node for every job, so free capacity is indexed per accelerator:
 nodes bucketed by their free GPU count (best fit for single-node jobs in O(gpus_per_node)), and
 "whole" nodes (at least `gpus_per_node` free) grouped per rack with per-rack and per-pod counts
-(multi-node gangs look at counts, not nodes).
+(multi-node gangs look at counts, not nodes), and free GPUs per rack (packing single-node jobs
+into the most-used rack that fits).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class AcceleratorPool:
         "total_free",
         "capacity",
         "whole_by_rack",
+        "rack_free",
         "pod_whole",
         "whole_count",
         "racks_of_pod",
@@ -53,6 +55,8 @@ class AcceleratorPool:
         self.total_free = 0
         self.capacity = 0
         self.whole_by_rack: dict[str, dict[str, None]] = {}
+        # Free GPUs per rack (held GPUs count as taken).
+        self.rack_free: dict[str, int] = {}
         self.pod_whole: dict[str, int] = {}
         self.whole_count = 0
         racks_of_pod: dict[str, list[str]] = {}
@@ -66,6 +70,7 @@ class AcceleratorPool:
             self.node_pod[node.id] = node.pod
             if rack_key not in self.whole_by_rack:
                 self.whole_by_rack[rack_key] = {}
+                self.rack_free[rack_key] = 0
                 racks_of_pod.setdefault(node.pod, []).append(rack_key)
                 self.pod_whole.setdefault(node.pod, 0)
             self.capacity += node.usable_gpus
@@ -96,6 +101,7 @@ class AcceleratorPool:
         twin.free = dict(self.free)
         twin.buckets = {key: dict(bucket) for key, bucket in self.buckets.items()}
         twin.whole_by_rack = {rack: dict(whole) for rack, whole in self.whole_by_rack.items()}
+        twin.rack_free = dict(self.rack_free)
         twin.pod_whole = dict(self.pod_whole)
         return twin
 
@@ -110,12 +116,13 @@ class AcceleratorPool:
             buckets[new_free][node_id] = None
         self.free[node_id] = new_free
         self.total_free += new_free - old
+        rack_key = self.node_rack[node_id]
+        self.rack_free[rack_key] += new_free - old
         gpn = self.gpus_per_node
-        was_whole, is_whole = old >= gpn, new_free >= gpn
-        if was_whole != is_whole:
-            rack = self.whole_by_rack[self.node_rack[node_id]]
+        if (old >= gpn) != (new_free >= gpn):
+            rack = self.whole_by_rack[rack_key]
             pod = self.node_pod[node_id]
-            if is_whole:
+            if new_free >= gpn:
                 rack[node_id] = None
                 self.pod_whole[pod] += 1
                 self.whole_count += 1
@@ -144,7 +151,7 @@ class CapacityIndex:
     __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node", "healthy")
 
     def __init__(self, nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int):
-        node_accelerator, templates, healthy = _empty_fleet(nodes, gpus_per_node)
+        node_accelerator, templates, healthy, _ = _empty_fleet(nodes, gpus_per_node)
         self.node_accelerator = node_accelerator
         # Healthy GPUs per node of the whole fleet (read-only, shared between cycles).
         self.healthy = healthy
@@ -190,10 +197,35 @@ class CapacityIndex:
             self.give(((node_id, free),))
 
 
+class Topology:
+    """Which rack and pod each node of a fleet is in (read-only, shared between cycles)."""
+
+    __slots__ = ("node_rack", "node_pod")
+
+    def __init__(self, node_rack: dict[str, str], node_pod: dict[str, str]) -> None:
+        self.node_rack, self.node_pod = node_rack, node_pod
+
+    def level(self, allocation: Iterable[tuple[str, int]]) -> str:
+        """The placement level of an allocation (nodes unknown to the fleet count as their own rack)."""
+        node_ids = {node_id for node_id, _ in allocation}
+        if len(node_ids) <= 1:
+            return "node"
+        racks = {self.node_rack.get(node_id, node_id) for node_id in node_ids}
+        if len(racks) == 1:
+            return "rack"
+        pods = {self.node_pod.get(node_id, node_id) for node_id in node_ids}
+        return "pod" if len(pods) == 1 else "fleet"
+
+
+def fleet_topology(nodes: tuple[Node, ...], gpus_per_node: int) -> Topology:
+    """The topology of `nodes` (cached with the empty-fleet index, see `_empty_fleet`)."""
+    return _empty_fleet(nodes, gpus_per_node)[3]
+
+
 # The empty-fleet index of the last few node tuples seen. Building it is the fixed cost of every
 # cycle, and the live loop and the simulator pass the same tuple object while nodes don't change.
 # Keyed by identity (the tuple is kept alive in the value), so a lookup never hashes the nodes.
-_Fleet = tuple[dict[str, str], dict[str, AcceleratorPool], dict[str, int]]
+_Fleet = tuple[dict[str, str], dict[str, AcceleratorPool], dict[str, int], Topology]
 _EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, _Fleet]] = {}
 
 
@@ -211,9 +243,13 @@ def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
         for accelerator, members in sorted(by_accelerator.items())
     }
     healthy = {node_id: pool.healthy[node_id] for pool in templates.values() for node_id in pool.healthy}
+    topology = Topology(
+        {node_id: rack for pool in templates.values() for node_id, rack in pool.node_rack.items()},
+        {node_id: pod for pool in templates.values() for node_id, pod in pool.node_pod.items()},
+    )
     if len(_EMPTY_FLEETS) >= 4:
         _EMPTY_FLEETS.pop(next(iter(_EMPTY_FLEETS)))
-    fleet = (node_accelerator, templates, healthy)
+    fleet = (node_accelerator, templates, healthy, topology)
     _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, fleet)
     return fleet
 

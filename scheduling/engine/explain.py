@@ -1,21 +1,44 @@
 """Step 6 of the cycle: a reason and an estimated start for every job that did not start.
 
 Estimates are cheap and deterministic: a fluid sweep over each accelerator's release profile,
-with the GPU-seconds of the jobs ahead in the queue consumed first (see `ReleaseProfile`).
-Jobs held back by quota also wait for their own team's running work to end.
+with the GPU-seconds of the jobs ahead in the queue consumed first (see `ReleaseProfile`); jobs
+that will not start within the horizon consume nothing. Jobs held back by quota also wait for
+their own team's running work to end.
+
+An estimate nobody could believe is not given: when nothing in the fleet's foreseeable future
+makes room (the job is larger than its team's quota, or than any healthy domain of the required
+shape), or the start would lie beyond `ESTIMATE_HORIZON_S`, the status says what the job waits for
+instead (`PendingStatus.waits_for`, see `Blockers`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 
-from .model import Job
-from .plan import REASON_CAPACITY, REASON_QUOTA, REASON_TOPOLOGY, PendingStatus, pending_status
+from .backfill import expected_end_s
+from .capacity import AcceleratorPool
+from .model import LEVEL_RANK, Job
+from .placement import nodes_needed
+from .plan import (
+    REASON_CAPACITY,
+    REASON_QUOTA,
+    REASON_TOPOLOGY,
+    WAITS_DOMAIN,
+    WAITS_HARDWARE,
+    WAITS_JOB,
+    WAITS_QUEUE,
+    WAITS_QUOTA,
+    WAITS_QUOTA_LIMIT,
+    PendingStatus,
+    pending_status,
+)
 from .prepare import Prepared
 from .quota import QuotaLedger
 
 Curve = tuple[list[float], list[int], list[float]]
 STARTED = "started"  # in a cycle's reasons: the job starts, there is nothing to explain
+# Estimates further ahead than this are not shown: the fleet will have changed long before.
+ESTIMATE_HORIZON_S = 30 * 86400.0
 
 
 def explain_pending(
@@ -52,6 +75,8 @@ def explain_pending(
     levels: list[int] = []
     areas: list[float] = []
     firsts: dict[int, float | None] = {}
+    horizon_s = prepared.now + ESTIMATE_HORIZON_S
+    blockers: Blockers | None = None
     for job, reason in zip(queue, reasons, strict=True):
         if reason is STARTED:
             continue
@@ -95,10 +120,92 @@ def explain_pending(
                     if team_releases is None:
                         team_releases = {key: sorted(ends) for key, ends in prepared.team_releases.items()}
                     estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
-        limit_s = job.time_limit_s
-        ahead += gpus * (job.duration_s if limit_s is None else limit_s)
-        append(make(job_id, reason, estimate))
+        if estimate is not None and estimate <= horizon_s:
+            limit_s = job.time_limit_s
+            ahead += gpus * (job.duration_s if limit_s is None else limit_s)
+            append(make(job_id, reason, estimate))
+            continue
+        if blockers is None:
+            blockers = Blockers(prepared, elastic)
+        append(make(job_id, reason, None, blockers.of(job, reason, estimate)))
     return tuple(statuses)
+
+
+class Blockers:
+    """What a job without a believable estimate waits for (the `WAITS_*` forms of `plan`): its
+    team's quota limit or running work, the fleet's healthy hardware or domains, the running job
+    whose end would make room, else the queue ahead of it. Built on the first such job of a cycle."""
+
+    def __init__(self, prepared: Prepared, elastic: bool) -> None:
+        self.prepared, self.elastic = prepared, elastic
+        # Per accelerator: healthy nodes that can be whole, per rack and per pod; the running job
+        # (least id) released at each release time.
+        self.shapes: dict[str, tuple[int, int, int, int]] = {}
+        self.released: dict[str, dict[float, str]] = {}
+
+    def of(self, job: Job, reason: str, estimate: float | None) -> str:
+        ledger, accelerator = self.prepared.ledger, job.accelerator
+        if reason == REASON_QUOTA:
+            size = job.min_gpus if self.elastic and job.is_elastic and job.min_gpus is not None else job.gpus
+            limited = size > ledger.limit(job.team, accelerator)
+            return f"{WAITS_QUOTA_LIMIT if limited else WAITS_QUOTA}{job.team}"
+        pool = self.prepared.index.pools.get(accelerator)
+        short = self._short_of(pool, job)
+        if short is not None:
+            return short
+        if estimate is not None:
+            released = self.released.get(accelerator)
+            if released is None:
+                released = self.released[accelerator] = self._released_by(accelerator)
+            if estimate in released:
+                return f"{WAITS_JOB}{released[estimate]}"
+        return WAITS_QUEUE
+
+    def _short_of(self, pool: AcceleratorPool | None, job: Job) -> str | None:
+        """`WAITS_HARDWARE` or `WAITS_DOMAIN` when even an empty fleet of today's healthy nodes could
+        not hold the job, else None."""
+        if pool is None:
+            return WAITS_HARDWARE
+        shape = self.shapes.get(pool.accelerator)
+        if shape is None:
+            shape = self.shapes[pool.accelerator] = _shape(pool)
+        largest, whole, rack_whole, pod_whole = shape
+        gpn = pool.gpus_per_node
+        if job.gpus <= gpn:
+            return WAITS_HARDWARE if job.gpus > largest else None
+        count = nodes_needed(job.gpus, gpn)
+        if count > whole:
+            return WAITS_HARDWARE
+        level = job.required_level or "fleet"
+        if LEVEL_RANK[level] < LEVEL_RANK["fleet"]:
+            room = 1 if level == "node" else rack_whole if level == "rack" else pod_whole
+            if count > room:
+                return f"{WAITS_DOMAIN}{level}"
+        return None
+
+    def _released_by(self, accelerator: str) -> dict[float, str]:
+        prepared = self.prepared
+        released: dict[float, str] = {}
+        for run in prepared.running:
+            if run.job.accelerator == accelerator:
+                end_s = expected_end_s(run, prepared.now, prepared.penalty.of(run.allocation))
+                if end_s not in released or run.job.id < released[end_s]:
+                    released[end_s] = run.job.id
+        return released
+
+
+def _shape(pool: AcceleratorPool) -> tuple[int, int, int, int]:
+    """The largest healthy node, and the healthy nodes that can be whole in the fleet, in its
+    fullest rack and in its fullest pod."""
+    gpn = pool.gpus_per_node
+    racks: dict[str, int] = {}
+    pods: dict[str, int] = {}
+    for node_id, usable in pool.usable.items():
+        if usable >= gpn:
+            racks[pool.node_rack[node_id]] = racks.get(pool.node_rack[node_id], 0) + 1
+            pods[pool.node_pod[node_id]] = pods.get(pool.node_pod[node_id], 0) + 1
+    largest = max(pool.usable.values(), default=0)
+    return largest, sum(racks.values()), max(racks.values(), default=0), max(pods.values(), default=0)
 
 
 def topology_waits(queue: list[Job], reasons: list[str | None]) -> tuple[PendingStatus, ...]:

@@ -42,7 +42,7 @@ def fairshare_priorities(factors: Mapping[str, float]) -> dict[str, float]:
     by the factor (lower first); unlike the factor it has a scale an age term can be added to."""
     if not factors:
         return {}
-    mean = sum(factors.values()) / len(factors)
+    mean = math.fsum(factors.values()) / len(factors)  # exact, so the same in any team order
     if mean <= 0.0:
         return {team: 1.0 for team in factors}
     return {team: math.pow(2.0, -factor / mean) for team, factor in factors.items()}

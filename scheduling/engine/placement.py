@@ -1,16 +1,25 @@
 """Gang placement: all or nothing, smallest topology domain first, best fit inside it.
 
-Single-node jobs (gpus <= gpus_per_node) go on exactly one node, the one that leaves the fewest
-free GPUs behind. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (nodes with at
-least `gpus_per_node` free GPUs), packed `gpus_per_node` per node with the remainder on the last;
-the remainder's unused GPUs stay available to single-node jobs. A gang is placed in one rack if
-any rack has enough whole nodes (the one with the fewest left over), else one pod, else the fleet,
+Single-node jobs (gpus <= gpus_per_node) go on exactly one node, packed against fragmentation
+(`best_node`): a node that is already in use before a whole one, in the most-used rack that fits,
+on the node that leaves the fewest free GPUs behind, so that whole nodes and whole racks stay free
+for gangs. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (nodes with at least
+`gpus_per_node` free GPUs), packed `gpus_per_node` per node with the remainder on the last; the
+remainder's unused GPUs stay available to single-node jobs. A gang is placed in one rack if any
+rack has enough whole nodes (the one with the fewest left over), else one pod, else the fleet,
 never wider than the job's `required_level`.
+
+Without topology awareness (the FIFO and EASY baselines) placement is first fit in node-id order,
+but a required level still holds: the gang takes the first domain of that level, in node-id order,
+to gather enough whole nodes. Ties are always broken by id, so the plan never depends on the order
+the snapshot lists nodes or running jobs in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 from .capacity import AcceleratorPool, level_of
 from .model import LEVEL_RANK, Job, Policy
@@ -53,7 +62,7 @@ def fit_gang(
     if gpus <= 0:
         return None
     if gpus <= pool.gpus_per_node:
-        node_id = _best_node(pool, gpus) if topology_aware else _first_node(pool, gpus)
+        node_id = best_node(pool, gpus) if topology_aware else _first_node(pool, gpus)
         return None if node_id is None else Fit(((node_id, gpus),), "node")
     count = nodes_needed(gpus, pool.gpus_per_node)
     if pool.whole_count < count or LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
@@ -61,7 +70,9 @@ def fit_gang(
     if topology_aware:
         node_ids = _whole_nodes_in_smallest_domain(pool, count, max_level)
     else:
-        node_ids = [node_id for node_id in pool.order if pool.free[node_id] >= pool.gpus_per_node][:count]
+        gpn, free = pool.gpus_per_node, pool.free
+        whole = (node_id for node_id in pool.order if free[node_id] >= gpn)
+        node_ids = first_in_one_domain(whole, count, max_level, pool.node_rack, pool.node_pod)
     if node_ids is None or len(node_ids) < count:
         return None
     level = level_of(node_ids, pool.node_rack, pool.node_pod)
@@ -80,13 +91,61 @@ def pack_whole_nodes(node_ids: list[str], gpus: int, gpus_per_node: int) -> Allo
     return tuple(allocation)
 
 
-def _best_node(pool: AcceleratorPool, gpus: int) -> str | None:
-    buckets = pool.buckets
-    for free in range(gpus, len(buckets)):
-        bucket = buckets[free]
-        if bucket:
-            return next(iter(bucket))
+def first_in_one_domain(
+    node_ids: Iterable[str], count: int, max_level: str, node_rack: Mapping[str, str], node_pod: Mapping[str, str]
+) -> list[str] | None:
+    """The first `count` of `node_ids` (in their order) that lie in one domain of `max_level`: the
+    domain that gathers `count` of them first. None when no domain has that many."""
+    if LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]:
+        chosen = list(islice(node_ids, count))
+        return chosen if len(chosen) == count else None
+    domain_of = node_rack if max_level == "rack" else node_pod
+    gathered: dict[str, list[str]] = {}
+    for node_id in node_ids:
+        members = gathered.setdefault(domain_of[node_id], [])
+        members.append(node_id)
+        if len(members) == count:
+            return members
     return None
+
+
+def best_node(pool: AcceleratorPool, gpus: int) -> str | None:
+    """Where a single-node job of `gpus` GPUs goes: the least of `packing_key` over the nodes
+    with room for it (`plain_best_node`), found without looking at every node: nodes already in
+    use sit in the buckets below a whole node, and a whole node is only broken in the most-used
+    rack that has one."""
+    gpn, buckets, rack_free, node_rack = pool.gpus_per_node, pool.buckets, pool.rack_free, pool.node_rack
+    best: tuple[int, str, int, str] | None = None
+    for free in range(gpus, gpn):
+        for node_id in buckets[free]:
+            rack_key = node_rack[node_id]
+            key = (rack_free[rack_key], rack_key, free, node_id)
+            if best is None or key < best:
+                best = key
+    if best is not None:
+        return best[3]
+    rack: tuple[int, str] | None = None
+    for rack_key, whole in pool.whole_by_rack.items():
+        if whole and (rack is None or (rack_free[rack_key], rack_key) < rack):
+            rack = (rack_free[rack_key], rack_key)
+    if rack is None:
+        return None
+    free_of = pool.free
+    return min(pool.whole_by_rack[rack[1]], key=lambda node_id: (free_of[node_id], node_id))
+
+
+def packing_key(pool: AcceleratorPool, node_id: str) -> tuple[bool, int, str, int, str]:
+    """Lower is a better home for a single-node job: not breaking a whole node, then the rack
+    with the fewest free GPUs (the most used; by rack id on a tie), then the node with the fewest,
+    then the node id."""
+    free, rack_key = pool.free[node_id], pool.node_rack[node_id]
+    return (free >= pool.gpus_per_node, pool.rack_free[rack_key], rack_key, free, node_id)
+
+
+def plain_best_node(pool: AcceleratorPool, gpus: int) -> str | None:
+    """`best_node` as defined: the node with room whose `packing_key` is least."""
+    fitting = [node_id for node_id, free in pool.free.items() if free >= gpus]
+    return min(fitting, key=lambda node_id: packing_key(pool, node_id), default=None)
 
 
 def _first_node(pool: AcceleratorPool, gpus: int) -> str | None:

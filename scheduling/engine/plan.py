@@ -12,6 +12,14 @@ REASON_TOPOLOGY = "topology"
 REASON_PRIORITY = "priority"
 REASON_RESERVED_PREFIX = "reserved-for:"
 
+# What a job without a believable estimate waits for (`PendingStatus.waits_for`).
+WAITS_QUOTA_LIMIT = "quota-limit:"  # + team: larger than the team may ever run (guarantee + borrow)
+WAITS_QUOTA = "quota:"  # + team: the team's own running work must end first, beyond the horizon
+WAITS_HARDWARE = "hardware"  # more healthy GPUs or whole nodes than the accelerator has
+WAITS_DOMAIN = "domain:"  # + level: no rack (or pod) has enough healthy nodes for the gang
+WAITS_JOB = "job:"  # + job id: the running job whose end makes room ends beyond the horizon
+WAITS_QUEUE = "queue"  # the work queued ahead of it runs beyond the horizon
+
 
 @dataclass(frozen=True, slots=True)
 class Start:
@@ -74,6 +82,9 @@ class PendingStatus:
     job_id: str
     reason: str
     estimated_start_s: float | None
+    # Set when there is no estimate to believe (none, or beyond the horizon): what the job waits
+    # for, one of the `WAITS_*` forms below.
+    waits_for: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +109,13 @@ _new = object.__new__
 _set_job_id = PendingStatus.job_id.__set__  # type: ignore[attr-defined]
 _set_reason = PendingStatus.reason.__set__  # type: ignore[attr-defined]
 _set_estimate = PendingStatus.estimated_start_s.__set__  # type: ignore[attr-defined]
+_set_waits_for = PendingStatus.waits_for.__set__  # type: ignore[attr-defined]
 
 
-def pending_status(job_id: str, reason: str, estimated_start_s: float | None) -> PendingStatus:
-    """`PendingStatus(job_id, reason, estimated_start_s)`, built through its slots directly.
+def pending_status(
+    job_id: str, reason: str, estimated_start_s: float | None, waits_for: str | None = None
+) -> PendingStatus:
+    """`PendingStatus(job_id, reason, estimated_start_s, waits_for)`, built through its slots directly.
 
     The frozen dataclass's generated `__init__` goes through `object.__setattr__` per field,
     which is most of the cost of explaining a long queue; the result is the same object.
@@ -110,6 +124,7 @@ def pending_status(job_id: str, reason: str, estimated_start_s: float | None) ->
     _set_job_id(status, job_id)
     _set_reason(status, reason)
     _set_estimate(status, estimated_start_s)
+    _set_waits_for(status, waits_for)
     return status
 
 

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .backfill import ReleaseEvent, ReleaseProfile
-from .capacity import CapacityIndex
+from .capacity import CapacityIndex, Topology, fleet_topology
 from .health import triage_nodes
-from .model import Running, Snapshot
-from .plan import Action, Cordon, Requeue
+from .model import Policy, Running, Snapshot
+from .plan import Action, Allocation, Cordon, Requeue
 from .quota import QuotaLedger
 
 Key = tuple[str, str]
@@ -52,12 +52,14 @@ class Takeable:
         return lower + self.leaving.get(accelerator, 0) + borrowed
 
 
-def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
+def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty | None = None) -> RunningTotals:
     """Totals of `running` at `now`: GPUs in use per node, per (team, accelerator) and leaving, and
     the release events per accelerator.
 
-    The release time is `backfill.expected_end_s`, clamped to `now` as `ReleaseProfile.add` does.
+    The release time is `backfill.expected_end_s` with the topology penalty `penalty` gives each
+    run (none without it), clamped to `now` as `ReleaseProfile.add` does.
     """
+    node_penalty = 1.0 if penalty is None else penalty.node
     used: dict[str, int] = {}
     usage: dict[Key, int] = {}
     evicting: dict[Key, int] = {}
@@ -91,14 +93,16 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         events = releases.get(job.accelerator)
         if events is None:
             events = releases[job.accelerator] = []
-        # `expected_end_s(run, now)`, inlined; then `max(end_s, now)` as in `ReleaseProfile.add`.
+        # `expected_end_s(run, now, penalty(run.allocation))`, inlined; then `max(end_s, now)` as in
+        # `ReleaseProfile.add`.
         if grace_until_s is not None:
             end_s = grace_until_s
         elif job.time_limit_s is not None:
             end_s = run.start_s + job.time_limit_s
         else:
             remaining_s = job.duration_s - run.progress_s
-            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1)
+            slowdown = node_penalty if len(allocation) == 1 or penalty is None else penalty(allocation)
+            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1) * slowdown
         if not end_s >= now:
             end_s = now
         for node_id, on_node in allocation:
@@ -110,6 +114,23 @@ def running_totals(running: Iterable[Running], now: float) -> RunningTotals:
         else:
             team_ends.append((end_s, gpus))
     return RunningTotals(used, usage, releases, evicting, takeable, team_releases)
+
+
+class RunPenalty:
+    """The topology penalty of a running job's placement level (`Policy.penalty`), which slows its
+    progress and so delays the release of a job without a time limit."""
+
+    __slots__ = ("topology", "policy", "node")
+
+    def __init__(self, topology: Topology, policy: Policy) -> None:
+        self.topology, self.policy, self.node = topology, policy, policy.penalty("node")
+
+    def __call__(self, allocation: Allocation) -> float:
+        return self.policy.penalty(self.topology.level(allocation))
+
+    def of(self, allocation: Allocation) -> float:
+        """The penalty `running_totals` applies to a run on `allocation`."""
+        return self.node if len(allocation) == 1 else self(allocation)
 
 
 @dataclass(slots=True)
@@ -126,6 +147,7 @@ class Prepared:
     # (release time, GPUs) of each running job per (team, accelerator), in running order.
     team_releases: dict[Key, list[tuple[float, int]]]
     now: float
+    penalty: RunPenalty
 
 
 def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
@@ -133,7 +155,8 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     surviving running work to quotas and build one release profile per accelerator."""
     gpus_per_node = snapshot.policy.gpus_per_node
     running = list(snapshot.running)
-    totals = running_totals(running, now)
+    penalty = RunPenalty(fleet_topology(snapshot.nodes, gpus_per_node), snapshot.policy)
+    totals = running_totals(running, now, penalty)
     index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     triage = triage_nodes(snapshot.nodes, running, totals.used, index)
     actions: list[Action] = [Cordon(node_id, reason) for node_id, reason in triage.cordon]
@@ -141,7 +164,7 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     if triage.requeue:
         requeued = {job_id for job_id, _ in triage.requeue}
         running = [run for run in running if run.job.id not in requeued]
-        totals = running_totals(running, now)
+        totals = running_totals(running, now, penalty)
         index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
     ledger = QuotaLedger(snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage)
@@ -150,5 +173,5 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         profiles[name] = profile = ReleaseProfile(now)
         profile.extend(totals.releases.get(name, []))
     return Prepared(
-        index, running, actions, ledger, profiles, totals.evicting, totals.takeable, totals.team_releases, now
+        index, running, actions, ledger, profiles, totals.evicting, totals.takeable, totals.team_releases, now, penalty
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
-from .backfill import Reservation, ReservationBook, earliest_start, worst_penalty, worst_runtime_s
+from .backfill import Reservation, ReservationBook, reservation_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
 from .collector import collector_paused
 from .elastic import grow_actions, reduced_sizes
@@ -327,6 +327,7 @@ class _Cycle:
         self.ledger.charge(job.team, job.accelerator, size)
         runtime_s = worst_runtime_s(job, size, self.policy.penalty(fit.level))
         self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
+        self.prepared.team_releases.setdefault((job.team, job.accelerator), []).append((self.now + runtime_s, size))
         self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level))
         self.reasons[self.at] = STARTED
 
@@ -398,14 +399,7 @@ class _Cycle:
             return
         # Jobs that can never fit do not get to sweep the release profile over and over.
         self.reservation_attempts[job.accelerator] = attempts + 1
-        found = earliest_start(
-            pool,
-            self.index.held,
-            self.profiles[job.accelerator],
-            job.gpus,
-            max_level=gang_level(pool, job, self.policy, self.now),
-            topology_aware=self.policy.topology_aware,
-        )
+        found = reservation_start(pool, self.index.held, self.profiles[job.accelerator], job, self.policy, self.now)
         if found is None:
             return
         self.reservations_made[job.accelerator] = made + 1

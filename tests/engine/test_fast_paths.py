@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import FleetState, Running, Snapshot, schedule
-from scheduling.engine.backfill import ReleaseProfile, expected_end_s
-from scheduling.engine.explain import STARTED, Curve, _first_time, _quota_estimate
+from scheduling.engine import FleetState, Plan, Preempt, Running, Shrink, Snapshot, schedule
+from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
+from scheduling.engine.capacity import fleet_topology, level_of
+from scheduling.engine.explain import ESTIMATE_HORIZON_S, STARTED, Blockers, Curve, _first_time, _quota_estimate
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
-from scheduling.engine.prepare import running_totals
+from scheduling.engine.prepare import RunPenalty, running_totals
 from scheduling.engine.schedule import _Cycle
 
 from .strategies import jobs, snapshots
@@ -38,17 +40,50 @@ def _runs(draw: st.DrawFn) -> tuple[Running, ...]:
     return tuple(runs)
 
 
+@st.composite
+def gang_snapshots(draw: st.DrawFn) -> Snapshot:
+    """snapshots() with multi-node gangs running on idle nodes too, some without a time limit, some
+    elastic (victims to shrink), across racks and pods (slowed down by their placement)."""
+    base = draw(snapshots())
+    busy = {node_id for run in base.running for node_id, _ in run.allocation}
+    idle = [node for node in base.nodes if node.id not in busy and node.usable_gpus == 8]
+    gangs = []
+    while len(idle) >= 2 and draw(st.booleans()):
+        span = idle[: draw(st.integers(2, min(3, len(idle))))]
+        idle = idle[len(span) :]
+        gpus = 8 * len(span)
+        job = draw(jobs(f"g{len(gangs)}", 0.0))
+        job = replace(job, gpus=gpus, min_gpus=draw(st.sampled_from((None, 8))), max_gpus=None)
+        job = replace(job, time_limit_s=draw(st.sampled_from((None, job.duration_s * 2))), required_level=None)
+        progress = draw(st.floats(0.0, job.duration_s))
+        run = Running(job, tuple((node.id, 8) for node in span), 0.0, progress, progress / 2, draw(st.booleans()))
+        gangs.append(run)
+    policy = replace(base.policy, level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)))
+    return replace(base, running=base.running + tuple(gangs), policy=policy)
+
+
+def _penalty(snapshot: Snapshot) -> RunPenalty:
+    return RunPenalty(fleet_topology(snapshot.nodes, snapshot.policy.gpus_per_node), snapshot.policy)
+
+
 def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, str, int]]:
     profile = ReleaseProfile(now)
+    penalty = _penalty(snapshot)
     for run in snapshot.running:
-        profile.add(expected_end_s(run, now), run.allocation)
+        level = "node" if len(run.allocation) == 1 else level_of([n for n, _ in run.allocation], *_maps(snapshot))
+        assert penalty.of(run.allocation) == snapshot.policy.penalty(level)
+        profile.add(expected_end_s(run, now, snapshot.policy.penalty(level)), run.allocation)
     return sorted(profile.events)
 
 
+def _maps(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, str]]:
+    return {node.id: node.rack_key for node in snapshot.nodes}, {node.id: node.pod for node in snapshot.nodes}
+
+
 @SETTINGS
-@given(snapshots(), st.floats(0.0, 5000.0))
+@given(gang_snapshots(), st.floats(0.0, 5000.0))
 def test_running_totals_match_the_plain_per_run_definitions(snapshot: Snapshot, now: float) -> None:
-    totals = running_totals(snapshot.running, now)
+    totals = running_totals(snapshot.running, now, _penalty(snapshot))
     usage: dict[tuple[str, str], int] = {}
     evicting: dict[tuple[str, str], int] = {}
     for run in snapshot.running:
@@ -116,15 +151,39 @@ def _work_time(curve: Curve, demand_ahead_gpu_s: float) -> float:
     return times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
 
 
-def _plain_explain(cycle: _Cycle, queue: list[Job]) -> tuple[PendingStatus, ...]:
-    """`explain_pending` as defined: `_first_time`, `_work_time` and `expected_end_s` per job."""
-    prepared = cycle.prepared
-    held = prepared.index.held
+def _plain_team_releases(cycle: _Cycle, plan: Plan) -> dict[tuple[str, str], list[tuple[float, int]]]:
+    """When each team's GPUs come free: running work at its expected end, evicted victims at the end
+    of their grace at the latest, shrunk ones giving up GPUs now and running on smaller, and this
+    cycle's starts at their worst-case end."""
+    prepared, now = cycle.prepared, cycle.now
+    evicted = {action.job_id: action.grace_s for action in plan.actions if isinstance(action, Preempt)}
+    shrunk = {action.job_id: action.allocation for action in plan.actions if isinstance(action, Shrink)}
     releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for run in prepared.running:
-        releases.setdefault((run.job.team, run.job.accelerator), []).append((expected_end_s(run, cycle.now), run.gpus))
-    for entries in releases.values():
-        entries.sort()
+        end_s = expected_end_s(run, now, prepared.penalty.of(run.allocation))
+        parts = [(end_s, run.gpus)]
+        if run.job.id in evicted:
+            parts = [(min(end_s, now + evicted[run.job.id]), run.gpus)]
+        elif run.job.id in shrunk:
+            smaller = replace(run, allocation=shrunk[run.job.id])
+            later_s = expected_end_s(smaller, now, prepared.penalty.of(smaller.allocation))
+            parts = [(now, run.gpus - smaller.gpus), (later_s, smaller.gpus)]
+        releases.setdefault((run.job.team, run.job.accelerator), []).extend(part for part in parts if part[1] > 0)
+    jobs = {job.id: job for job in cycle.snapshot.pending}
+    for start in plan.starts():
+        job = jobs[start.job_id]
+        runtime_s = worst_runtime_s(job, start.gpus, cycle.policy.penalty(start.level))
+        releases.setdefault((job.team, job.accelerator), []).append((now + runtime_s, start.gpus))
+    return {key: sorted(entries) for key, entries in releases.items()}
+
+
+def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[PendingStatus, ...]:
+    """`explain_pending` as defined: `_first_time`, `_work_time` and `expected_end_s` per job; jobs
+    without an estimate within the horizon add no demand and say what they wait for instead."""
+    prepared = cycle.prepared
+    held = prepared.index.held
+    releases = _plain_team_releases(cycle, plan)
+    blockers = Blockers(prepared, cycle.policy.elastic)
     statuses, demand = [], {}
     for job, reason in zip(queue, cycle.reasons, strict=True):
         if reason == STARTED:
@@ -145,13 +204,16 @@ def _plain_explain(cycle: _Cycle, queue: list[Job]) -> tuple[PendingStatus, ...]
                     estimate = first
                 if reason == REASON_QUOTA:
                     estimate = _quota_estimate(job, estimate, prepared.ledger, releases, cycle.policy.elastic)
-        demand[job.accelerator] = ahead + job.gpus * job.estimate_s
-        statuses.append(PendingStatus(job.id, reason, estimate))
+        if estimate is not None and estimate <= cycle.now + ESTIMATE_HORIZON_S:
+            demand[job.accelerator] = ahead + job.gpus * job.estimate_s
+            statuses.append(PendingStatus(job.id, reason, estimate))
+        else:
+            statuses.append(PendingStatus(job.id, reason, None, blockers.of(job, reason, estimate)))
     return tuple(statuses)
 
 
 @SETTINGS
-@given(snapshots(), st.floats(0.0, 5000.0))
+@given(gang_snapshots(), st.floats(0.0, 5000.0))
 def test_explanations_match_the_plain_per_job_definitions(snapshot: Snapshot, now: float) -> None:
     cycle = _Cycle(snapshot, now)
     plan = cycle.run()
@@ -159,7 +221,7 @@ def test_explanations_match_the_plain_per_job_definitions(snapshot: Snapshot, no
     factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
     queue = order_jobs(snapshot.pending, policy, fairshare_priorities(factors), now)
 
-    assert plan.pending == _plain_explain(cycle, queue)
+    assert plan.pending == _plain_explain(cycle, plan, queue)
 
 
 @SETTINGS

@@ -1,0 +1,80 @@
+"""Regressions: required levels under every policy, and reservations that start when their nodes
+are really free (topology slowdown, shrinks and preemptions earlier in the same plan)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from scheduling.engine import FleetState, Job, Node, Policy, Reserve, Running, Snapshot, Team, schedule
+
+from .builders import Scenario, job, reason_of, running, started
+
+NOW = 50_000.0
+POLICIES = {
+    "fifo": Policy.fifo(),
+    "easy": Policy.easy(),
+    "default without topology awareness": replace(Policy(), topology_aware=False),
+    "default": Policy(),
+}
+
+
+def _two_pods_one_rack_name() -> tuple[Node, ...]:
+    """n0 and n2 share rack p0/r0; n1 is in another pod (its rack p1/r0 is another rack)."""
+    return (Node("n0", "p0", "r0", "a100"), Node("n1", "p1", "r0", "a100"), Node("n2", "p0", "r0", "a100"))
+
+
+@pytest.mark.parametrize("policy", POLICIES.values(), ids=POLICIES.keys())
+def test_a_gang_with_a_required_rack_starts_on_an_empty_fleet_under_every_policy(policy: Policy) -> None:
+    gang = job("g", 16, required_level="rack", time_limit_s=7200.0)
+    small = job("s", 1, submit_s=10.0, time_limit_s=120.0)
+    plan = Scenario(_two_pods_one_rack_name()).policy(policy).pending(gang, small).plan(now=1000.0)
+
+    assert {node for node, _ in started(plan)["g"]} == {"n0", "n2"}
+    assert "s" in started(plan)
+
+
+@pytest.mark.parametrize("policy", POLICIES.values(), ids=POLICIES.keys())
+def test_a_gang_with_a_required_pod_takes_nodes_of_one_pod_under_every_policy(policy: Policy) -> None:
+    nodes = (Node("a", "p1", "r0", "a100"), Node("b", "p0", "r0", "a100"), Node("c", "p0", "r1", "a100"))
+    plan = Scenario(nodes).policy(policy).pending(job("g", 16, required_level="pod")).plan()
+
+    assert {node for node, _ in started(plan)["g"]} == {"b", "c"}
+
+
+def test_without_topology_awareness_a_rack_bound_gang_is_reserved_the_first_rack_to_free() -> None:
+    nodes = (*_two_pods_one_rack_name(), Node("n3", "p1", "r0", "a100"))
+    scenario = Scenario(nodes).with_running(
+        running(job("a", 8, time_limit_s=100.0), on="n0"),
+        running(job("b", 8, time_limit_s=50.0), on="n1"),
+        running(job("c", 8, time_limit_s=300.0), on="n2"),
+        running(job("d", 8, time_limit_s=60.0), on="n3"),
+    )
+    plan = scenario.policy(Policy.easy()).pending(job("g", 16, required_level="rack")).plan()
+
+    assert plan.of_type(Reserve) == (Reserve("g", ("n1", "n3"), 60.0),)
+    assert reason_of(plan, "g") == "capacity"
+
+
+def _spread_gang() -> tuple[Running, Job, tuple[Node, ...]]:
+    nodes = (Node("n0", "p0", "r0", "a100"), Node("n1", "p1", "r0", "a100"))
+    spread = Job("r", "t0", "training", 5, True, "a100", 16, 3000.0, 0.0, None)
+    return Running(spread, (("n0", 8), ("n1", 8)), NOW - 2800.0, 2000.0, 2000.0, False), spread, nodes
+
+
+def test_a_reservation_waits_for_the_topology_slowdown_of_a_running_job_without_a_time_limit() -> None:
+    run, spread, nodes = _spread_gang()
+    head = Job("h", "t0", "training", 5, True, "a100", 16, 3600.0, NOW - 10, 7200.0)
+    snapshot = Snapshot(nodes, (run,), (head,), (Team("t0", "d0"),), (), Policy(preemption=False), ())
+    plan = schedule(snapshot, NOW)
+    state = FleetState(nodes, now=NOW)
+    state.restore(
+        spread, run.allocation, start_s=run.start_s, borrowing=False, anchor_s=NOW, anchor_progress_s=2000.0,
+        base_progress_s=0.0,
+    )  # fmt: skip
+
+    (reservation,) = plan.of_type(Reserve)
+    assert reservation.start_s == state.next_event_time() == NOW + 1000.0 * 1.4
+    status = plan.status_of("h")
+    assert status is not None and status.estimated_start_s == reservation.start_s
