@@ -124,6 +124,7 @@ def policy_from_row(row: Any | None) -> engine.Policy:
         reservation_depth=row.reservation_depth,
         preemption=row.preemption,
         preemption_grace_s=row.preemption_grace_s,
+        reclaim_after_s=row.reclaim_after_s,
         fairshare_half_life_s=row.fairshare_half_life_s,
         age_weight=row.fairshare_age_weight,
         max_age_s=row.fairshare_max_age_s,

@@ -65,6 +65,7 @@ class FleetPolicyForm(forms.ModelForm):
             "reservation_depth",
             "preemption",
             "preemption_grace_s",
+            "reclaim_after_s",
             "within_team_order",
             "topology_penalty_node",
             "topology_penalty_rack",

@@ -190,7 +190,20 @@ class FleetPolicy(models.Model):
     backfill = models.BooleanField(default=True)
     reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     preemption = models.BooleanField(default=True)
-    preemption_grace_s = models.FloatField(default=30.0, validators=[MinValueValidator(0.0)])
+    preemption_grace_s = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="How long a preempted job has to stop (and to checkpoint, if it does so when told): "
+        "the job that preempted it starts on its GPUs once this has passed.",
+    )
+    reclaim_after_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=1800.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
+        "or once it has waited this long; empty: only when it pays.",
+    )
     within_team_order = models.CharField(max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SUBMIT)
     topology_penalty_node = models.FloatField(default=1.0, validators=[validate_penalty])
     topology_penalty_rack = models.FloatField(default=1.0, validators=[validate_penalty])

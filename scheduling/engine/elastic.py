@@ -1,9 +1,10 @@
 """Elastic jobs: start smaller when the full size does not fit, grow into idle capacity.
 
 An elastic job runs anywhere in `min_gpus..max_gpus`. When its requested size does not fit it
-starts at the largest size that does; after everything pending has been considered, idle GPUs
-that no pending job could use go to running elastic jobs (highest priority first) up to their
-`max_gpus`. Shrinking happens in preemption, where elastic victims give up GPUs first.
+starts at the largest size that does, quota and a node (or enough whole nodes) allowing; after
+everything pending has been considered, idle GPUs that no pending job could use go to running
+elastic jobs (highest priority first) up to their `max_gpus`. Shrinking happens in preemption,
+where elastic victims give up GPUs first.
 """
 
 from __future__ import annotations
@@ -24,15 +25,20 @@ class Growth:
     added: int
 
 
-def reduced_sizes(job: Job, pool: AcceleratorPool) -> list[int]:
-    """Sizes below the requested one worth trying for an elastic job, largest first."""
+def reduced_sizes(job: Job, pool: AcceleratorPool, room: int | None = None) -> list[int]:
+    """Sizes below the requested one worth trying for an elastic job, largest first: for every
+    number of nodes it could take, the largest size in `min_gpus..gpus - 1` on that many nodes that
+    quota admits (`room`: the most GPUs it admits; None: no bound) and that could fit (enough whole
+    nodes; a node with that many free GPUs). Any smaller size on as many nodes fits where these do."""
     if job.min_gpus is None or job.min_gpus >= job.gpus:
         return []
-    low, high, gpn = max(1, job.min_gpus), job.gpus - 1, pool.gpus_per_node
+    low, gpn = max(1, job.min_gpus), pool.gpus_per_node
+    high = job.gpus - 1 if room is None else min(job.gpus - 1, room)
     sizes: list[int] = []
-    if high > gpn:
-        whole = min(pool.whole_count, high // gpn)
-        sizes.extend(count * gpn for count in range(whole, 1, -1) if count * gpn >= low)
+    for count in range(min(pool.whole_count, -(-high // gpn)), 1, -1):
+        size = min(high, count * gpn)
+        if size > (count - 1) * gpn and size >= low:
+            sizes.append(size)
     single = min(high, gpn, pool.max_free())
     if single >= low:
         sizes.append(single)
@@ -60,11 +66,12 @@ def plan_growth(
             if extra > 0:
                 added[node_id] = extra
         total = sum(added.values())
-        if total <= 0 or ledger.admit(run.job.team, run.job.accelerator, total) is None:
+        pinned = not run.job.preemptible
+        if total <= 0 or ledger.admit(run.job.team, run.job.accelerator, total, pinned) is None:
             continue
         for node_id, extra in added.items():
             pool.take(node_id, extra)
-        ledger.charge(run.job.team, run.job.accelerator, total)
+        ledger.charge(run.job.team, run.job.accelerator, total, pinned)
         allocation = tuple((node_id, gpus + added.get(node_id, 0)) for node_id, gpus in run.allocation)
         growths.append(Growth(run, allocation, total))
     return growths

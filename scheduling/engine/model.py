@@ -61,6 +61,9 @@ class Job:
     # GPU-seconds of service already received (set when a job is requeued); drives the
     # least-attained-service order.
     attained_gpu_s: float = 0.0
+    # The job writes a checkpoint when it is told it is preempted: it loses only the grace period
+    # it takes to do so, never the work since its last periodic checkpoint.
+    checkpoint_on_preempt: bool = False
 
     @property
     def is_elastic(self) -> bool:
@@ -88,7 +91,10 @@ class Running:
 
     @property
     def lost_gpu_s(self) -> float:
-        """Work that preempting this job now would throw away, in GPU-seconds."""
+        """Work that preempting this job now would roll back, in GPU-seconds: everything since its
+        last checkpoint (since its start, without one), or nothing when it checkpoints on preemption."""
+        if self.job.checkpoint_on_preempt:
+            return 0.0
         return max(0.0, self.progress_s - self.checkpoint_s) * self.job.gpus
 
 
@@ -114,7 +120,12 @@ class Policy:
     reservation_depth: int = 1
     topology_aware: bool = True
     preemption: bool = True
+    # How long a victim's GPUs take to change hands: it stops (writing a checkpoint, if it does so
+    # on preemption) and the job that preempted it starts on them once the grace has passed.
     preemption_grace_s: float = 30.0
+    # Eviction only when it pays (see `reclaim`): the work it destroys must be worth less than the
+    # wait it saves the preemptor, unless the preemptor has waited this long (None: never by age).
+    reclaim_after_s: float | None = 1800.0
     fairshare_half_life_s: float = 7 * 86400.0
     within_team_order: str = "submit"
     level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY

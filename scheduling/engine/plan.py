@@ -10,6 +10,9 @@ REASON_QUOTA = "quota"
 REASON_CAPACITY = "capacity"
 REASON_TOPOLOGY = "topology"
 REASON_PRIORITY = "priority"
+# Work nobody may preempt waits for room within its team's guarantee (or on capacity nobody is
+# guaranteed): borrowed GPUs must stay reclaimable by their owners.
+REASON_GUARANTEE = "guarantee"
 REASON_RESERVED_PREFIX = "reserved-for:"
 
 # What a job without a believable estimate waits for (`PendingStatus.waits_for`).
@@ -23,10 +26,14 @@ WAITS_QUEUE = "queue"  # the work queued ahead of it runs beyond the horizon
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """Start `job_id` on `allocation`. `replaces` names the jobs preempted in the same plan whose
+    GPUs it takes over: they leave now, and the job's first `Preempt.grace_s` is their handover."""
+
     job_id: str
     allocation: Allocation
     borrowing: bool
     level: str
+    replaces: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:

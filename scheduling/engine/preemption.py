@@ -1,11 +1,13 @@
 """Victim selection: the cheapest set of running work whose removal frees a fitting domain.
 
-A job may preempt only work that is strictly lower priority and preemptible, or work that is
-borrowing quota when the preemptor's team is reclaiming within its own guarantee. Serving is
-never preempted by anything but serving. Cost is the work lost since the victim's last checkpoint
-(GPU-seconds), then its priority. Elastic victims give up GPUs by shrinking toward `min_gpus`
-(no work lost) before anyone is evicted. Jobs already in their grace period count as free
-victims: they are leaving anyway.
+Work nobody may preempt (its priority class says so) is never a victim. Other work may be taken
+when it is strictly lower priority, or when it is borrowing quota and the preemptor's team is
+reclaiming within its own guarantee. Serving is never preempted by anything but serving. Cost is
+the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
+start, without one), nothing when it checkpoints on preemption; then its priority. Elastic
+victims give up GPUs by shrinking toward `min_gpus` (no work lost), only as many as needed,
+before anyone is evicted. Jobs already in their grace period are not taken again: their GPUs come
+back at its end, as the release profile says. Whether an eviction pays is `reclaim`'s question.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     if elastic and job.min_gpus is not None and run.grace_until_s is None:
         shrinkable = max(0, sum(gpus for _, gpus in run.allocation) - job.min_gpus)
     # `run.lost_gpu_s`, inlined.
-    cost = 0.0 if run.grace_until_s is not None else max(0.0, run.progress_s - run.checkpoint_s) * job.gpus
+    if run.grace_until_s is not None or job.checkpoint_on_preempt:
+        cost = 0.0
+    else:
+        cost = max(0.0, run.progress_s - run.checkpoint_s) * job.gpus
     return Candidate(run, run.allocation, cost, shrinkable)
 
 
@@ -94,15 +99,16 @@ def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_s
     Reclaiming takes only real loans: the victim's team must still use at least its own guarantee
     after losing the victim, otherwise two teams would keep reclaiming from each other.
     """
-    if victim.job.kind == "serving" and preemptor.kind != "serving":
+    job = victim.job
+    if not job.preemptible or victim.grace_until_s is not None:
         return False
-    if victim.job.team == preemptor.team and victim.job.priority >= preemptor.priority:
+    if job.kind == "serving" and preemptor.kind != "serving":
         return False
-    if victim.grace_until_s is not None:
+    if job.team == preemptor.team and job.priority >= preemptor.priority:
+        return False
+    if job.priority < preemptor.priority:
         return True
-    if victim.job.preemptible and victim.job.priority < preemptor.priority:
-        return True
-    return reclaiming and victim.borrowing and victim.job.team != preemptor.team and victim_team_stays_covered
+    return reclaiming and victim.borrowing and job.team != preemptor.team and victim_team_stays_covered
 
 
 # One way to get GPUs on a node: (cost, priority, job id, gpus released, candidate, evicts?, node)
@@ -183,7 +189,8 @@ def _evaluate(
 
 
 def _free_node(options: dict[str, list[_Option]], node_id: str, need: int) -> _Freed | None:
-    """Greedy cheapest options on one node releasing >= need GPUs: (cost, max prio, picks)."""
+    """Greedy cheapest options on one node releasing >= need GPUs: (cost, max prio, picks).
+    A shrink gives up only the GPUs still needed, so the elastic victim keeps the rest."""
     picks: dict[str, _Option] = {}
     released = 0
     # Shrinking (no work lost) comes before any eviction.
@@ -193,6 +200,8 @@ def _free_node(options: dict[str, list[_Option]], node_id: str, need: int) -> _F
         previous = picks.get(option[2])
         if previous is not None:
             released -= previous[3]
+        if not option[5] and option[3] > need - released:
+            option = (*option[:3], need - released, *option[4:])
         picks[option[2]] = option
         released += option[3]
     if released < need:

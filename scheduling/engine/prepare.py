@@ -32,6 +32,8 @@ class RunningTotals:
     evicting: dict[Key, int]
     takeable: Takeable
     team_releases: dict[Key, list[tuple[float, int]]]
+    # GPUs of borrowing work nobody may preempt (not leaving), per (team, accelerator).
+    pinned: dict[Key, int]
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty |
     evicting: dict[Key, int] = {}
     releases: dict[str, list[ReleaseEvent]] = {}
     team_releases: dict[Key, list[tuple[float, int]]] = {}
+    pinned: dict[Key, int] = {}
     takeable = Takeable({}, {}, {})
     preemptible, leaving, borrowing = takeable.preemptible, takeable.leaving, takeable.borrowing
     for run in running:
@@ -90,6 +93,8 @@ def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty |
                 by_priority[job.priority] = by_priority.get(job.priority, 0) + gpus
             if run.borrowing:
                 borrowing[job.accelerator] = borrowing.get(job.accelerator, 0) + gpus
+                if not job.preemptible:
+                    pinned[key] = pinned.get(key, 0) + gpus
         events = releases.get(job.accelerator)
         if events is None:
             events = releases[job.accelerator] = []
@@ -113,7 +118,7 @@ def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty |
             team_releases[key] = [(end_s, gpus)]
         else:
             team_ends.append((end_s, gpus))
-    return RunningTotals(used, usage, releases, evicting, takeable, team_releases)
+    return RunningTotals(used, usage, releases, evicting, takeable, team_releases, pinned)
 
 
 class RunPenalty:
@@ -167,7 +172,7 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         totals = running_totals(running, now, penalty)
         index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
-    ledger = QuotaLedger(snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage)
+    ledger = QuotaLedger(snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned)
     profiles: dict[str, ReleaseProfile] = {}
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)

@@ -9,6 +9,13 @@ a loan is admitted, so admission checks the pooled total: total borrowed + new l
 
 Teams without a quota row for an accelerator have no guarantee there and an unlimited borrow
 limit: they run on idle capacity only and are always reclaimable by teams with guarantees.
+
+The pool is checked at every admission, not only at loans: a team starting within its guarantee
+shrinks what its unused guarantee lends, so when the loans outstanding would then exceed the
+pool, the borrowers are reclaimed first (the admission is refused as "capacity").
+
+Work nobody may preempt ("pinned") could never be reclaimed from: beyond its team's guarantee it
+may only use capacity nobody is guaranteed, together with the other pinned work doing so.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import Quota, Running, Team
+from .plan import REASON_CAPACITY, REASON_GUARANTEE, REASON_QUOTA
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +51,16 @@ class _Account:
     def borrowed(self) -> int:
         return max(0, self.used - self.guaranteed)
 
+    def beyond(self, gpus: int) -> int:
+        """How many of `gpus` more GPUs would lie beyond the guarantee."""
+        return self.used + gpus - max(self.used, self.guaranteed) if self.used + gpus > self.guaranteed else 0
+
 
 class _AcceleratorLedger:
-    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed")
+    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity")
 
     def __init__(self, capacity: int, quotas: list[Quota]) -> None:
+        self.capacity = capacity
         self.accounts: dict[str, _Account] = {}
         for quota in quotas:
             lend_cap = math.inf if quota.lend_limit is None else max(0, quota.lend_limit)
@@ -58,6 +71,8 @@ class _AcceleratorLedger:
         self.unguaranteed = max(0, capacity - guaranteed_total)
         self.pool = self.unguaranteed + sum(account.lendable() for account in self.accounts.values())
         self.borrowed = 0
+        # GPUs of work nobody may preempt running beyond its teams' guarantees.
+        self.pinned = 0
 
     def account(self, team: str) -> _Account:
         account = self.accounts.get(team)
@@ -87,8 +102,10 @@ class QuotaLedger:
         capacity: dict[str, int],
         *,
         usage: dict[tuple[str, str], int] | None = None,
+        pinned: dict[tuple[str, str], int] | None = None,
     ) -> None:
-        """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`."""
+        """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`; `pinned`
+        then gives the GPUs of borrowing work nobody may preempt per (team, accelerator)."""
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -100,12 +117,19 @@ class QuotaLedger:
         # Bumped on every charge or release, so callers can cache admissions between changes.
         self.version = 0
         if usage is None:
-            usage = {}
+            usage, pinned = {}, {}
             for run in running:
                 key = (run.job.team, run.job.accelerator)
-                usage[key] = usage.get(key, 0) + sum(gpus for _, gpus in run.allocation)
+                gpus = sum(gpus for _, gpus in run.allocation)
+                usage[key] = usage.get(key, 0) + gpus
+                if run.borrowing and not run.job.preemptible and run.grace_until_s is None:
+                    pinned[key] = pinned.get(key, 0) + gpus
         for (team, accelerator), gpus in sorted(usage.items()):
             self.charge(team, accelerator, gpus)
+        for (team, accelerator), gpus in sorted((pinned or {}).items()):
+            # Only the part beyond the team's guarantee is pinned on unguaranteed capacity.
+            ledger = self._ledger(accelerator)
+            ledger.pinned += min(gpus, ledger.account(team).borrowed())
 
     def any_guarantee(self, accelerator: str) -> bool:
         """Whether some team is guaranteed GPUs of `accelerator`: only then can a job reclaim them."""
@@ -132,32 +156,71 @@ class QuotaLedger:
     def limit(self, team: str, accelerator: str) -> float:
         return self._ledger(accelerator).account(team).limit
 
-    def admit(self, team: str, accelerator: str, gpus: int) -> Admission | None:
-        """Whether `team` may start `gpus` more GPUs of `accelerator` now; None means quota."""
+    def within_guarantee(self, team: str, accelerator: str, gpus: int) -> bool:
+        """Whether `gpus` more GPUs keep `team` within its guarantee (so it may reclaim them)."""
+        account = self._ledger(accelerator).account(team)
+        return account.used + gpus <= account.guaranteed
+
+    def admit(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> Admission | None:
+        """Whether `team` may start `gpus` more GPUs of `accelerator` now (of work nobody may
+        preempt, when `pinned`); None when it may not (see `refusal` for why)."""
         ledger = self._ledger(accelerator)
         account = ledger.account(team)
         new_used = account.used + gpus
+        lendable = account.lendable()
         if new_used <= account.guaranteed:
+            # The team's own GPUs, unless they are lent out: what its unused guarantee still lends
+            # afterwards must cover the loans outstanding.
+            if ledger.borrowed > ledger.pool - lendable + min(account.lend_cap, account.guaranteed - new_used):
+                return None
             return _OWN
         if new_used > account.limit:
             return None
         extra = new_used - max(account.used, account.guaranteed)
         # The team's own unused guarantee is in the pool but is not a loan to itself.
-        if ledger.borrowed + extra > ledger.pool - account.lendable():
+        if ledger.borrowed + extra > ledger.pool - lendable:
+            return None
+        if pinned and ledger.pinned + extra > ledger.unguaranteed:
             return None
         return _BORROWED
 
-    def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int) -> str:
-        """Why `admit` said no: "quota" (the team's limit, or idle GPUs that are not lendable),
-        or "capacity" (the lendable pool is short only because the fleet is busy)."""
-        account = self._ledger(accelerator).account(team)
-        if account.used + gpus > account.limit or free_gpus >= gpus:
-            return "quota"
-        return "capacity"
+    def room(self, team: str, accelerator: str, most: int, pinned: bool = False) -> int:
+        """The most GPUs, up to `most`, that `admit` lets `team` start now (0: none). Admission
+        is monotone in the size, so this is a binary search."""
+        low, high = 0, most
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.admit(team, accelerator, middle, pinned) is None:
+                high = middle - 1
+            else:
+                low = middle
+        return low
 
-    def charge(self, team: str, accelerator: str, gpus: int) -> None:
+    def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int, pinned: bool = False) -> str:
+        """Why `admit` said no: "quota" (the team's limit, or a loan bigger than the whole pool lends
+        now, or idle GPUs that are not lendable), "guarantee" (work nobody may
+        preempt, beyond the guarantee, with no unguaranteed capacity left) or "capacity" (other
+        teams' loans hold the pool: reclaiming or waiting for them helps)."""
+        ledger = self._ledger(accelerator)
+        account = ledger.account(team)
+        if account.used + gpus > account.limit:
+            return REASON_QUOTA
+        if account.used + gpus <= account.guaranteed:
+            return REASON_CAPACITY
+        extra = account.beyond(gpus)
+        if pinned and ledger.pinned + extra > ledger.unguaranteed:
+            return REASON_GUARANTEE
+        if (extra > ledger.pool - account.lendable() and gpus <= ledger.capacity) or free_gpus >= gpus:
+            return REASON_QUOTA
+        return REASON_CAPACITY
+
+    def charge(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> None:
+        """Charge `gpus` started GPUs to `team` (of work nobody may preempt, when `pinned`)."""
         self.version += 1
-        self._ledger(accelerator).change(team, gpus)
+        ledger = self._ledger(accelerator)
+        if pinned:
+            ledger.pinned += ledger.account(team).beyond(gpus)
+        ledger.change(team, gpus)
 
     def release(self, team: str, accelerator: str, gpus: int) -> None:
         self.version += 1

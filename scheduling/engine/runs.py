@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from .model import Job, Running
 
+_LN2 = math.log(2.0)
+
 
 @dataclass(frozen=True, slots=True)
 class Counters:
@@ -17,6 +19,31 @@ class Counters:
     completed: int
     timed_out: int
     evictions: int
+
+
+class DecayedUsage:
+    """GPU-seconds each team has used, decayed with a half-life (fair share reads it), kept as
+    (value, as of, GPUs in use since) per team so that reading it at any time is O(1)."""
+
+    __slots__ = ("half_life_s", "teams")
+
+    def __init__(self, half_life_s: float) -> None:
+        self.half_life_s = half_life_s
+        self.teams: dict[str, tuple[float, float, int]] = {}
+
+    def at(self, team: str, time_s: float) -> float:
+        value, at_s, gpus = self.teams.get(team, (0.0, time_s, 0))
+        if self.half_life_s <= 0:
+            return 0.0
+        decay = math.pow(0.5, max(0.0, time_s - at_s) / self.half_life_s)
+        return value * decay + gpus * self.half_life_s / _LN2 * (1.0 - decay)
+
+    def charge(self, team: str, time_s: float, delta_gpus: int) -> None:
+        gpus = self.teams.get(team, (0.0, time_s, 0))[2]
+        self.teams[team] = (self.at(team, time_s), time_s, gpus + delta_gpus)
+
+    def all_at(self, now: float) -> tuple[tuple[str, float], ...]:
+        return tuple(sorted((team, self.at(team, now)) for team in self.teams))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +73,7 @@ class RunRecord:
         "rate",
         "base_progress",
         "version",
+        "signal_progress",
     )
 
     def __init__(self, job: Job, allocation: tuple[tuple[str, int], ...], start_s: float, level: str) -> None:
@@ -61,6 +89,8 @@ class RunRecord:
         self.rate = 1.0
         self.base_progress = 0.0
         self.version = 0
+        # Progress when the job was told it is preempted, if it checkpoints then (see `Job`).
+        self.signal_progress: float | None = None
 
     def progress_at(self, time_s: float) -> float:
         if time_s <= self.anchor_s:

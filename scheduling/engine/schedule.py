@@ -5,8 +5,8 @@ The cycle, in order:
  2. Index free capacity, charge running work to quotas, build release profiles (once).
  3. Order pending jobs: priority, fair share, within-team policy, id.
  4. For each job: quota admission -> placement (full size, then smaller if elastic, backfilling
-    around reservations) -> preemption (victims leave during their grace; the freed nodes are
-    reserved, the job starts next cycle) -> reservation for the first blocked heads.
+    around reservations) -> preemption when it pays (the victims hand their GPUs over and the job
+    starts on them in the same plan, see `reclaim`) -> reservation for the first blocked heads.
  5. Elastic growth into capacity that nothing pending could use.
  6. A reason and an estimated start for every job that did not start.
 
@@ -16,7 +16,7 @@ Working state is mutable and private to the cycle; the snapshot is never touched
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from .backfill import Reservation, ReservationBook, reservation_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool
@@ -30,17 +30,15 @@ from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
-    REASON_QUOTA,
     Plan,
-    Preempt,
     Reserve,
-    Shrink,
     Start,
     reserved_for,
 )
-from .preemption import Candidate, Victims, may_preempt, pick_victims
+from .preemption import Victims
 from .prepare import prepare_cycle
 from .quota import Admission
+from .reclaim import Reclaiming
 
 _VerdictKey = tuple[str, int, int, str | None, str | None, bool]
 
@@ -57,7 +55,7 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
         return _Cycle(snapshot, now, explain).run()
 
 
-class _Cycle:
+class _Cycle(Reclaiming):
     def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
         self.snapshot, self.now, self.explain = snapshot, now, explain
         self.policy = policy = snapshot.policy
@@ -74,7 +72,7 @@ class _Cycle:
         self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
         self.reservation_cap = policy.reservation_depth + 4 if policy.reservation_depth > 0 else 0
-        self.admissions: dict[tuple[str, str, int], tuple[int, int, Admission | None, bool]] = {}
+        self.admissions: dict[tuple[str, str, int, bool], tuple[int, int, Admission | None, str | None]] = {}
         self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
         self.book = ReservationBook()
         self.picked: set[str] = set()
@@ -150,16 +148,17 @@ class _Cycle:
                 continue
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
-            cached = admissions.get((job.team, accelerator, size))  # `_admission`'s cache
+            pinned = not job.preemptible
+            cached = admissions.get((job.team, accelerator, size, pinned))  # `_admission`'s cache
             if cached is not None and cached[0] == ledger.version and cached[1] == pool.total_free:
                 admission, refused = cached[2], cached[3]
             else:
-                admission, refused = self._admission(job.team, accelerator, size, pool)
+                admission, refused = self._admission(job.team, accelerator, size, pool, pinned)
             if deferred is not None and (admission is None or admission.borrowing):
                 deferred.append(position)
                 continue
             if refused:
-                reasons[position] = REASON_QUOTA
+                reasons[position] = refused
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
@@ -220,16 +219,20 @@ class _Cycle:
         self.verdicts[key] = (self.generation, worst_end_s, reason)
 
     def _admission(
-        self, team: str, accelerator: str, size: int, pool: AcceleratorPool
-    ) -> tuple[Admission | None, bool]:
-        """Quota admission, and whether its refusal is a quota one; cached until the ledger or
-        the free capacity changes (both only change through starts and growth)."""
-        key = (team, accelerator, size)
+        self, team: str, accelerator: str, size: int, pool: AcceleratorPool, pinned: bool = False
+    ) -> tuple[Admission | None, str | None]:
+        """Quota admission (of work nobody may preempt, when `pinned`), and the reason when waiting
+        cannot be helped by capacity ("quota", "guarantee"); cached until the ledger or the free
+        capacity changes (both only change through starts, growth and preemption)."""
+        key = (team, accelerator, size, pinned)
         cached = self.admissions.get(key)
         if cached is not None and cached[0] == self.ledger.version and cached[1] == pool.total_free:
             return cached[2], cached[3]
-        admission = self.ledger.admit(team, accelerator, size)
-        refused = admission is None and self.ledger.refusal(team, accelerator, size, pool.total_free) == REASON_QUOTA
+        admission = self.ledger.admit(team, accelerator, size, pinned)
+        refused = None
+        if admission is None:
+            refused = self.ledger.refusal(team, accelerator, size, pool.total_free, pinned)
+            refused = None if refused == REASON_CAPACITY else refused
         self.admissions[key] = (self.ledger.version, pool.total_free, admission, refused)
         return admission, refused
 
@@ -255,7 +258,10 @@ class _Cycle:
         return self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, level or "fleet"))
 
     def _sizes(self, job: Job, pool: AcceleratorPool) -> list[int]:
-        return [job.gpus, *reduced_sizes(job, pool)] if self.policy.elastic and job.is_elastic else [job.gpus]
+        if not (self.policy.elastic and job.is_elastic):
+            return [job.gpus]
+        room = self.ledger.room(job.team, job.accelerator, job.gpus - 1, not job.preemptible)
+        return [job.gpus, *reduced_sizes(job, pool, room)]
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
         max_level = gang_level(pool, job, self.policy, self.now)
@@ -263,7 +269,7 @@ class _Cycle:
             if size == smallest:
                 admission: Admission | None = smallest_admission
             else:
-                admission = self.ledger.admit(job.team, job.accelerator, size)
+                admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             if admission is None:
                 continue
             key = (job.accelerator, size, max_level)
@@ -319,78 +325,19 @@ class _Cycle:
             self.backfill_misses[key] = (self.generation, worst_end_s, reason)
         return fit
 
-    def _commit_start(self, job: Job, fit: Fit, admission: Admission, taken: bool) -> None:
+    def _commit_start(
+        self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
+    ) -> None:
         self.generation += 1
         if not taken:
             self.index.take(fit.allocation)
         size = sum(gpus for _, gpus in fit.allocation)
-        self.ledger.charge(job.team, job.accelerator, size)
-        runtime_s = worst_runtime_s(job, size, self.policy.penalty(fit.level))
+        self.ledger.charge(job.team, job.accelerator, size, not job.preemptible)
+        runtime_s = wait_s + worst_runtime_s(job, size, self.policy.penalty(fit.level))
         self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
         self.prepared.team_releases.setdefault((job.team, job.accelerator), []).append((self.now + runtime_s, size))
-        self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level))
+        self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level, replaces))
         self.reasons[self.at] = STARTED
-
-    def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
-        policy, accelerator = self.policy, job.accelerator
-        attempts_left = self.preemption_attempts < policy.max_preemption_attempts
-        if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
-            return False
-        takeable = self.prepared.takeable
-        if not takeable.upper(accelerator, job.priority, self.ledger.any_guarantee(accelerator)):
-            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
-            return False
-        reclaiming = admission is not None and admission.within_guarantee
-        upper = takeable.upper(accelerator, job.priority, reclaiming)
-        if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
-            return False
-        if accelerator not in self.candidates:
-            self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
-        eligible = self._eligible(job, reclaiming)
-        self.preemption_attempts += 1
-        max_level = gang_level(pool, job, self.policy, self.now)
-        choice = pick_victims(job, size, pool, eligible, max_level=max_level, held=self.index.held)
-        if choice is None:
-            return False
-        start_s = self.now
-        for victim in choice.evict:
-            self.picked.add(victim.job_id)
-            if not victim.leaving:
-                key = (victim.run.job.team, victim.run.job.accelerator)
-                self.evicting[key] = self.evicting.get(key, 0) + victim.gpus
-            if victim.leaving:
-                start_s = max(start_s, victim.run.grace_until_s or self.now)
-            else:
-                self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", policy.preemption_grace_s))
-                start_s = max(start_s, self.now + policy.preemption_grace_s)
-        for victim, allocation in choice.shrink:
-            self.picked.add(victim.job_id)
-            self.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
-        self._reserve(job, pool, choice.node_ids, start_s)
-        self.reasons[self.at] = REASON_CAPACITY
-        return True
-
-    def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
-        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one search
-        spends at most a quarter of it, so one no search can place leaves some to the jobs after it."""
-        picked = self.picked
-        visits = max(1, self.policy.preemption_scan_budget // 4)
-        for candidate in self.candidates[job.accelerator]:
-            if self.scan_budget <= 0 or visits <= 0:
-                return
-            self.scan_budget -= 1
-            visits -= 1
-            if candidate.job_id in picked:
-                continue
-            run = candidate.run
-            covered = True
-            if reclaiming and run.borrowing:
-                team, accelerator = run.job.team, run.job.accelerator
-                leaving = self.evicting.get((team, accelerator), 0)
-                used = self.ledger.used(team, accelerator) - leaving
-                covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
-            if may_preempt(job, run, reclaiming, covered):
-                yield candidate
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
         made = self.reservations_made.get(job.accelerator, 0)

@@ -6,12 +6,16 @@ requested size divided by the topology penalty of the placement level. Checkpoin
 `checkpoint_interval_s` of work counted from the progress the job (re)started with; a restart
 first pays the restore time (checkpoint bytes of all jobs restarting together through shared
 storage, capped per node by the NIC).
+
+A preemption whose GPUs a start of the same plan takes over (`Start.replaces`) is a handover: the
+victim leaves at once, keeping its last checkpoint (or, if it checkpoints on preemption, all its
+progress), and the new job spends the grace period before it makes progress, as while a restore
+runs. Any other preemption lets the victim run on until its grace period ends.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -19,10 +23,9 @@ from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
-from .runs import Counters, RunRecord, RunView, running_at
+from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
-_LN2 = math.log(2.0)
 
 
 class FleetState:
@@ -47,7 +50,6 @@ class FleetState:
         self._rack = {node.id: node.rack_key for node in self.nodes.values()}
         self._pod = {node.id: node.pod for node in self.nodes.values()}
         self.penalty = dict(level_penalty)
-        self.half_life_s = usage_half_life_s
         self.storage_gbps, self.nic_gbps, self.restart_overhead_s = storage_gbps, nic_gbps, restart_overhead_s
         self.checkpoint_events = checkpoint_events
         self.now = now
@@ -60,7 +62,7 @@ class FleetState:
         self._accrued_s = now
         self._allocated_gpu_s = self._useful_gpu_s = self._lost_gpu_s = self._restore_gpu_s = 0.0
         self._completed = self._timed_out = self._evictions = 0
-        self._usage: dict[str, tuple[float, float, int]] = {}  # team -> (value, at_s, gpus)
+        self._usage = DecayedUsage(usage_half_life_s)
         self._node_tuple: tuple[Node, ...] | None = None
 
     # Queue -------------------------------------------------------------------------------------
@@ -160,6 +162,8 @@ class FleetState:
         """Carry out a plan; actions that no longer fit the state are `Rejected`, not half-done."""
         events = self.advance(now) if now > self.now else []
         later: list[Start | Grow] = []
+        handed_over = {victim for action in plan.actions if isinstance(action, Start) for victim in action.replaces}
+        handover_s: dict[str, float] = {}
         for action in plan.actions:
             if isinstance(action, Cordon):
                 self._set_node(replace(self.nodes[action.node_id], cordoned=True))
@@ -168,13 +172,15 @@ class FleetState:
                 if run is not None:
                     events.append(self._evict(run, now, action.reason))
             elif isinstance(action, Preempt):
-                events.extend(self._preempt(action, now))
+                if action.job_id in handed_over:
+                    handover_s[action.job_id] = max(0.0, action.grace_s)
+                events.extend(self._preempt(action, now, action.job_id in handed_over))
             elif isinstance(action, Shrink):
                 events.append(self._resize(action.job_id, action.allocation, now, False))
             elif isinstance(action, (Start, Grow)):
                 later.append(action)
         starts = [action for action in later if isinstance(action, Start)]
-        events.extend(self._start_all(starts, now))
+        events.extend(self._start_all(starts, now, handover_s))
         for action in later:
             if isinstance(action, Grow):
                 events.append(self._resize(action.job_id, action.allocation, now, action.borrowing))
@@ -239,24 +245,12 @@ class FleetState:
 
     def usage(self, now: float) -> tuple[tuple[str, float], ...]:
         """Decayed GPU-seconds per team at `now` (half-life `usage_half_life_s`)."""
-        return tuple(sorted((team, self._usage_at(team, now)) for team in self._usage))
+        return self._usage.all_at(now)
 
     def free_gpus(self, node_id: str) -> int:
         return max(0, self.node_usable[node_id] - self.node_used[node_id])
 
     # Internals ---------------------------------------------------------------------------------
-    def _usage_at(self, team: str, time_s: float) -> float:
-        value, at_s, gpus = self._usage.get(team, (0.0, time_s, 0))
-        elapsed = max(0.0, time_s - at_s)
-        if self.half_life_s <= 0:
-            return 0.0
-        decay = math.pow(0.5, elapsed / self.half_life_s)
-        return value * decay + gpus * self.half_life_s / _LN2 * (1.0 - decay)
-
-    def _charge_usage(self, team: str, time_s: float, delta_gpus: int) -> None:
-        gpus = self._usage.get(team, (0.0, time_s, 0))[2]
-        self._usage[team] = (self._usage_at(team, time_s), time_s, gpus + delta_gpus)
-
     def _accrue(self, time_s: float) -> None:
         if time_s > self._accrued_s:
             self._allocated_gpu_s += self._allocated * (time_s - self._accrued_s)
@@ -313,7 +307,7 @@ class FleetState:
         for node_id, gpus in run.allocation:
             self.node_used[node_id] += sign * gpus
         self._allocated += sign * run.gpus
-        self._charge_usage(run.job.team, self._accrued_s, sign * run.gpus)
+        self._usage.charge(run.job.team, self._accrued_s, sign * run.gpus)
 
     def _finish(self, run: RunRecord, time_s: float) -> None:
         self._useful_gpu_s += max(0.0, run.progress_at(time_s) - run.base_progress) * run.job.gpus
@@ -322,9 +316,15 @@ class FleetState:
         self.saved_progress.pop(run.job.id, None)
         run.version = -1
 
-    def _evict(self, run: RunRecord, time_s: float, reason: str) -> Evicted:
+    def _evict(self, run: RunRecord, time_s: float, reason: str, *, signalled: bool = False) -> Evicted:
+        """Requeue `run` rolled back to where it was when told it is preempted (`signalled`: now) if
+        it checkpoints then, else to its last checkpoint, else to the progress it started with."""
         self._accrue(time_s)
         progress, kept = run.progress_at(time_s), run.checkpoint_at(time_s)
+        if run.job.checkpoint_on_preempt:
+            on_signal = progress if signalled else run.signal_progress
+            if on_signal is not None:
+                kept = max(kept, on_signal)
         lost = max(0.0, progress - kept) * run.job.gpus
         self._useful_gpu_s += max(0.0, kept - run.base_progress) * run.job.gpus
         self._lost_gpu_s += lost
@@ -337,15 +337,17 @@ class FleetState:
         self.saved_progress[run.job.id] = kept
         return Evicted(run.job.id, time_s, reason, lost)
 
-    def _preempt(self, action: Preempt, now: float) -> list[Event]:
+    def _preempt(self, action: Preempt, now: float, handed_over: bool) -> list[Event]:
         run = self.running.get(action.job_id)
         if run is None:
             return [Rejected(action.job_id, now, "not-running")]
-        if action.grace_s <= 0:
-            return [self._evict(run, now, action.reason)]
+        if action.grace_s <= 0 or handed_over:
+            return [self._evict(run, now, action.reason, signalled=True)]
         if run.grace_until_s is None:
             run.grace_until_s = now + action.grace_s
             self._reanchor(run, now)
+            if run.job.checkpoint_on_preempt:
+                run.signal_progress = run.progress_at(now)
             self._schedule_events(run, now)
         return []
 
@@ -358,7 +360,9 @@ class FleetState:
                 return False
         return len({node_id for node_id, _ in allocation}) == len(allocation)
 
-    def _start_all(self, starts: list[Start], now: float) -> list[Event]:
+    def _start_all(self, starts: list[Start], now: float, handover_s: dict[str, float]) -> list[Event]:
+        """Start what fits, all at once (they restore their checkpoints together); a start that
+        takes over preempted jobs' GPUs first waits out their grace (`handover_s` by victim)."""
         valid: list[tuple[Start, Job]] = []
         events: list[Event] = []
         for action in starts:
@@ -376,17 +380,20 @@ class FleetState:
             self.running[job.id] = run
             valid.append((action, job))
         restoring_gb = sum(job.checkpoint_gb for _, job in valid if self.saved_progress.get(job.id, 0.0) > 0)
-        for _action, job in valid:
-            events.append(self._launch(self.running[job.id], now, restoring_gb))
+        for action, job in valid:
+            waited_s = max((handover_s.get(victim, 0.0) for victim in action.replaces), default=0.0)
+            events.append(self._launch(self.running[job.id], now, restoring_gb, waited_s))
         return events
 
-    def _launch(self, run: RunRecord, now: float, restoring_gb: float) -> Started:
+    def _launch(self, run: RunRecord, now: float, restoring_gb: float, handover_s: float) -> Started:
+        """A started run makes progress once its handover and its restore are over."""
         job = run.job
         saved = self.saved_progress.get(job.id, 0.0)
         restore_s = self.restart_overhead_s if saved > 0 or job.attained_gpu_s > 0 else 0.0
         if saved > 0 and job.checkpoint_gb > 0:
             nodes = len(run.allocation)
             restore_s += max(restoring_gb / self.storage_gbps, job.checkpoint_gb / (nodes * self.nic_gbps))
+        restore_s += handover_s
         self._restore_gpu_s += restore_s * run.gpus
         run.anchor_s, run.anchor_progress, run.base_progress = now + restore_s, saved, saved
         run.rate = self._rate(job, run.gpus, run.level)

@@ -38,6 +38,7 @@ CANONICAL_OPTIONAL: tuple[str, ...] = (
     "checkpoint_interval",
     "checkpoint_gb",
     "accelerator",
+    "checkpoint_on_preempt",  # 1: the job checkpoints when told it is preempted (0 or empty: it does not)
 )
 ITP_REQUIRED: tuple[str, ...] = ("job_id", "submission_time", "duration", "num_gpu")
 HELIOS_REQUIRED: tuple[str, ...] = ("job_id", "vc", "gpu_num", "submit_time", "duration")
@@ -61,6 +62,7 @@ class TraceJob:
     checkpoint_interval_s: float | None = None
     checkpoint_gb: float = 0.0
     accelerator: str | None = None
+    checkpoint_on_preempt: bool = False
 
 
 class TraceError(ValueError):
@@ -224,6 +226,7 @@ def _parse_canonical(row: _Row, path: Path) -> TraceJob:
         checkpoint_interval_s=interval,
         checkpoint_gb=row.number("checkpoint_gb", required=False, minimum=0.0, maximum=MAX_CHECKPOINT_GB) or 0.0,
         accelerator=row.text("accelerator", required=False),
+        checkpoint_on_preempt=bool(row.integer("checkpoint_on_preempt", required=False, minimum=0, maximum=1)),
     )
 
 

@@ -98,6 +98,7 @@ def build_workload(trace: Sequence[TraceJob], fleet: Fleet, *, estimate: float |
                 max_gpus=max_gpus if max_gpus is None or max_gpus >= gpus else gpus,
                 checkpoint_interval_s=item.checkpoint_interval_s,
                 checkpoint_gb=item.checkpoint_gb,
+                checkpoint_on_preempt=item.checkpoint_on_preempt,
             )
         )
     return Workload(tuple(jobs), sum(dropped.values()), tuple(sorted(dropped.items())), rounded)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.engine import Preempt, Reserve, Shrink
+from scheduling.engine import Preempt, Reserve, Shrink, Start
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -12,13 +12,13 @@ def _one_busy_node(victim_overrides: dict[str, object], borrowing: bool = False)
     return Scenario(fleet("1x1x1x8")).with_running(running(victim, on="p0-r0-n0", borrowing=borrowing))
 
 
-def test_a_higher_priority_job_preempts_lower_priority_work_and_starts_next_cycle() -> None:
+def test_a_higher_priority_job_preempts_lower_priority_work_and_starts_on_its_gpus_in_the_same_plan() -> None:
     plan = _one_busy_node({"priority": 0}).pending(job("urgent", 8, priority=10)).plan(now=5.0)
 
     assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)
-    assert started(plan) == {}
-    assert plan.of_type(Reserve) == (Reserve("urgent", ("p0-r0-n0",), 35.0),)
-    assert reason_of(plan, "urgent") == "capacity"
+    assert plan.starts() == (Start("urgent", (("p0-r0-n0", 8),), True, "node", ("victim",)),)
+    assert plan.of_type(Reserve) == ()
+    assert plan.status_of("urgent") is None
 
 
 @pytest.mark.parametrize(
@@ -44,10 +44,20 @@ def test_serving_may_preempt_lower_priority_serving() -> None:
 
 
 def test_a_team_reclaiming_its_guarantee_preempts_borrowers_whatever_their_priority() -> None:
-    scenario = _one_busy_node({"priority": 50, "team": "beta", "preemptible": False}, borrowing=True)
+    scenario = _one_busy_node({"priority": 50, "team": "beta"}, borrowing=True)
     plan = scenario.quotas(quota("alpha", 8)).pending(job("mine", 8, team="alpha")).plan()
 
     assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+    assert started(plan) == {"mine": (("p0-r0-n0", 8),)}
+
+
+@pytest.mark.parametrize("kind", ["training", "serving"])
+def test_work_nobody_may_preempt_is_never_reclaimed_even_when_it_borrows(kind: str) -> None:
+    scenario = _one_busy_node({"priority": 10, "team": "beta", "preemptible": False, "kind": kind}, borrowing=True)
+    plan = scenario.quotas(quota("alpha", 8)).pending(job("mine", 8, team="alpha", priority=1, kind=kind)).plan()
+
+    assert plan.of_type(Preempt) == ()
+    assert started(plan) == {}
 
 
 def test_a_team_beyond_its_guarantee_does_not_preempt_borrowers() -> None:
@@ -88,7 +98,7 @@ def test_a_gang_preempts_whole_nodes_in_one_rack() -> None:
     plan = scenario.pending(job("gang", 16, priority=10)).plan()
 
     assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["v0", "v1"]
-    assert plan.of_type(Reserve)[0].node_ids == ("p0-r0-n0", "p0-r0-n1")
+    assert started(plan) == {"gang": (("p0-r0-n0", 8), ("p0-r0-n1", 8))}
 
 
 def test_work_already_in_its_grace_period_is_not_preempted_twice() -> None:
@@ -99,13 +109,13 @@ def test_work_already_in_its_grace_period_is_not_preempted_twice() -> None:
     assert plan.of_type(Reserve) == (Reserve("urgent", ("p0-r0-n0",), 20.0),)
 
 
-def test_backfill_does_not_steal_gpus_being_freed_for_a_preemptor() -> None:
+def test_backfill_does_not_steal_gpus_freed_for_a_preemptor() -> None:
     scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("victim", 4), on="p0-r0-n0"))
     plan = scenario.pending(job("urgent", 8, priority=10), job("small", 4, submit_s=1, time_limit_s=1e6)).plan()
 
     assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
-    assert started(plan) == {}
-    assert reason_of(plan, "small") == "reserved-for:urgent"
+    assert started(plan) == {"urgent": (("p0-r0-n0", 8),)}
+    assert reason_of(plan, "small") == "capacity"
 
 
 def test_preemption_off_means_no_victims() -> None:

@@ -31,13 +31,22 @@ def _jobs(snapshot: Snapshot) -> dict[str, Job]:
     return {job.id: job for job in snapshot.pending} | {run.job.id: run.job for run in snapshot.running}
 
 
+def _handed_over(plan: Plan) -> set[str]:
+    """Jobs preempted in `plan` whose GPUs a start of the same plan takes over: they leave now."""
+    return {victim for start in plan.starts() for victim in start.replaces}
+
+
+def _allocations_after(snapshot: Snapshot, plan: Plan) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Running work as the plan leaves it: requeued and handed-over jobs gone, shrunk ones smaller."""
+    gone = {action.job_id for action in plan.actions if isinstance(action, Requeue)} | _handed_over(plan)
+    shrunk = {action.job_id: action.allocation for action in plan.actions if isinstance(action, Shrink)}
+    return {run.job.id: shrunk.get(run.job.id, run.allocation) for run in snapshot.running if run.job.id not in gone}
+
+
 def _node_use_after(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
-    requeued = {action.job_id for action in plan.actions if isinstance(action, Requeue)}
     used: dict[str, int] = {}
-    for run in snapshot.running:
-        if run.job.id in requeued:
-            continue
-        for node_id, gpus in run.allocation:
+    for allocation in _allocations_after(snapshot, plan).values():
+        for node_id, gpus in allocation:
             used[node_id] = used.get(node_id, 0) + gpus
     for action in plan.actions:
         if isinstance(action, Start):
@@ -94,6 +103,9 @@ def test_no_team_starts_beyond_its_guarantee_plus_borrow_limit(snapshot: Snapsho
     for run in snapshot.running:
         used[run.job.team] = used.get(run.job.team, 0) + run.gpus
     before = dict(used)
+    used = {}
+    for job_id, allocation in _allocations_after(snapshot, plan).items():
+        used[jobs[job_id].team] = used.get(jobs[job_id].team, 0) + sum(gpus for _, gpus in allocation)
     for start in plan.starts():
         team = jobs[start.job_id].team
         used[team] = used.get(team, 0) + start.gpus
@@ -113,9 +125,39 @@ def test_victims_are_strictly_lower_priority_or_borrowing(snapshot: Snapshot) ->
         assert isinstance(action, Preempt)
         victim = runs[action.job_id]
         preemptor = jobs[action.reason.removeprefix("preempted-by:")]
-        assert victim.job.priority < preemptor.priority and victim.job.preemptible or victim.borrowing
+        assert victim.job.preemptible and victim.grace_until_s is None
+        assert victim.job.priority < preemptor.priority or victim.borrowing
         if victim.job.kind == "serving":
             assert preemptor.kind == "serving"
+
+
+@SETTINGS
+@given(snapshots())
+def test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpus(snapshot: Snapshot) -> None:
+    plan = schedule(snapshot, NOW)
+    runs = {run.job.id: run for run in snapshot.running}
+    free_before = {node.id: node.usable_gpus for node in snapshot.nodes}
+    for run in snapshot.running:
+        for node_id, gpus in run.allocation:
+            free_before[node_id] -= gpus
+
+    for action in plan.actions:
+        if not isinstance(action, (Preempt, Shrink)):
+            continue
+        takers = [start for start in plan.starts() if action.job_id in start.replaces]
+        if isinstance(action, Preempt):
+            assert [start.job_id for start in takers] == [action.reason.removeprefix("preempted-by:")]
+            released = runs[action.job_id].allocation
+        else:
+            kept = dict(action.allocation)
+            released = tuple((n, gpus - kept.get(n, 0)) for n, gpus in runs[action.job_id].allocation)
+            takers = list(plan.starts())
+        # Some start needs the released GPUs: without them it would not fit on one of its nodes.
+        assert any(
+            gpus > free_before[node_id] and any(node_id == n and freed > 0 for n, freed in released)
+            for start in takers
+            for node_id, gpus in start.allocation
+        )
 
 
 def _busy_at(snapshot: Snapshot, plan: Plan, time_s: float) -> dict[str, int]:
@@ -192,7 +234,7 @@ def test_a_team_asking_within_its_guarantee_gets_it_this_cycle_when_borrowers_ca
         return
     borrowers = tuple(
         Running(
-            Job(f"b{i}-{k}", "beta", "training", borrower_priority, False, "a100", borrower_gpus, 1e4, 0.0),
+            Job(f"b{i}-{k}", "beta", "training", borrower_priority, True, "a100", borrower_gpus, 1e4, 0.0),
             ((f"n{i}", borrower_gpus),),
             0.0,
             0.0,
@@ -208,7 +250,75 @@ def test_a_team_asking_within_its_guarantee_gets_it_this_cycle_when_borrowers_ca
 
     plan = schedule(snapshot, NOW)
 
-    got_it = any(s.job_id == "mine" for s in plan.starts()) or any(
-        isinstance(a, Preempt) and a.reason == "preempted-by:mine" for a in plan.actions
+    assert [start.job_id for start in plan.starts()] == ["mine"]
+
+
+TEAM_NAMES = st.sampled_from(("alpha", "beta", "gamma"))
+
+
+@st.composite
+def _running_on(draw: st.DrawFn, node_id: str) -> list[Running]:
+    """Preemptible or not, borrowing or not, elastic or not, checkpointing on preemption or not,
+    with or without a limit: work filling one 8-GPU node."""
+    runs, free = [], 8
+    while free > 0:
+        gpus = min(free, draw(st.sampled_from((1, 2, 4, 8))))
+        elastic = draw(st.booleans()) and gpus >= 2
+        work = Job(
+            id=f"r-{node_id}-{free}",
+            team=draw(TEAM_NAMES),
+            kind="training",
+            priority=draw(st.sampled_from((0, 5))),
+            preemptible=draw(st.integers(0, 4)) > 0,
+            accelerator="a100",
+            gpus=gpus,
+            duration_s=draw(st.floats(100.0, 1e5)),
+            submit_s=0.0,
+            time_limit_s=draw(st.none() | st.floats(100.0, 2e5)),
+            min_gpus=1 if elastic else None,
+            max_gpus=gpus if elastic else None,
+            checkpoint_on_preempt=draw(st.booleans()),
+        )
+        progress = draw(st.floats(0.0, work.duration_s))
+        runs.append(Running(work, ((node_id, gpus),), NOW - progress, progress, progress / 2, draw(st.booleans())))
+        free -= gpus
+    return runs
+
+
+@st.composite
+def reclaim_snapshots(draw: st.DrawFn) -> Snapshot:
+    """A full fleet and a queue of owners and higher-priority jobs: preemption every other time."""
+    per_rack = draw(st.integers(1, 3))
+    nodes = tuple(Node(f"p0-r{r}-n{n}", "p0", f"r{r}", "a100") for r in range(2) for n in range(per_rack))
+    running = tuple(run for node in nodes for run in draw(_running_on(node.id)))
+    pending = tuple(
+        Job(
+            id=f"j{index}",
+            team=draw(TEAM_NAMES),
+            kind="training",
+            priority=draw(st.sampled_from((0, 5, 10))),
+            preemptible=True,
+            accelerator="a100",
+            gpus=draw(st.sampled_from((1, 4, 8, 16))),
+            duration_s=draw(st.floats(10.0, 1e4)),
+            submit_s=NOW - draw(st.floats(0.0, 4e3)),
+            min_gpus=draw(st.none() | st.just(1)),
+        )
+        for index in range(draw(st.integers(1, 5)))
     )
-    assert got_it
+    lend = draw(st.sampled_from((None, 0, 8)))
+    quotas = (
+        Quota("alpha", "a100", draw(st.integers(0, 16)), draw(st.integers(0, 16)), lend),
+        Quota("beta", "a100", draw(st.integers(0, 8)), 48),
+    )
+    policy = Policy(reclaim_after_s=draw(st.sampled_from((None, 0.0, 1800.0))))
+    return Snapshot(nodes, running, pending, (), quotas, policy, ())
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reclaim_snapshots())
+def test_under_reclaim_every_eviction_is_matched_by_a_start_and_no_node_or_team_goes_over(snapshot: Snapshot) -> None:
+    test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpus.hypothesis.inner_test(snapshot)
+    test_no_node_is_ever_planned_over_its_healthy_capacity.hypothesis.inner_test(snapshot)
+    test_no_team_starts_beyond_its_guarantee_plus_borrow_limit.hypothesis.inner_test(snapshot)
+    test_victims_are_strictly_lower_priority_or_borrowing.hypothesis.inner_test(snapshot)

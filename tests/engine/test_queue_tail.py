@@ -16,7 +16,7 @@ from scheduling.engine import Node, Plan, Policy, Snapshot, schedule
 from scheduling.engine.capacity import AcceleratorPool
 from scheduling.engine.model import Job
 from scheduling.engine.placement import classify_misfit, could_fit_by_shape, gang_level
-from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, REASON_TOPOLOGY
+from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_TOPOLOGY
 from scheduling.engine.quota import Admission
 from scheduling.engine.schedule import _Cycle
 
@@ -66,14 +66,14 @@ class _PlainCycle(_Cycle):
             self.reasons[position] = REASON_CAPACITY
             return True
         size = self._smallest_size(job)
-        admission, refused = self._admission(job.team, job.accelerator, size, pool)
+        admission, refused = self._admission(job.team, job.accelerator, size, pool, not job.preemptible)
         if defer_borrowers and (admission is None or admission.borrowing):
             return False
         self._consider_sized(job, pool, size, admission, refused)
         return True
 
     def _consider_sized(
-        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: bool
+        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: str | None
     ) -> None:
         accelerator = job.accelerator
         if accelerator in self.blocked:
@@ -81,7 +81,7 @@ class _PlainCycle(_Cycle):
             self.waiting.add(accelerator)
             return
         if refused:
-            self.reasons[self.at] = REASON_QUOTA
+            self.reasons[self.at] = refused
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.engine import Policy, Quota
+from scheduling.engine.quota import QuotaLedger
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started, team
 
@@ -99,3 +100,37 @@ def test_reclaiming_never_takes_a_team_below_its_own_guarantee() -> None:
     plan = scenario.pending(job("mine", 8)).plan()
 
     assert plan.of_type(Preempt) == ()
+
+
+def test_running_pinned_work_beyond_its_guarantee_uses_up_the_capacity_nobody_is_guaranteed() -> None:
+    # 24 GPUs, 16 of them guaranteed: work nobody may preempt may borrow the other 8, once.
+    serving = {"kind": "serving", "priority": 100, "preemptible": False}
+    scenario = Scenario(fleet("1x1x3x8")).quotas(quota("alpha", 8, 16), quota("beta", 8, 0))
+    scenario.with_running(
+        running(job("own", 8, **serving), on="p0-r0-n0"),
+        running(job("lent", 8, **serving), on="p0-r0-n1", borrowing=True),
+    )
+    plan = scenario.pending(job("more", 8, **serving), job("batch", 8, submit_s=1.0)).plan()
+
+    assert set(started(plan)) == {"batch"}
+    assert reason_of(plan, "more") == "guarantee"
+
+
+def test_room_is_the_largest_admissible_size() -> None:
+    ledger = QuotaLedger((Quota("alpha", "a100", 8, 4),), (), (), {"a100": 32})
+    ledger.charge("alpha", "a100", 3)
+
+    assert ledger.room("alpha", "a100", 100) == 9
+    assert all(ledger.admit("alpha", "a100", size) is not None for size in range(1, 10))
+    assert ledger.admit("alpha", "a100", 10) is None
+
+
+def test_an_owner_whose_unused_guarantee_is_lent_out_is_admitted_only_once_the_loans_fit_what_remains() -> None:
+    quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 16, 0, 0))
+    ledger = QuotaLedger(quotas, (), (), {"a100": 32})
+    ledger.charge("gamma", "a100", 16)  # all 8 unguaranteed GPUs and alpha's 8 unused ones
+
+    assert ledger.admit("alpha", "a100", 8) is None
+    assert ledger.refusal("alpha", "a100", 8, free_gpus=16) == "capacity"  # reclaiming the loans helps
+    ledger.release("gamma", "a100", 8)
+    assert ledger.admit("alpha", "a100", 8) is not None

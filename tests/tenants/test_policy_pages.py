@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling import engine
 from scheduling.convert import policy_from_row
 from tenants.models import AuditEvent, FleetPolicy, PriorityClass
 from tests.factories import FleetPolicyFactory, PriorityClassFactory
@@ -20,6 +21,7 @@ POLICY = {
     "reservation_depth": "2",
     "preemption": "on",
     "preemption_grace_s": "60",
+    "reclaim_after_s": "1800",
     "within_team_order": "las",
     "topology_penalty_node": "1.0",
     "topology_penalty_rack": "1.0",
@@ -108,6 +110,8 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("fairshare_max_age_s", "0", "Must be greater than zero"),
         ("gang_spread_after_s", "-1", "greater than or equal to 0"),
         ("preemption_grace_s", "-1", "greater than or equal to 0"),
+        ("reclaim_after_s", "-1", "greater than or equal to 0"),
+        ("reclaim_after_s", "soon", "Enter a number"),
         ("within_team_order", "random", "Select a valid choice"),
         ("guarantee_overcommit_ratio", "0", "Must be greater than zero"),
         ("heartbeat_interval_s", "0", "Must be greater than zero"),
@@ -124,6 +128,26 @@ def test_each_bad_policy_value_is_refused_next_to_its_field(world: World, field:
     assert f'id="id_{field}-errors"' in body and message in body
     assert FleetPolicy.objects.get().reservation_depth == 1
     assert not AuditEvent.objects.exists()
+
+
+@pytest.mark.parametrize(("posted", "engine_value"), [("600", 600.0), ("", None)], ids=["bound", "only-when-it-pays"])
+def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
+    world: World, posted: str, engine_value: float | None
+) -> None:
+    FleetPolicyFactory()
+    client = client_for(world.admin)
+    page = client.get("/admin-portal/policy/").content.decode()
+    assert 'name="reclaim_after_s"' in page and "worth less than the wait it saves" in page
+
+    assert client.post("/admin-portal/policy/", {**POLICY, "reclaim_after_s": posted}).status_code == 302
+
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_after_s == engine_value
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
+    assert event.before["reclaim_after_s"] == 1800.0 and event.after["reclaim_after_s"] == engine_value
+
+
+def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
+    assert policy_from_row(FleetPolicy()).reclaim_after_s == engine.Policy().reclaim_after_s
 
 
 def test_the_policy_page_lists_the_priority_classes(world: World) -> None:

@@ -1,0 +1,250 @@
+"""Reclaim without waste: whether an eviction pays, and the handover that starts the preemptor on
+its victims' GPUs in the same plan.
+
+An eviction is a handover: the victims leave now and the preemptor starts on their GPUs in the
+same plan, making progress once the grace period (the victims' time to stop, and to checkpoint if
+they do so on preemption) has passed (`Start.replaces`). No GPU is freed for a start that might
+not happen: a victim is only ever evicted together with the start it makes room for.
+
+What an eviction costs: the work its victims roll back (`Candidate.cost`: everything since their
+last checkpoint, since their start without one, nothing for work that checkpoints on preemption)
+plus the grace period of their GPUs. What it saves: the preemptor's GPUs times the wait until the
+running work would have made room for it anyway, along the release profile (its natural start).
+
+The plain rule (`eviction_pays`): an eviction pays when the preemptor could not start as early
+without it, and either it destroys nothing (shrinks only), or the preemptor is serving (its wait
+costs a service, not GPU-seconds), or the preemptor has waited `Policy.reclaim_after_s`, or its
+cost is smaller than what it saves. A victim that would end by the end of the handover anyway is
+never taken (`ends_by`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from .backfill import ReleaseProfile, earliest_start, expected_end_s
+from .capacity import AcceleratorPool, CapacityIndex, level_of
+from .model import Job, Policy, Running
+from .placement import Fit, could_fit_by_shape, gang_level, pack_whole_nodes
+from .plan import Action, Preempt, Shrink
+from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims
+from .prepare import Prepared
+from .quota import Admission, QuotaLedger
+
+
+def handover_s(choice: VictimChoice, policy: Policy) -> float:
+    """How long the preemptor waits for its victims' GPUs: the grace period, if anyone is evicted
+    (a shrink hands GPUs over at once)."""
+    return max(0.0, policy.preemption_grace_s) if choice.evict else 0.0
+
+
+def eviction_cost_gpu_s(choice: VictimChoice, handover: float) -> float:
+    """The work the victims roll back, plus their GPUs' time spent on the handover."""
+    return sum(victim.cost + handover * victim.gpus for victim in choice.evict)
+
+
+def eviction_pays(
+    job: Job, gpus: int, cost_gpu_s: float, handover: float, natural_s: float, now: float, policy: Policy
+) -> bool:
+    """The plain rule (module docstring): whether evicting for `job` (starting `gpus` GPUs at
+    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`."""
+    start_s = now + handover
+    if natural_s <= start_s:
+        return False
+    if cost_gpu_s <= 0.0 or job.kind == "serving":
+        return True
+    if policy.reclaim_after_s is not None and now - job.submit_s >= policy.reclaim_after_s:
+        return True
+    return cost_gpu_s < gpus * (natural_s - start_s)
+
+
+def first_free_s(profile: ReleaseProfile, free_now: int, gpus: int) -> float:
+    """When `gpus` GPUs are free at all, whatever their shape (inf: never): the natural start
+    cannot be earlier, so it bounds it from below without a sweep of node shapes."""
+    if free_now >= gpus:
+        return profile.now
+    free = free_now
+    for end_s, _, released in profile.sorted_events():
+        free += released
+        if free >= gpus:
+            return end_s
+    return math.inf
+
+
+def handover_fit(pool: AcceleratorPool, choice: VictimChoice, gpus: int) -> Fit:
+    """Where the preemptor starts: on the chosen node, or packed on the chosen whole nodes."""
+    gpn, nodes = pool.gpus_per_node, list(choice.node_ids)
+    allocation = ((nodes[0], gpus),) if gpus <= gpn else pack_whole_nodes(nodes, gpus, gpn)
+    return Fit(allocation, level_of(nodes, pool.node_rack, pool.node_pod))
+
+
+def ends_by(run: Running, prepared: Prepared, time_s: float) -> bool:
+    """Whether `run` releases its GPUs by `time_s` anyway (its time limit, or its remaining work)."""
+    return expected_end_s(run, prepared.now, prepared.penalty.of(run.allocation)) <= time_s
+
+
+def freed_quota(choice: VictimChoice) -> list[tuple[str, str, int]]:
+    """(team, accelerator, GPUs) each victim gives back: all of an evicted job, a shrink's part."""
+    freed = [(victim.run.job.team, victim.run.job.accelerator, victim.gpus) for victim in choice.evict]
+    for victim, allocation in choice.shrink:
+        kept = sum(gpus for _, gpus in allocation)
+        freed.append((victim.run.job.team, victim.run.job.accelerator, victim.gpus - kept))
+    return freed
+
+
+def release_quota(ledger: QuotaLedger, freed: list[tuple[str, str, int]], sign: int) -> None:
+    """Give the victims' quota back (`sign` 1) or charge it again (-1)."""
+    for team, accelerator, gpus in freed:
+        if sign > 0:
+            ledger.release(team, accelerator, gpus)
+        else:
+            ledger.charge(team, accelerator, gpus)
+
+
+def hand_over(prepared: Prepared, index: CapacityIndex, choice: VictimChoice) -> None:
+    """The victims' GPUs come free now (those on nodes held for a reservation stay out of
+    placement), and their releases leave the profile and the team releases: an evicted job's
+    entirely, a shrunk one's move to when its smaller size ends."""
+    now, penalty = prepared.now, prepared.penalty
+    for victim in choice.evict:
+        _free(index, victim.gpus_on)
+        _move(prepared, victim.run, ())
+    for victim, allocation in choice.shrink:
+        kept = dict(allocation)
+        _free(index, tuple((node_id, gpus - kept.get(node_id, 0)) for node_id, gpus in victim.gpus_on))
+        run = victim.run
+        later_s = expected_end_s(_with_allocation(run, allocation), now, penalty.of(allocation))
+        _move(prepared, run, ((later_s, allocation),))
+
+
+def _free(index: CapacityIndex, released: tuple[tuple[str, int], ...]) -> None:
+    index.give(tuple(part for part in released if part[1] > 0 and part[0] not in index.held))
+
+
+def _move(prepared: Prepared, run: Running, releases: tuple[tuple[float, tuple[tuple[str, int], ...]], ...]) -> None:
+    job, now = run.job, prepared.now
+    end_s = max(now, expected_end_s(run, now, prepared.penalty.of(run.allocation)))
+    events = [(max(time_s, now), node_id, gpus) for time_s, allocation in releases for node_id, gpus in allocation]
+    prepared.profiles[job.accelerator].move(end_s, run.allocation, events)
+    team = prepared.team_releases.get((job.team, job.accelerator), [])
+    if (end_s, run.gpus) in team:
+        team.remove((end_s, run.gpus))
+        team.extend((max(time_s, now), sum(gpus for _, gpus in allocation)) for time_s, allocation in releases)
+
+
+def _with_allocation(run: Running, allocation: tuple[tuple[str, int], ...]) -> Running:
+    return Running(run.job, allocation, run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s)
+
+
+class Reclaiming:
+    """Step 4's preemption, for the cycle (`schedule._Cycle`), whose working state it shares."""
+
+    policy: Policy
+    now: float
+    prepared: Prepared
+    index: CapacityIndex
+    ledger: QuotaLedger
+    profiles: dict[str, ReleaseProfile]
+    running: list[Running]
+    actions: list[Action]
+    candidates: dict[str, Victims]
+    victimless: set[str]
+    picked: set[str]
+    evicting: dict[tuple[str, str], int]
+    preemption_attempts: int
+    scan_budget: int
+
+    def _commit_start(
+        self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
+    ) -> None:
+        raise NotImplementedError
+
+    def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
+        policy, accelerator, ledger = self.policy, job.accelerator, self.ledger
+        attempts_left = self.preemption_attempts < policy.max_preemption_attempts
+        if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
+            return False
+        takeable = self.prepared.takeable
+        if not takeable.upper(accelerator, job.priority, ledger.any_guarantee(accelerator)):
+            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
+            return False
+        reclaiming = ledger.within_guarantee(job.team, accelerator, size)
+        upper = takeable.upper(accelerator, job.priority, reclaiming)
+        if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
+            return False
+        if accelerator not in self.candidates:
+            self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
+        self.preemption_attempts += 1
+        max_level = gang_level(pool, job, self.policy, self.now)
+        # An elastic job reclaims as much of its size as it may (within its guarantee, when it
+        # reclaims), else its smallest size.
+        most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
+        for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
+            eligible = self._eligible(job, reclaiming)
+            choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
+            if choice is not None and self._hand_over(job, pool, target, choice, max_level):
+                return True
+        return False
+
+    def _hand_over(self, job: Job, pool: AcceleratorPool, size: int, choice: VictimChoice, max_level: str) -> bool:
+        """Evict or shrink the victims of `choice` and start `job` on their GPUs in this plan, if
+        quota then admits it and the eviction pays (`reclaim`); otherwise change nothing."""
+        ledger, wait_s = self.ledger, handover_s(choice, self.policy)
+        freed = freed_quota(choice)
+        release_quota(ledger, freed, 1)
+        admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
+        cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
+        if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level):
+            release_quota(ledger, freed, -1)
+            return False
+        hand_over(self.prepared, self.index, choice)
+        for victim in choice.evict:
+            self.picked.add(victim.job_id)
+            self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", wait_s))
+        for victim, allocation in choice.shrink:
+            self.picked.add(victim.job_id)
+            self.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
+        replaces = tuple(victim.job_id for victim in choice.evict)
+        self._commit_start(job, handover_fit(pool, choice, size), admission, False, replaces, wait_s)
+        return True
+
+    def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
+        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one search
+        spends at most a quarter of it, so one no search can place leaves some to the jobs after it."""
+        picked, by_s = self.picked, self.now + self.policy.preemption_grace_s  # work ending by then is left alone
+        visits = max(1, self.policy.preemption_scan_budget // 4)
+        for candidate in self.candidates[job.accelerator]:
+            if self.scan_budget <= 0 or visits <= 0:
+                return
+            self.scan_budget -= 1
+            visits -= 1
+            if candidate.job_id in picked:
+                continue
+            run = candidate.run
+            covered = True
+            if reclaiming and run.borrowing:
+                team, accelerator = run.job.team, run.job.accelerator
+                leaving = self.evicting.get((team, accelerator), 0)
+                used = self.ledger.used(team, accelerator) - leaving
+                covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
+            if not may_preempt(job, run, reclaiming, covered):
+                continue
+            limit_s = run.job.time_limit_s  # `ends_by`, inlined for jobs with a time limit
+            if not (run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)):
+                yield candidate
+
+    def _pays(self, job: Job, pool: AcceleratorPool, size: int, cost_gpu_s: float, wait_s: float, level: str) -> bool:
+        """`eviction_pays` at the job's natural start within `level`, found by a sweep of the release
+        profile only when the cheap bounds on it do not already say yes: when `size` GPUs are free at
+        all (`first_free_s`) and, if they have no fitting shape now, the first release."""
+        profile, now, policy = self.profiles[job.accelerator], self.now, self.policy
+        bound = first_free_s(profile, pool.total_free, size)
+        if bound <= now + wait_s and not could_fit_by_shape(pool, size):
+            events = profile.sorted_events()
+            bound = events[0][0] if events else math.inf
+        if bound > now + wait_s and eviction_pays(job, size, cost_gpu_s, wait_s, bound, now, policy):
+            return True
+        aware = policy.topology_aware
+        found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
+        return eviction_pays(job, size, cost_gpu_s, wait_s, math.inf if found is None else found[0], now, policy)

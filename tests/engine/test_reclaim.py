@@ -1,0 +1,226 @@
+"""Reclaim without waste: scenarios, one rule each (see `scheduling.engine.reclaim`)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduling.engine import (
+    Evicted,
+    FleetState,
+    Job,
+    Node,
+    Policy,
+    Preempt,
+    Quota,
+    Reserve,
+    Running,
+    Snapshot,
+    Start,
+    Started,
+    Team,
+    schedule,
+)
+from scheduling.engine.reclaim import eviction_pays
+
+from .builders import Scenario, fleet, job, quota, reason_of, running, started
+
+NOW = 100_000.0
+HOUR = 3600.0
+RUNNING_SINCE_ZERO = {
+    "start_s": 0.0,
+    "borrowing": True,
+    "anchor_s": 0.0,
+    "anchor_progress_s": 0.0,
+    "base_progress_s": 0.0,
+}
+
+
+def _borrowed_fleet(*borrowers: Running, reclaim_after_s: float | None = 1800.0) -> Scenario:
+    """Team alpha is guaranteed the whole fleet (an 8-GPU node per borrower); beta borrows it all."""
+    nodes = fleet(f"1x1x{len(borrowers)}x8")
+    scenario = Scenario(nodes).quotas(quota("alpha", 8 * len(borrowers)), quota("beta", 0))
+    return scenario.with_running(*borrowers).policy(reclaim_after_s=reclaim_after_s)
+
+
+def _borrower(job_id: str, node: str, *, ran_s: float, limit_s: float | None = None, **overrides: object) -> Running:
+    work = job(job_id, 8, team="beta", duration_s=100 * HOUR, time_limit_s=limit_s, **overrides)
+    return running(work, on=node, start_s=NOW - ran_s, progress_s=ran_s, checkpoint_s=0.0, borrowing=True)
+
+
+def _owner(**overrides: object) -> Job:
+    return job("mine", 8, **{"team": "alpha", "submit_s": NOW - 60.0, **overrides})
+
+
+def test_a_victim_without_checkpoint_about_to_finish_is_left_alone() -> None:
+    nearly_done = _borrower("nearly-done", "p0-r0-n0", ran_s=10 * HOUR, limit_s=10 * HOUR + 600.0)
+    long_left = _borrower("long-left", "p0-r0-n1", ran_s=12 * HOUR)
+    plan = _borrowed_fleet(nearly_done, long_left).pending(_owner()).plan(now=NOW)
+
+    # Evicting either throws away 10 h or more of work on 8 GPUs to save a 10-minute wait.
+    assert plan.of_type(Preempt) == ()
+    assert plan.of_type(Reserve) == (Reserve("mine", ("p0-r0-n0",), NOW + 600.0),)
+
+
+def test_a_victim_that_ends_within_the_grace_period_is_never_taken() -> None:
+    ending = _borrower("ending", "p0-r0-n0", ran_s=60.0, limit_s=70.0)
+    plan = _borrowed_fleet(ending, reclaim_after_s=0.0).pending(_owner()).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert plan.of_type(Reserve) == (Reserve("mine", ("p0-r0-n0",), NOW + 10.0),)
+
+
+def test_the_youngest_borrower_goes_first() -> None:
+    old = _borrower("old", "p0-r0-n0", ran_s=20 * HOUR)
+    young = _borrower("young", "p0-r0-n1", ran_s=600.0)
+    plan = _borrowed_fleet(old, young).pending(_owner()).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
+    assert started(plan) == {"mine": (("p0-r0-n1", 8),)}
+
+
+def test_the_borrower_that_checkpointed_most_recently_goes_first() -> None:
+    stale = _borrower("stale", "p0-r0-n0", ran_s=HOUR, checkpoint_interval_s=HOUR / 2)
+    fresh = running(
+        job("fresh", 8, team="beta", duration_s=100 * HOUR, checkpoint_interval_s=HOUR / 2),
+        on="p0-r0-n1",
+        start_s=NOW - 4 * HOUR,
+        progress_s=4 * HOUR,
+        checkpoint_s=4 * HOUR - 60.0,
+        borrowing=True,
+    )
+    plan = _borrowed_fleet(stale, fresh).pending(_owner()).plan(now=NOW)
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["fresh"]
+
+
+def test_reclaim_waits_while_it_destroys_more_than_the_wait_saves_and_goes_ahead_after_the_bound() -> None:
+    # 5 h of work on 8 GPUs would be lost to save a 1-hour wait: not while the owner has waited a minute.
+    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
+    other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
+    scenario = _borrowed_fleet(busy, other)
+
+    early = scenario.pending(_owner()).plan(now=NOW)
+    assert early.of_type(Preempt) == ()
+    assert reason_of(early, "mine") == "capacity"
+
+    scenario.pending_jobs.clear()
+    late = scenario.pending(_owner(submit_s=NOW - 1800.0)).plan(now=NOW)
+    assert [action.job_id for action in late.of_type(Preempt)] == ["busy"]
+    assert set(started(late)) == {"mine"}
+
+
+def test_without_a_bound_only_the_cost_decides() -> None:
+    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
+    other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
+    plan = _borrowed_fleet(busy, other, reclaim_after_s=None).pending(_owner(submit_s=0.0)).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+
+
+def test_checkpoint_on_preempt_makes_a_victim_cheapest() -> None:
+    plain = _borrower("plain", "p0-r0-n0", ran_s=600.0)
+    checkpointing = _borrower("checkpointing", "p0-r0-n1", ran_s=10 * HOUR, checkpoint_on_preempt=True)
+    plan = _borrowed_fleet(plain, checkpointing).pending(_owner()).plan(now=NOW)
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["checkpointing"]
+
+
+def test_checkpoint_on_preempt_loses_only_the_grace() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"),)
+    victim = Job("v", "beta", "training", 0, True, "a100", 8, 100 * HOUR, 0.0, checkpoint_on_preempt=True)
+    state = FleetState(nodes, now=0.0)
+    state.restore(victim, (("n0", 8),), **RUNNING_SINCE_ZERO)
+    state.advance(5 * HOUR)
+    state.submit(Job("mine", "alpha", "training", 0, True, "a100", 8, HOUR, 5 * HOUR - 60.0))
+    teams = (Team("alpha", "d0"), Team("beta", "d1"))
+    quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 0, 8))
+    plan = schedule(state.snapshot(5 * HOUR, teams, quotas, Policy()), 5 * HOUR)
+    events = state.apply(plan, 5 * HOUR)
+
+    (evicted,) = [event for event in events if isinstance(event, Evicted)]
+    (begun,) = [event for event in events if isinstance(event, Started)]
+    assert evicted.lost_gpu_s == 0.0 and state.saved_progress["v"] == 5 * HOUR
+    # The GPUs spend the grace on the victim's checkpoint: the new job makes progress after it.
+    assert begun.restore_s == Policy().preemption_grace_s
+    assert state.counters().lost_gpu_s + begun.restore_s * 8 == Policy().preemption_grace_s * 8
+
+
+def test_a_victim_without_any_checkpoint_loses_everything_it_has_done() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"),)
+    victim = Job("v", "beta", "training", 0, True, "a100", 8, 100 * HOUR, 0.0)
+    state = FleetState(nodes, now=0.0)
+    state.restore(victim, (("n0", 8),), **RUNNING_SINCE_ZERO)
+    state.advance(HOUR)
+    state.submit(Job("mine", "alpha", "training", 0, True, "a100", 8, HOUR, 0.0))
+    teams = (Team("alpha", "d0"), Team("beta", "d1"))
+    quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 0, 8))
+    events = state.apply(schedule(state.snapshot(HOUR, teams, quotas, Policy()), HOUR), HOUR)
+
+    (evicted,) = [event for event in events if isinstance(event, Evicted)]
+    assert evicted.lost_gpu_s == HOUR * 8
+    assert state.saved_progress.get("v", 0.0) == 0.0
+
+
+def test_no_eviction_whose_gpus_are_not_used_by_a_start_in_the_same_plan() -> None:
+    # "greedy" outranks the victim, but quota would not admit it even with the victim gone.
+    nodes = fleet("1x1x2x8")
+    victim = running(job("victim", 8, team="beta", duration_s=100 * HOUR), on="p0-r0-n0", borrowing=True)
+    greedy = job("greedy", 16, team="alpha", priority=10, submit_s=0.0)
+    scenario = Scenario(nodes).with_running(victim).quotas(quota("alpha", 0, borrow_limit=8), quota("beta", 0))
+    plan = scenario.pending(greedy).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert reason_of(plan, "greedy") == "quota"
+
+
+def test_a_preemptor_takes_only_the_victims_it_starts_on() -> None:
+    # Two cheap victims would do for a 16-GPU gang; an 8-GPU job needs one and evicts one.
+    victims = (_borrower(f"v{index}", f"p0-r0-n{index}", ran_s=60.0) for index in range(2))
+    plan = _borrowed_fleet(*victims).pending(_owner()).plan(now=NOW)
+
+    (preempt,) = plan.of_type(Preempt)
+    (start,) = plan.starts()
+    assert start.replaces == (preempt.job_id,)
+    assert start.allocation == (({"v0": "p0-r0-n0", "v1": "p0-r0-n1"}[preempt.job_id], 8),)
+
+
+def test_a_serving_preemptor_evicts_whenever_it_starts_sooner() -> None:
+    busy = running(job("busy", 8, duration_s=100 * HOUR, time_limit_s=6 * HOUR), on="p0-r0-n0", progress_s=5 * HOUR)
+    busy = Running(busy.job, busy.allocation, NOW - 5 * HOUR, 5 * HOUR, 0.0, False)
+    serving = job("serve", 8, kind="serving", priority=100, preemptible=False, submit_s=NOW)
+    plan = Scenario(fleet("1x1x1x8")).with_running(busy).pending(serving).plan(now=NOW)
+
+    assert plan.starts() == (Start("serve", (("p0-r0-n0", 8),), True, "node", ("busy",)),)
+
+
+@given(
+    cost=st.floats(0.0, 1e7),
+    handover=st.sampled_from((0.0, 30.0)),
+    natural=st.floats(0.0, 1e6),
+    waited=st.floats(0.0, 1e5),
+    bound=st.none() | st.floats(0.0, 1e5),
+)
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_it(
+    cost: float, handover: float, natural: float, waited: float, bound: float | None
+) -> None:
+    now = 0.0
+    preemptor = job("p", 8, submit_s=now - waited)
+    pays = eviction_pays(preemptor, 8, cost, handover, now + natural, now, Policy(reclaim_after_s=bound))
+
+    if natural <= handover:
+        assert not pays
+    elif bound is not None and waited >= bound:
+        assert pays
+    else:
+        assert pays == (cost <= 0.0 or cost < 8 * (natural - handover))
+
+
+def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"),)
+    low = Running(Job("low", "t", "batch", 0, True, "a100", 8, 1e6, 0.0), (("n0", 8),), 0.0, 10.0, 0.0, False)
+    high = Job("high", "t", "training", 5, True, "a100", 8, 10.0, 0.0)
+    plan = schedule(Snapshot(nodes, (low,), (high,), (Team("t", "d"),), (), Policy(), ()), NOW)
+
+    assert plan.starts() == (Start("high", (("n0", 8),), True, "node", ("low",)),)
