@@ -14,7 +14,6 @@ import argparse
 import cProfile
 import io
 import json
-import math
 import pstats
 import sys
 from pathlib import Path
@@ -22,32 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling.sim.cli import summary_table  # noqa: E402
-from scheduling.sim.fleet import Fleet, NodeGroup  # noqa: E402
 from scheduling.sim.progress import ProgressBar  # noqa: E402
 from scheduling.sim.runner import compare_policies  # noqa: E402
-from scheduling.sim.trace import TraceJob, load_itp  # noqa: E402
+from scheduling.sim.sizing import fleet_for_load  # noqa: E402
+from scheduling.sim.trace import load_itp  # noqa: E402
 
 DEFAULT_TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "itp"
-GPUS_PER_NODE, NODES_PER_RACK, RACKS_PER_POD = 8, 10, 8
-
-
-def fleet_for_load(trace: list[TraceJob], load: float) -> Fleet:
-    """The fleet on which `trace` offers about `load`: whole nodes of 8, racks of 10, pods of 8 racks."""
-    window_s = max(1.0, trace[-1].submit_s - trace[0].submit_s)
-    gpu_s = sum(job.gpus * job.duration_s for job in trace)
-    nodes = max(1, math.ceil(gpu_s / window_s / load / GPUS_PER_NODE))
-    nodes = max(nodes, -(-max(job.gpus for job in trace) // GPUS_PER_NODE))
-    groups: list[NodeGroup] = []
-    per_pod = NODES_PER_RACK * RACKS_PER_POD
-    full_pods, rest = divmod(nodes, per_pod)
-    if full_pods:
-        groups.append(NodeGroup(full_pods, RACKS_PER_POD, NODES_PER_RACK, GPUS_PER_NODE))
-    full_racks, last = divmod(rest, NODES_PER_RACK)
-    if full_racks:
-        groups.append(NodeGroup(1, full_racks, NODES_PER_RACK, GPUS_PER_NODE))
-    if last:
-        groups.append(NodeGroup(1, 1, last, GPUS_PER_NODE))
-    return Fleet(tuple(groups))
 
 
 def main() -> int:

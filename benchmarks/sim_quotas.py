@@ -1,0 +1,290 @@
+"""Scheduling under quotas: the ten ITP clusters as ten teams with guarantees, under every policy.
+
+    python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
+        [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
+        [--order submit|shortest_limit|las ...] [--limit N] [--window START_DAY:DAYS]
+        [--sample FRACTION] [--seed N] [--quick] > out.json
+
+Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
+guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
+fleet size (`--load`: offered load, the fleet sized as in `sim_itp.py`), one checkpoint setting
+(`none`, as in most production traces, or `30m`: every job checkpoints every 30 minutes of work) and
+one estimate setting (`exact`: time limits are the true durations; `2`: twice the duration;
+`noisy2`: the duration times a factor drawn per job between 1 and 4, log-uniformly, so that its
+median is 2 and it reorders jobs, seeded by `--seed`). Every case replays every policy; `sjf-oracle`
+(shortest true duration first, no quotas, no preemption) is the unfair bound. `--order` adds
+fleetline with other within-team orders (named `fleetline[order=...]`).
+
+Prints JSON on stdout: per case its setting, fleet and quotas, one metrics object per policy (every
+key of the metrics contract, including `preemption_lost_gpu_hours`, `guarantee_violation_gpu_hours`
+and `sim_wall_s`, the replay time, plus `replay_cpu_s`, the CPU time of the replay, which a busy
+shared box inflates less), and the issue's "done when" checks of fleetline against easy.
+A table per case goes to stderr. A replay that stalls is reported as an error, not a crash.
+
+Quick runs: `--quick` (the first 3,000 jobs, fleetline and easy, one case) takes well under a
+minute; `--limit N` or `--window 20:10` (days 20 to 30) pick part of the trace, `--sample 0.5
+--seed 3` keeps a seeded half of the jobs (another workload of the same shape; the fleet is sized
+for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduling.engine import Policy  # noqa: E402
+from scheduling.engine.model import WITHIN_TEAM_ORDERS  # noqa: E402
+from scheduling.sim.fleet import Fleet  # noqa: E402
+from scheduling.sim.metrics import CONTRACT_KEYS  # noqa: E402
+from scheduling.sim.progress import ProgressBar  # noqa: E402
+from scheduling.sim.runner import PRESETS, Preset, compare_policies  # noqa: E402
+from scheduling.sim.simulator import SimulationStalled  # noqa: E402
+from scheduling.sim.sizing import fleet_for_load, quotas_by_demand  # noqa: E402
+from scheduling.sim.trace import TraceJob, load_itp  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "itp"
+LOADS = (0.8, 1.07)
+CHECKPOINTS = {"none": None, "30m": 1800.0}
+ESTIMATES = ("exact", "2")
+POLICIES = ("fifo", "easy", "fleetline", "sjf-oracle")
+GUARANTEED_SHARE = 0.9
+NOISY_PREFIX = "noisy"
+QUICK_LIMIT = 3000
+# The issue's "done when", fleetline against easy in every case.
+LOST_SHARE_MAX = 0.01
+VIOLATION_SHARE_MAX = 0.25
+ESTIMATE_P90_MAX = 2.0
+REPLAY_S_MAX = 45.0
+TABLE = (
+    ("limit_ratio", "limit", 1.0, "{:.3f}"),
+    ("goodput", "goodput", 1.0, "{:.3f}"),
+    ("jct_mean_s", "JCT h", 3600.0, "{:.2f}"),
+    ("jct_p99_s", "p99 h", 3600.0, "{:.1f}"),
+    ("wait_mean_s", "wait h", 3600.0, "{:.2f}"),
+    ("jain_fairness", "Jain", 1.0, "{:.3f}"),
+    ("preemptions", "preempt", 1.0, "{:.0f}"),
+    ("preemption_lost_gpu_hours", "lost GPU-h", 1.0, "{:.0f}"),
+    ("guarantee_violation_gpu_hours", "viol GPU-h", 1.0, "{:.0f}"),
+    ("fragmentation_idle_fraction", "frag", 1.0, "{:.3f}"),
+    ("topology_optimal_fraction", "topo", 1.0, "{:.3f}"),
+    ("estimate_error_p50", "est p50", 1.0, "{:.2f}"),
+    ("estimate_error_p90", "est p90", 1.0, "{:.2f}"),
+    ("sim_wall_s", "replay s", 1.0, "{:.1f}"),
+    ("replay_cpu_s", "CPU s", 1.0, "{:.1f}"),
+)
+
+
+def select(trace: list[TraceJob], options: argparse.Namespace) -> list[TraceJob]:
+    """The part of the merged trace a run replays: a time window, a seeded sample, the first N."""
+    if options.window:
+        start_day, days = (float(part) for part in options.window.split(":"))
+        lo = trace[0].submit_s + start_day * 86400.0
+        trace = [job for job in trace if lo <= job.submit_s < lo + days * 86400.0]
+    if options.sample < 1.0:
+        rng = random.Random(options.seed)
+        trace = [job for job in trace if rng.random() < options.sample]
+    if options.limit:
+        trace = trace[: options.limit]
+    if len(trace) < 2:
+        raise SystemExit("the selection holds fewer than two jobs")
+    return trace
+
+
+def shaped(trace: list[TraceJob], checkpoint_s: float | None, estimate: str, seed: int) -> list[TraceJob]:
+    """The trace with the case's checkpoints and, for `noisyF`, per-job time limits."""
+    if checkpoint_s is not None:
+        trace = [replace(job, checkpoint_interval_s=checkpoint_s) for job in trace]
+    if estimate.startswith(NOISY_PREFIX):
+        factor = float(estimate[len(NOISY_PREFIX) :])
+        rng = random.Random(f"{seed}:{estimate}")
+        # log-uniform between 1 and factor**2: median `factor`
+        trace = [replace(job, time_limit_s=max(1.0, job.duration_s * factor ** (2.0 * rng.random()))) for job in trace]
+    return trace
+
+
+def variants(orders: list[str]) -> dict[str, Preset]:
+    """fleetline with another within-team order, named `fleetline[order=...]`."""
+    return {
+        f"fleetline[order={order}]": Preset(lambda order=order: replace(Policy(), within_team_order=order))
+        for order in orders
+    }
+
+
+def run_case(
+    trace: list[TraceJob], load: float, checkpoint: str, estimate: str, policies: list[str], options: argparse.Namespace
+) -> dict[str, Any]:
+    fleet = fleet_for_load(trace, load)
+    quotas = quotas_by_demand(trace, fleet, guaranteed_share=GUARANTEED_SHARE)
+    jobs = shaped(trace, CHECKPOINTS[checkpoint], estimate, options.seed)
+    factor = None if estimate == "exact" or estimate.startswith(NOISY_PREFIX) else float(estimate)
+    extra = variants(options.order or [])
+    results: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    for name in policies:
+        label = f"{load:g}/{checkpoint}/{estimate} {name}"
+        cpu_start = time.process_time()
+        try:
+            comparison = compare_policies(
+                jobs,
+                fleet,
+                [name],
+                quotas=quotas,
+                estimate=factor,
+                seed=options.seed,
+                progress=lambda _name, label=label: ProgressBar(label[:40]),
+                variants=extra,
+            )
+        except SimulationStalled as stalled:
+            sys.stderr.write(f"\n{label}: {stalled}\n")
+            results.append({"policy": name, "error": str(stalled)})
+            continue
+        meta = comparison.meta
+        # CPU time as well as wall time: on a shared box the wall time of a replay varies with the load.
+        results.append({**comparison.results[0].metrics, "replay_cpu_s": time.process_time() - cpu_start})
+    return {
+        "case": f"load {load:g}, checkpoints {checkpoint}, estimate {estimate}",
+        "load": load,
+        "checkpoint": checkpoint,
+        "estimate": estimate,
+        "fleet": fleet.describe(),
+        "capacity_gpus": fleet.capacity_gpus,
+        "jobs": meta.get("jobs"),
+        "dropped_jobs": meta.get("dropped_jobs"),
+        "quotas": [{"team": q.team, "guaranteed": q.guaranteed, "borrow_limit": q.borrow_limit} for q in quotas.quotas],
+        "guaranteed_gpus": sum(q.guaranteed for q in quotas.quotas),
+        "results": results,
+        "checks": checks(results, fleet),
+    }
+
+
+def checks(results: list[dict[str, Any]], fleet: Fleet) -> dict[str, Any] | None:
+    """The issue's "done when" for fleetline against easy in this case (None without both)."""
+    by_name = {result["policy"]: result for result in results if "error" not in result}
+    ours, easy = by_name.get("fleetline"), by_name.get("easy")
+    if ours is None or easy is None:
+        return None
+    area_h = fleet.capacity_gpus * ours["window_s"] / 3600.0
+    p90 = ours["estimate_error_p90"]
+    return {
+        "limit_ratio_ahead_of_easy": ours["limit_ratio"] > easy["limit_ratio"],
+        "jct_mean_ahead_of_easy": ours["jct_mean_s"] < easy["jct_mean_s"],
+        "jct_p99_ahead_of_easy": ours["jct_p99_s"] < easy["jct_p99_s"],
+        "preemption_lost_share_of_capacity": ours["preemption_lost_gpu_hours"] / area_h if area_h else None,
+        "preemption_lost_within_1_percent": ours["preemption_lost_gpu_hours"] <= LOST_SHARE_MAX * area_h,
+        "violation_share_of_easy": (
+            ours["guarantee_violation_gpu_hours"] / easy["guarantee_violation_gpu_hours"]
+            if easy["guarantee_violation_gpu_hours"]
+            else None
+        ),
+        "violation_within_25_percent_of_easy": ours["guarantee_violation_gpu_hours"]
+        <= VIOLATION_SHARE_MAX * easy["guarantee_violation_gpu_hours"],
+        "estimate_p90_within_2": p90 is not None and p90 <= ESTIMATE_P90_MAX,
+        "replay_within_45_s": ours["sim_wall_s"] <= REPLAY_S_MAX,
+    }
+
+
+def table(case: dict[str, Any]) -> str:
+    head = f"{'policy':<26}" + "".join(f"{label:>11}" for _, label, _, _ in TABLE)
+    lines = [f"{case['case']}: {case['fleet']} = {case['capacity_gpus']} GPUs, {case['jobs']} jobs", head]
+    for result in case["results"]:
+        if "error" in result:
+            lines.append(f"{result['policy']:<26} stalled: {result['error'][:80]}")
+            continue
+        cells = []
+        for key, _, scale, fmt in TABLE:
+            value = result.get(key)
+            cells.append(f"{'-':>11}" if value is None else f"{fmt.format(value / scale):>11}")
+        lines.append(f"{result['policy']:<26}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def revision() -> dict[str, Any]:
+    """The commit measured, and whether the engine or simulator had uncommitted changes."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "commit_time": git("log", "-1", "--format=%cI"),
+        "uncommitted_engine_or_sim": bool(git("status", "--porcelain", "scheduling/engine", "scheduling/sim")),
+    }
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--load", type=float, action="append", help="offered load (repeatable; default 0.8 and 1.07)")
+    parser.add_argument("--checkpoint", action="append", choices=sorted(CHECKPOINTS), help="repeatable")
+    parser.add_argument("--estimate", action="append", help="exact, a factor like 2, or noisyF (repeatable)")
+    parser.add_argument("--policy", action="append", choices=sorted(PRESETS), help="repeatable")
+    parser.add_argument("--order", action="append", choices=WITHIN_TEAM_ORDERS, help="add fleetline with this order")
+    parser.add_argument("--limit", type=int, help="only the first N jobs (by submit time) of the selection")
+    parser.add_argument("--window", help="START_DAY:DAYS of the merged trace")
+    parser.add_argument("--sample", type=float, default=1.0, help="keep this fraction of the jobs (seeded)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help=f"first {QUICK_LIMIT} jobs, easy and fleetline, one case")
+    options = parser.parse_args(argv)
+    if options.quick:
+        options.limit = options.limit or QUICK_LIMIT
+        options.load = options.load or [LOADS[1]]
+        options.checkpoint = options.checkpoint or ["none"]
+        options.estimate = options.estimate or ["exact"]
+        options.policy = options.policy or ["easy", "fleetline"]
+    for estimate in options.estimate or ():
+        if estimate != "exact" and not estimate.startswith(NOISY_PREFIX):
+            factor = float(estimate)
+            if not factor >= 1.0 or math.isinf(factor):
+                parser.error(f"--estimate {estimate}: a factor must be at least 1")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    started = time.time()
+    trace = select(load_itp(sorted(options.traces.glob("cluster*.csv"))), options)
+    policies = list(
+        dict.fromkeys((options.policy or list(POLICIES)) + [f"fleetline[order={o}]" for o in options.order or []])
+    )
+    cases = []
+    settings = itertools.product(
+        options.load or LOADS, options.checkpoint or list(CHECKPOINTS), options.estimate or ESTIMATES
+    )
+    for load, checkpoint, estimate in settings:
+        case = run_case(trace, load, checkpoint, estimate, policies, options)
+        sys.stderr.write(table(case) + "\n\n")
+        cases.append(case)
+    output = {
+        "meta": {
+            **revision(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "wall_s": time.time() - started,
+            "trace_jobs": len(trace),
+            "limit": options.limit,
+            "window": options.window,
+            "sample": options.sample,
+            "seed": options.seed,
+            "guaranteed_share": GUARANTEED_SHARE,
+            "contract_keys": list(CONTRACT_KEYS),
+        },
+        "cases": cases,
+    }
+    print(json.dumps(output, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
