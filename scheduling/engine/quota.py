@@ -57,7 +57,7 @@ class _Account:
 
 
 class _AcceleratorLedger:
-    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity")
+    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity", "most_lendable")
 
     def __init__(self, capacity: int, quotas: list[Quota]) -> None:
         self.capacity = capacity
@@ -70,6 +70,10 @@ class _AcceleratorLedger:
         guaranteed_total = sum(account.guaranteed for account in self.accounts.values())
         self.unguaranteed = max(0, capacity - guaranteed_total)
         self.pool = self.unguaranteed + sum(account.lendable() for account in self.accounts.values())
+        # The pool when no guarantee is in use: the most that could ever be lent.
+        self.most_lendable = self.unguaranteed + sum(
+            min(account.lend_cap, account.guaranteed) for account in self.accounts.values()
+        )
         self.borrowed = 0
         # GPUs of work nobody may preempt running beyond its teams' guarantees.
         self.pinned = 0
@@ -197,8 +201,8 @@ class QuotaLedger:
         return low
 
     def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int, pinned: bool = False) -> str:
-        """Why `admit` said no: "quota" (the team's limit, or a loan bigger than the whole pool lends
-        now, or idle GPUs that are not lendable), "guarantee" (work nobody may
+        """Why `admit` said no: "quota" (the team's limit, or a loan bigger than the pool could ever
+        lend it, or idle GPUs that are not lendable), "guarantee" (work nobody may
         preempt, beyond the guarantee, with no unguaranteed capacity left) or "capacity" (other
         teams' loans hold the pool: reclaiming or waiting for them helps)."""
         ledger = self._ledger(accelerator)
@@ -210,7 +214,10 @@ class QuotaLedger:
         extra = account.beyond(gpus)
         if pinned and ledger.pinned + extra > ledger.unguaranteed:
             return REASON_GUARANTEE
-        if (extra > ledger.pool - account.lendable() and gpus <= ledger.capacity) or free_gpus >= gpus:
+        # Even alone on an idle fleet, the team could not borrow that much (lend limits); or idle GPUs
+        # are there but not lendable.
+        never = account.guaranteed + ledger.most_lendable - min(account.lend_cap, account.guaranteed)
+        if (never < gpus <= ledger.capacity) or free_gpus >= gpus:
             return REASON_QUOTA
         return REASON_CAPACITY
 

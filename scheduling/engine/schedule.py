@@ -154,8 +154,12 @@ class _Cycle(Reclaiming):
                 admission, refused = cached[2], cached[3]
             else:
                 admission, refused = self._admission(job.team, accelerator, size, pool, pinned)
-            if deferred is not None and (admission is None or admission.borrowing):
-                deferred.append(position)
+            if deferred is not None and (
+                admission.borrowing
+                if admission is not None
+                else not ledger.within_guarantee(job.team, accelerator, size)
+            ):
+                deferred.append(position)  # beyond its guarantee (an owner waiting for its loans back is not)
                 continue
             if refused:
                 reasons[position] = refused

@@ -67,7 +67,11 @@ class _PlainCycle(_Cycle):
             return True
         size = self._smallest_size(job)
         admission, refused = self._admission(job.team, job.accelerator, size, pool, not job.preemptible)
-        if defer_borrowers and (admission is None or admission.borrowing):
+        if defer_borrowers and (
+            admission.borrowing
+            if admission is not None
+            else not self.ledger.within_guarantee(job.team, job.accelerator, size)
+        ):
             return False
         self._consider_sized(job, pool, size, admission, refused)
         return True
