@@ -303,10 +303,10 @@ def run_simulation(
         if not (changed or again or due):
             continue
         gate = recorder.gate
-        if gate is not None and not again and not recorder.awaiting_estimate() and not gate.could_start():
+        if gate is not None and not recorder.awaiting_estimate() and not gate.could_start():
             loop.skipped += 1
             recorder.fragmented = gate.fragmented
-            acted = False  # what the cycle would have done: nothing (it counts as a re-plan all the same)
+            acted = again = False  # what the cycle would have done: nothing (a re-plan all the same)
         else:
             acted, again = loop.cycle(now)
         last_cycle = now
