@@ -196,17 +196,17 @@ def checks(results: list[dict[str, Any]], fleet: Fleet) -> dict[str, Any] | None
 
 
 def table(case: dict[str, Any]) -> str:
-    head = f"{'policy':<26}" + "".join(f"{label:>11}" for _, label, _, _ in TABLE)
+    head = f"{'policy':<32}" + "".join(f"{label:>11}" for _, label, _, _ in TABLE)
     lines = [f"{case['case']}: {case['fleet']} = {case['capacity_gpus']} GPUs, {case['jobs']} jobs", head]
     for result in case["results"]:
         if "error" in result:
-            lines.append(f"{result['policy']:<26} stalled: {result['error'][:80]}")
+            lines.append(f"{result['policy']:<32} stalled: {result['error'][:80]}")
             continue
         cells = []
         for key, _, scale, fmt in TABLE:
             value = result.get(key)
             cells.append(f"{'-':>11}" if value is None else f"{fmt.format(value / scale):>11}")
-        lines.append(f"{result['policy']:<26}" + "".join(cells))
+        lines.append(f"{result['policy']:<32}" + "".join(cells))
     return "\n".join(lines)
 
 
@@ -255,7 +255,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
     started = time.time()
-    trace = select(load_itp(sorted(options.traces.glob("cluster*.csv"))), options)
+    files = sorted(options.traces.glob("cluster*.csv"))
+    if not files:
+        raise SystemExit(f"no ITP trace files (cluster*.csv) in {options.traces}: pass --traces DIR")
+    trace = select(load_itp(files), options)
     policies = list(
         dict.fromkeys((options.policy or list(POLICIES)) + [f"fleetline[order={o}]" for o in options.order or []])
     )
