@@ -2,6 +2,8 @@
 
     python3 benchmarks/sim_itp.py [--traces DIR] [--limit N] [--load 0.9] [--policy NAME ...] [--profile]
 
+Policies: fifo, easy, fleetline (the default three) and sjf-oracle (shortest true duration first).
+
 The fleet is sized from the trace so the offered load is about `--load`: total GPU-seconds /
 window / load, rounded up to whole 8-GPU nodes, shaped into racks of 10 nodes and pods of 8 racks
 (the last pod and rack may be smaller). Prints a comparison table to stderr and JSON to stdout.
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling.sim.cli import summary_table  # noqa: E402
 from scheduling.sim.progress import ProgressBar  # noqa: E402
-from scheduling.sim.runner import compare_policies  # noqa: E402
+from scheduling.sim.runner import POLICIES, compare_policies  # noqa: E402
 from scheduling.sim.sizing import fleet_for_load  # noqa: E402
 from scheduling.sim.trace import load_itp  # noqa: E402
 
@@ -34,7 +36,7 @@ def main() -> int:
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--limit", type=int, help="only the first N jobs (by submit time) of the merged trace")
     parser.add_argument("--load", type=float, default=0.9)
-    parser.add_argument("--policy", action="append", choices=("fifo", "easy", "fleetline"))
+    parser.add_argument("--policy", action="append", choices=sorted(POLICIES))
     parser.add_argument("--estimate", type=float, help="time limit = factor x duration (default: exact)")
     parser.add_argument("--profile", action="store_true")
     options = parser.parse_args()
