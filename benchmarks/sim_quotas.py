@@ -81,6 +81,7 @@ TABLE = (
     ("topology_optimal_fraction", "topo", 1.0, "{:.3f}"),
     ("estimate_error_p50", "est p50", 1.0, "{:.2f}"),
     ("estimate_error_p90", "est p90", 1.0, "{:.2f}"),
+    ("estimate_absent", "est none", 1.0, "{:.0f}"),
     ("sim_wall_s", "replay s", 1.0, "{:.1f}"),
     ("replay_cpu_s", "CPU s", 1.0, "{:.1f}"),
 )
@@ -191,6 +192,7 @@ def checks(results: list[dict[str, Any]], fleet: Fleet) -> dict[str, Any] | None
         "violation_within_25_percent_of_easy": ours["guarantee_violation_gpu_hours"]
         <= VIOLATION_SHARE_MAX * easy["guarantee_violation_gpu_hours"],
         "estimate_p90_within_2": p90 is not None and p90 <= ESTIMATE_P90_MAX,
+        "estimates_absent": ours["estimate_absent"],
         "replay_within_45_s": ours["sim_wall_s"] <= REPLAY_S_MAX,
     }
 
