@@ -13,12 +13,12 @@ burst, which rebuilds its database.
 
 Phases, one after another, each bounded by ``--duration-s`` (the whole run by ``--max-s``):
 
-1. pages: the dashboard and ``/jobs/`` with a session, ``--clients`` concurrent clients each;
-2. the API: job listing and job detail with a token;
+1. the API: job submission with a token (one 1-GPU job per request, each with its own
+   Idempotency-Key), ``--clients`` concurrent clients; first, so that what follows has jobs to show;
+2. pages: the dashboard and ``/jobs/`` with a session; the API: job listing and job detail;
 3. websockets: ``--sockets`` sockets on ``/ws/fleet/`` receiving beat's heartbeat (1 Hz), with
    the lag from the heartbeat's ``sent_at`` to its arrival, and the gaps between arrivals;
-4. the API: job submission (one 1-GPU job per request, each with its own Idempotency-Key);
-5. the placement burst: ``--burst-jobs`` jobs into an idle ``--burst-nodes``-node fleet on a
+4. the placement burst: ``--burst-jobs`` jobs into an idle ``--burst-nodes``-node fleet on a
    fresh database, through the submission service directly (``job_submit``), not the API, so
    that the API's rate does not dominate; the cycle is held off (its lock taken) until all are in,
    then let go: seconds until all run, and jobs placed per second.
@@ -38,12 +38,13 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -212,6 +213,28 @@ class Layout:
         from portal.celery import app
 
         wait_until(lambda: len(app.control.ping(timeout=0.5)) >= self.workers, timeout_s=90, what="the workers")
+
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds so far of each part of the layout (process trees), of this script, and of
+        the whole machine (busy time over every core: the rest is PostgreSQL and anything else)."""
+        import psutil
+
+        spent: dict[str, float] = {}
+        trees = [(p.name.split(".")[0], p.popen.pid) for p in self.processes if p.popen is not None]
+        if self.redis_process is not None:
+            trees.append(("redis", self.redis_process.pid))
+        for name, pid in trees:
+            try:
+                root = psutil.Process(pid)
+                for process in [root, *root.children(recursive=True)]:
+                    times = process.cpu_times()
+                    spent[name] = spent.get(name, 0.0) + times.user + times.system
+            except psutil.Error:
+                continue
+        spent["load_client"] = time.process_time()
+        machine = psutil.cpu_times()
+        spent["machine_busy"] = machine.user + machine.system + machine.nice + getattr(machine, "softirq", 0.0)
+        return spent
 
     def stop(self) -> None:
         for process in self.processes:
@@ -391,6 +414,7 @@ async def websocket_phase(session: Any, client: Client, *, sockets: int, duratio
     headers = {**client.page_headers(), "Origin": f"https://{client.host}"}
     opening = asyncio.Semaphore(50)
     lags: list[float] = []
+    lags_by_second: dict[int, list[float]] = {}
     gaps: list[float] = []
     received: list[int] = [0] * sockets
     failures: dict[str, int] = {}
@@ -422,7 +446,9 @@ async def websocket_phase(session: Any, client: Client, *, sockets: int, duratio
                 if payload.get("kind") != "heartbeat" or not measuring.is_set():
                     continue
                 now = time.time()
-                lags.append(now - datetime.fromisoformat(payload["sent_at"]).timestamp())
+                lag = now - datetime.fromisoformat(payload["sent_at"]).timestamp()
+                lags.append(lag)
+                lags_by_second.setdefault(int(now - measuring_since[0]), []).append(lag)
                 if last is not None:
                     gaps.append(now - last)
                 last = now
@@ -437,6 +463,7 @@ async def websocket_phase(session: Any, client: Client, *, sockets: int, duratio
         await asyncio.sleep(0.1)
     open_s = time.perf_counter() - started
     await asyncio.sleep(2.0)  # every socket has joined its groups
+    measuring_since = [time.time()]
     measuring.set()
     await asyncio.sleep(duration_s)
     measuring.clear()
@@ -453,12 +480,33 @@ async def websocket_phase(session: Any, client: Client, *, sockets: int, duratio
         "heartbeats_expected": expected * len(opened),
         "sockets_missing_beats": sum(1 for count in received[: len(opened)] if count < expected - 1),
         "lag": latency_summary(lags),
+        # A lag that grows second by second is a backlog: heartbeats arrive slower than 1 Hz.
+        "lag_p50_ms_by_second": [
+            round(statistics.median(values) * 1000.0) for _, values in sorted(lags_by_second.items())
+        ],
         "gap_p99_s": round(percentile(ordered_gaps, 0.99) or 0.0, 2),
         "gap_max_s": round(ordered_gaps[-1], 2) if ordered_gaps else None,
     }
 
 
-async def web_load(client: Client, args: argparse.Namespace, *, username: str, password: str) -> dict[str, Any]:
+CpuMeter = Callable[[], dict[str, float]]
+
+
+async def measured(cpu: CpuMeter | None, phase: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """A phase's figures, with the CPU seconds each part of the layout spent during it."""
+    before = cpu() if cpu else {}
+    result = await phase
+    if cpu:
+        after = cpu()
+        result["cpu_s"] = {name: round(after[name] - before.get(name, 0.0), 2) for name in after}
+    return result
+
+
+async def web_load(
+    client: Client, args: argparse.Namespace, *, username: str, password: str, cpu: CpuMeter | None = None
+) -> dict[str, Any]:
+    """Submissions first (so that the lists and pages after them have jobs to show), then the
+    pages, the API's list and detail, and the websockets."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -467,35 +515,35 @@ async def web_load(client: Client, args: argparse.Namespace, *, username: str, p
         await session_login(session, client, username=username, password=password)
         base, clients, duration_s = client.base_url, args.clients, args.duration_s
 
-        def get(path: str, headers: dict[str, str]) -> RequestMaker:
-            return lambda _: ("GET", f"{base}{path}", {"headers": headers}, 200)
-
-        async with session.get(f"{base}/api/jobs/", headers=client.api_headers()) as response:
-            listed = await response.json()
-        detail_id = listed[0]["id"] if listed else None
-        phases: list[tuple[str, RequestMaker]] = [
-            ("dashboard", get("/", client.page_headers())),
-            ("jobs_page", get("/jobs/", client.page_headers())),
-            ("api_job_list", get("/api/jobs/", client.api_headers())),
-        ]
-        if detail_id is not None:
-            phases.append(("api_job_detail", get(f"/api/jobs/{detail_id}/", client.api_headers())))
-        for name, make in phases:
-            log(f"{name}: {clients} clients for {duration_s:.0f} s")
-            results[name] = await http_phase(session, make=make, clients=clients, duration_s=duration_s)
-        if args.sockets:
-            log(f"websockets: {args.sockets} sockets, {duration_s:.0f} s of heartbeats")
-            results["websockets"] = await websocket_phase(
-                session, client, sockets=args.sockets, duration_s=max(duration_s, 10.0)
-            )
-
         def submit(i: int) -> tuple[str, str, dict[str, Any], int]:
             body = {**client.api, "name": f"load-{i}", "gpus": 1, "duration_s": 600}
             headers = {**client.api_headers(), "Idempotency-Key": str(uuid.uuid4())}
             return "POST", f"{base}/api/jobs/submit/", {"json": body, "headers": headers}, 201
 
+        def get(path: str, headers: dict[str, str]) -> RequestMaker:
+            return lambda _: ("GET", f"{base}{path}", {"headers": headers}, 200)
+
         log(f"api_job_submit: {clients} clients for {duration_s:.0f} s")
-        results["api_job_submit"] = await http_phase(session, make=submit, clients=clients, duration_s=duration_s)
+        results["api_job_submit"] = await measured(
+            cpu, http_phase(session, make=submit, clients=clients, duration_s=duration_s)
+        )
+        async with session.get(f"{base}/api/jobs/", headers=client.api_headers()) as response:
+            listed = await response.json()
+        phases: list[tuple[str, RequestMaker]] = [
+            ("dashboard", get("/", client.page_headers())),
+            ("jobs_page", get("/jobs/", client.page_headers())),
+            ("api_job_list", get("/api/jobs/", client.api_headers())),
+        ]
+        if listed:
+            phases.append(("api_job_detail", get(f"/api/jobs/{listed[0]['id']}/", client.api_headers())))
+        for name, make in phases:
+            log(f"{name}: {clients} clients for {duration_s:.0f} s")
+            results[name] = await measured(cpu, http_phase(session, make=make, clients=clients, duration_s=duration_s))
+        if args.sockets:
+            log(f"websockets: {args.sockets} sockets, {max(duration_s, 10.0):.0f} s of heartbeats")
+            results["websockets"] = await measured(
+                cpu, websocket_phase(session, client, sockets=args.sockets, duration_s=max(duration_s, 10.0))
+            )
     return results
 
 
@@ -675,7 +723,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "(concurrency 1), beat; PostgreSQL, Redis; portal.settings_production"
         )
         client = Client(layout.base_url, token=api.pop("token"), api=api)
-        report["web"] = asyncio.run(web_load(client, args, username=args.username, password=args.password))
+        report["web"] = asyncio.run(
+            web_load(client, args, username=args.username, password=args.password, cpu=layout.cpu_s)
+        )
         if args.burst_jobs:
             report["placement_burst"] = placement_burst(
                 layout, jobs=args.burst_jobs, nodes=args.burst_nodes, timeout_s=args.burst_timeout_s
