@@ -6,3 +6,7 @@ from django.apps import AppConfig
 class PortalConfig(AppConfig):
     name = "portal"
     verbose_name = "Portal"
+
+    def ready(self) -> None:
+        # Connects the logout receiver that closes the ended session's websockets.
+        from portal import socket_events  # noqa: F401

@@ -2,44 +2,135 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
-from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
-from tenants.permissions import is_fleet_admin
-from tenants.selectors import team_ids_for_user
+from portal.groups import ACCESS_CHANGED
+from portal.socket_access import SocketAccess, socket_access_for, socket_access_for_session, socket_payload_for
 
-# Close code for "not authenticated" (4000-4999 are free for applications).
+logger = logging.getLogger(__name__)
+
+# Close codes (4000-4999 are free for applications).
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_SESSION_ENDED = 4403
+CLOSE_TRY_AGAIN = 1013
+
+# A group operation that fails (Redis restarting, say) is retried this many times, backing off.
+LAYER_ATTEMPTS = 4
+LAYER_BACKOFF_S = 0.2
+# Group membership expires after the channel layer's group_expiry unless renewed: each socket
+# re-checks its access and renews its groups a few times per expiry period, so a socket that
+# vanished without leaving its groups is dropped from them within one period.
+RECHECKS_PER_GROUP_EXPIRY = 4
+DEFAULT_GROUP_EXPIRY_S = 86400
 
 
 class FleetConsumer(AsyncJsonWebsocketConsumer):
-    """Joins the fleet group and the groups of the user's own teams (admins: every team's
-    job events), then forwards events."""
+    """Joins the fleet group, the user's own group and the job groups the user may read (their
+    teams', or every team's for fleet admins), then forwards events. Re-checks what the user may
+    read when told that it changed and every few minutes, and closes when the session ends."""
 
-    groups_joined: list[str]
+    access: SocketAccess | None = None
+    session_key: str | None = None
+    groups_joined: set[str]
+    recheck_timer: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        self.groups_joined = await database_sync_to_async(_groups_for)(user)
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        self.session_key = self.scope["session"].session_key
+        self.groups_joined = set()
+        self.access = await database_sync_to_async(socket_access_for)(user=user)
+        if not await self._join(self.access.groups):
+            await self._end(CLOSE_TRY_AGAIN)
+            return
         await self.accept()
+        self.recheck_timer = asyncio.create_task(self._recheck_periodically())
 
     async def disconnect(self, code: int) -> None:
-        for group in getattr(self, "groups_joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
+        await self._leave_all()
 
     async def fleet_event(self, event: dict[str, Any]) -> None:
-        await self.send_json(event["payload"])
+        if self.access is None:
+            return
+        payload = socket_payload_for(access=self.access, payload=event["payload"])
+        if payload is not None:
+            await self.send_json(payload)
+
+    async def access_changed(self, event: dict[str, Any]) -> None:
+        """Re-read what the user may see; leave the groups they may no longer read."""
+        if self.access is None:
+            return
+        access = await database_sync_to_async(socket_access_for_session)(
+            session_key=self.session_key, user_id=self.access.user_id
+        )
+        if access is None:
+            await self._end(CLOSE_SESSION_ENDED)
+            return
+        leaving = self.groups_joined - access.groups
+        self.access = access
+        for group in leaving:
+            self.groups_joined.discard(group)
+            await _layer_call(self.channel_layer.group_discard, group, self.channel_name)
+        # Joining again also renews membership of the groups the socket stays in.
+        await self._join(access.groups)
+
+    async def session_ended(self, event: dict[str, Any]) -> None:
+        if self.access is not None and event.get("session_key") in (None, self.session_key):
+            await self._end(CLOSE_SESSION_ENDED)
+
+    async def _join(self, groups: frozenset[str]) -> bool:
+        joined = True
+        for group in sorted(groups):
+            # Recorded before the call: a socket torn down mid-call still leaves the group.
+            self.groups_joined.add(group)
+            joined = await _layer_call(self.channel_layer.group_add, group, self.channel_name) and joined
+        return joined
+
+    async def _leave_all(self) -> None:
+        self.access = None
+        if self.recheck_timer is not None and self.recheck_timer is not asyncio.current_task():
+            self.recheck_timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.recheck_timer
+        self.recheck_timer = None
+        groups, self.groups_joined = getattr(self, "groups_joined", set()), set()
+        for group in groups:
+            await _layer_call(self.channel_layer.group_discard, group, self.channel_name)
+
+    async def _end(self, code: int) -> None:
+        await self._leave_all()
+        await self.close(code=code)
+
+    async def _recheck_periodically(self) -> None:
+        """Post an access check to this socket's own channel every so often, so that it runs
+        in turn with the events the socket handles rather than beside them."""
+        group_expiry_s = getattr(self.channel_layer, "group_expiry", DEFAULT_GROUP_EXPIRY_S)
+        while True:
+            await asyncio.sleep(group_expiry_s / RECHECKS_PER_GROUP_EXPIRY * random.uniform(0.8, 1.0))
+            await _layer_call(self.channel_layer.send, self.channel_name, {"type": ACCESS_CHANGED})
 
 
-def _groups_for(user: Any) -> list[str]:
-    if is_fleet_admin(user):
-        return [FLEET_GROUP, ALL_JOBS_GROUP]
-    return [FLEET_GROUP, *(team_group(t) for t in team_ids_for_user(user=user))]
+async def _layer_call(call: Callable[[str, Any], Awaitable[None]], name: str, argument: Any) -> bool:
+    """One channel-layer operation, retried with backoff while Redis is unreachable. Logs and
+    gives up in the end: group expiry removes a member that could not be removed now."""
+    for attempt in range(LAYER_ATTEMPTS):
+        try:
+            await call(name, argument)
+            return True
+        except (RedisError, OSError):
+            if attempt == LAYER_ATTEMPTS - 1:
+                logger.warning("Channel layer %s on %s failed", getattr(call, "__name__", call), name, exc_info=True)
+                return False
+            await asyncio.sleep(LAYER_BACKOFF_S * 2**attempt)
+    return False

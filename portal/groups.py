@@ -1,4 +1,4 @@
-"""Channel-layer group names, in one place so publishers and consumers agree."""
+"""Channel-layer group names and message types, in one place so publishers and consumers agree."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ FLEET_GROUP = "fleet"
 # Every job event of every team: fleet admins join it.
 ALL_JOBS_GROUP = "jobs.all"
 
+# Messages a socket handles itself rather than forwarding: what its user may read changed (a
+# membership or a role), or one of the user's sessions ended (logout).
+ACCESS_CHANGED = "access.changed"
+SESSION_ENDED = "session.ended"
+
 
 def team_group(team_id: int) -> str:
     return f"team.{team_id}"
+
+
+def user_group(user_id: int) -> str:
+    """Every open socket of one user, whichever session opened it."""
+    return f"user.{user_id}"

@@ -179,7 +179,8 @@ REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis on a connection pool that waits rather than fails in a burst.
+        "BACKEND": "portal.channel_layer.FleetChannelLayer",
         "CONFIG": {
             "hosts": [REDIS_URL],
             "prefix": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tenants.services.audit import audit_record
 from tenants.services.demo import demo_quotas_seed
+from tenants.services.memberships import membership_add, membership_remove, membership_role_change
 from tenants.services.notifications import notification_mark_read, notification_send
 from tenants.services.policy import fleet_policy_update, priority_class_save
 from tenants.services.quota_requests import (
@@ -18,6 +19,9 @@ __all__ = [
     "audit_record",
     "demo_quotas_seed",
     "fleet_policy_update",
+    "membership_add",
+    "membership_remove",
+    "membership_role_change",
     "notification_mark_read",
     "notification_send",
     "priority_class_save",

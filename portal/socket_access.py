@@ -1,0 +1,72 @@
+"""What an open fleet websocket may read: decided when it opens, applied to every team event it
+forwards, and decided again whenever the user's access may have changed (a membership or a role
+changed, the session ended, or simply some minutes passed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import HttpRequest
+
+from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
+from tenants.permissions import is_fleet_admin
+from tenants.selectors import team_ids_for_user
+
+
+@dataclass(frozen=True, slots=True)
+class SocketAccess:
+    """One user's right to live events: fleet admins read every team's jobs, everyone else
+    their own teams' jobs."""
+
+    user_id: int
+    admin: bool
+    team_ids: frozenset[int]
+
+    def may_read_team(self, team_id: int) -> bool:
+        return self.admin or team_id in self.team_ids
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """The channel-layer groups a socket with this access belongs to."""
+        jobs = {ALL_JOBS_GROUP} if self.admin else {team_group(team_id) for team_id in self.team_ids}
+        return frozenset({FLEET_GROUP, user_group(self.user_id), *jobs})
+
+
+def socket_access_for(*, user: AbstractBaseUser) -> SocketAccess:
+    return SocketAccess(
+        user_id=int(user.pk),
+        admin=is_fleet_admin(user),
+        team_ids=frozenset(team_ids_for_user(user=user)),
+    )
+
+
+def socket_access_for_session(*, session_key: str | None, user_id: int) -> SocketAccess | None:
+    """The access of the session a socket was opened with, as it stands now; ``None`` once that
+    session no longer logs ``user_id`` in (logged out, expired, password changed, user
+    deactivated or deleted). Django's own rule decides, as for the next page the user opens."""
+    if not session_key:
+        return None
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    user: AbstractBaseUser | AnonymousUser = auth.get_user(request)
+    if not user.is_authenticated or user.pk != user_id:
+        return None
+    return socket_access_for(user=user)
+
+
+def socket_payload_for(*, access: SocketAccess, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of an event this socket may forward, or ``None`` for nothing. A batch of job
+    changes keeps the jobs of teams the user may read; any other event that names a team goes
+    through only if the user may read that team; fleet-wide events always go through."""
+    if payload.get("kind") == "jobs":
+        jobs = [job for job in payload.get("jobs", []) if access.may_read_team(job["team"])]
+        return {**payload, "jobs": jobs} if jobs else None
+    team_id = payload.get("team")
+    if team_id is not None and not access.may_read_team(team_id):
+        return None
+    return payload

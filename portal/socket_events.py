@@ -1,0 +1,59 @@
+"""Telling a user's open websockets that what they may read changed: after a membership change
+(they re-check and leave the groups they may no longer read) and when a session ends (the
+sockets that session opened close)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
+from django.dispatch import receiver
+from django.http import HttpRequest
+from redis.exceptions import RedisError
+
+from portal.groups import ACCESS_CHANGED, SESSION_ENDED, user_group
+
+logger = logging.getLogger(__name__)
+
+
+def socket_access_changed_publish(*, user_ids: Iterable[int]) -> None:
+    """Once the current transaction commits, each user's sockets re-check their access."""
+    messages = [(user_group(user_id), {"type": ACCESS_CHANGED}) for user_id in sorted(set(user_ids))]
+    transaction.on_commit(lambda: _group_send_all(messages))
+
+
+def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
+    """Once the current transaction commits, the sockets opened by this session close; the
+    user's other sessions keep theirs."""
+    message = {"type": SESSION_ENDED, "session_key": session_key}
+    transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
+
+
+def _group_send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Best effort: if Redis is down the write still stands, and each socket's periodic re-check
+    (and the channel layer's group expiry) catches up."""
+    layer = get_channel_layer()
+    if layer is None or not messages:
+        return
+
+    async def send_all() -> None:
+        for group, message in messages:
+            await layer.group_send(group, message)
+
+    try:
+        async_to_sync(send_all)()
+    except (RedisError, OSError):
+        logger.warning("Could not tell open websockets about an access change", exc_info=True)
+
+
+@receiver(user_logged_out, dispatch_uid="portal.socket_events.sockets_close_on_logout")
+def sockets_close_on_logout(sender: type, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    """Plumbing from Django's logout to the sockets of the session being ended."""
+    session_key = request.session.session_key if request is not None else None
+    if user is not None and user.is_authenticated and session_key:
+        socket_session_ended_publish(user_id=user.pk, session_key=session_key)
