@@ -108,11 +108,23 @@ class PodBlock:
     racks: list[RackColumn] = field(default_factory=list)
 
 
-def fleet_map() -> list[PodBlock]:
-    """Pods -> racks -> nodes with occupancy and the jobs on each node, in two queries."""
+OTHER_TEAMS_JOB = "another team's job"
+
+
+def fleet_map(*, user: AnyUser) -> list[PodBlock]:
+    """Pods -> racks -> nodes with occupancy and the jobs on each node, in three queries besides
+    the user's roles. Job names show for the user's own teams' jobs (every job for fleet admins);
+    any other job shows only as another team's, with its GPU count."""
+    admin = is_fleet_admin(user)
+    own_teams: set[int] = set()
+    if not admin:
+        own_teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
     jobs_on: dict[int, list[str]] = {}
-    for node_id, name, gpus in Allocation.objects.order_by("job_id").values_list("node_id", "job__name", "gpus"):
-        jobs_on.setdefault(node_id, []).append(f"{name} ({gpus})")
+    for node_id, name, team_id, gpus in Allocation.objects.order_by("job_id").values_list(
+        "node_id", "job__name", "job__team_id", "gpus"
+    ):
+        label = name if admin or team_id in own_teams else OTHER_TEAMS_JOB
+        jobs_on.setdefault(node_id, []).append(f"{label} ({gpus})")
     pods: dict[str, PodBlock] = {}
     racks: dict[str, RackColumn] = {}
     for row in Node.objects.order_by("rack__pod__name", "rack__name", "name").values(

@@ -90,7 +90,9 @@ def fleet_map_view(request: HttpRequest) -> HttpResponse:
     admin = is_fleet_admin(request.user)
     nodes = Node.objects.order_by("name").only("id", "name", "state") if admin else None
     return render(
-        request, "scheduling/fleet_map.html", {"pods": fleet_map(), "admin_nodes": nodes, "actions": NODE_ACTIONS}
+        request,
+        "scheduling/fleet_map.html",
+        {"pods": fleet_map(user=request.user), "admin_nodes": nodes, "actions": NODE_ACTIONS},
     )
 
 
