@@ -1,7 +1,12 @@
+"""The fleet, its jobs and the ledger in the Django admin: for reading. Jobs are submitted and
+cancelled on the portal's job pages and API, nodes cordoned and drained from the fleet map; the
+scheduler writes the rest (``portal.admin.GovernedAdmin``)."""
+
 from __future__ import annotations
 
 from django.contrib import admin
 
+from portal.admin import GovernedAdmin, GovernedInline
 from scheduling.models import (
     AcceleratorType,
     Allocation,
@@ -18,37 +23,50 @@ from scheduling.models import (
 )
 
 
+class HardwareAdmin(GovernedAdmin):
+    governed_note = (
+        "The fleet's hardware is not edited here; nodes are cordoned, drained and uncordoned "
+        "from the fleet map, each action audited."
+    )
+    governed_url_name = "fleet-map"
+    governed_url_text = "Fleet map"
+
+
 @admin.register(AcceleratorType)
-class AcceleratorTypeAdmin(admin.ModelAdmin):
+class AcceleratorTypeAdmin(HardwareAdmin):
     list_display = ["name", "memory_gb"]
 
 
 @admin.register(Pod)
-class PodAdmin(admin.ModelAdmin):
+class PodAdmin(HardwareAdmin):
     list_display = ["name"]
 
 
 @admin.register(Rack)
-class RackAdmin(admin.ModelAdmin):
+class RackAdmin(HardwareAdmin):
     list_display = ["name", "pod"]
     list_filter = ["pod"]
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(HardwareAdmin):
     list_display = ["name", "rack", "accelerator_type", "gpus", "healthy_gpus", "state"]
     list_filter = ["state", "accelerator_type", "rack__pod"]
     search_fields = ["name"]
 
 
-class AllocationInline(admin.TabularInline):
+class AllocationInline(GovernedInline):
     model = Allocation
-    extra = 0
     raw_id_fields = ["node"]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(GovernedAdmin):
+    governed_note = (
+        "Jobs are submitted and cancelled on the job pages and the API; the scheduler starts, preempts and ends them."
+    )
+    governed_url_name = "job-list"
+    governed_url_text = "Jobs"
     list_display = [
         "id",
         "name",
@@ -66,7 +84,8 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(ServingDeployment)
-class ServingDeploymentAdmin(admin.ModelAdmin):
+class ServingDeploymentAdmin(GovernedAdmin):
+    governed_note = "Serving deployments are not edited here; the scheduler scales their replicas with demand."
     list_display = [
         "name",
         "team",
@@ -80,19 +99,22 @@ class ServingDeploymentAdmin(admin.ModelAdmin):
 
 
 @admin.register(SchedulerEvent)
-class SchedulerEventAdmin(admin.ModelAdmin):
+class SchedulerEventAdmin(GovernedAdmin):
     list_display = ["id", "sim_time_s", "kind", "job", "team", "message"]
     list_filter = ["kind"]
     raw_id_fields = ["job"]
 
 
 @admin.register(FleetClock)
-class FleetClockAdmin(admin.ModelAdmin):
+class FleetClockAdmin(GovernedAdmin):
     list_display = ["sim_now_s", "ticks", "leader_token", "wall_updated_at"]
 
 
 @admin.register(UsageSample)
-class UsageSampleAdmin(admin.ModelAdmin):
+class UsageSampleAdmin(GovernedAdmin):
+    governed_note = "The usage ledger is written by the scheduler each tick."
+    governed_url_name = "usage-report"
+    governed_url_text = "Usage report"
     list_display = [
         "recorded_at",
         "team",
@@ -107,7 +129,7 @@ class UsageSampleAdmin(admin.ModelAdmin):
 
 
 @admin.register(FleetSample)
-class FleetSampleAdmin(admin.ModelAdmin):
+class FleetSampleAdmin(GovernedAdmin):
     list_display = [
         "recorded_at",
         "sim_time_s",
@@ -121,7 +143,10 @@ class FleetSampleAdmin(admin.ModelAdmin):
 
 
 @admin.register(Incident)
-class IncidentAdmin(admin.ModelAdmin):
+class IncidentAdmin(GovernedAdmin):
+    governed_note = "Incidents are opened and advanced by failure detection."
+    governed_url_name = "incident-list"
+    governed_url_text = "Incidents"
     list_display = (
         "id",
         "node",
