@@ -191,20 +191,26 @@ async def test_a_batch_of_job_changes_reaches_each_socket_with_only_the_jobs_of_
 
 
 @pytest.mark.usefixtures("clean_team_groups")
-async def test_without_any_notice_a_socket_still_drops_a_lost_membership_within_its_recheck_period(
+async def test_without_any_notice_a_socket_drops_a_lost_membership_and_keeps_its_other_groups_past_their_expiry(
     settings: Any,
 ) -> None:
     layers = copy.deepcopy(settings.CHANNEL_LAYERS)
-    layers["default"]["CONFIG"]["group_expiry"] = 2  # re-checks about every half second
+    layers["default"]["CONFIG"]["group_expiry"] = 6  # so sockets re-check every 1.2 to 1.5 s
     settings.CHANNEL_LAYERS = layers
     membership = await database_sync_to_async(MembershipFactory)()
     _, cookie = await database_sync_to_async(_logged_in)(membership.user)
     socket = await _open(cookie)
+    opened = time.monotonic()
 
     # Deleted behind the services' back (as a cascade would): nobody tells the socket.
     await database_sync_to_async(lambda: Membership.objects.filter(pk=membership.pk).delete())()
 
-    assert await _eventually_empty(team_group(membership.team_id), timeout_s=5)
+    # Left well before the group itself would expire.
+    assert await _eventually_empty(team_group(membership.team_id), timeout_s=4)
     await _send(team_group(membership.team_id), {"kind": "job", "team": membership.team_id, "id": 1})
     assert await socket.receive_nothing(timeout=0.3)
+    # Past the group expiry the socket is still in the fleet group: it renewed its membership.
+    await asyncio.sleep(max(0.0, opened + 7 - time.monotonic()))
+    await _send(FLEET_GROUP, {"kind": "heartbeat", "seq": 4})
+    assert await socket.receive_json_from(timeout=5) == {"kind": "heartbeat", "seq": 4}
     await socket.disconnect(timeout=10)
