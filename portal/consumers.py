@@ -48,7 +48,8 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        self.session_key = self.scope["session"].session_key
+        # The session the socket was opened with: re-checks ask whether it still logs the user in.
+        self.session_key = getattr(self.scope.get("session"), "session_key", None)
         self.groups_joined = set()
         self.access = await database_sync_to_async(socket_access_for)(user=user)
         if not await self._join(self.access.groups):
