@@ -209,6 +209,9 @@ FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
 # The cycle lock's expiry: the leader renews it while its tick runs, so only a leader that dies
 # mid-tick lets it lapse, and the next leader ticks at most this long after.
 FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", "3"))
+# A leader frozen mid-tick (stopped, swapped out, partitioned) holds the fleet clock's row lock;
+# PostgreSQL ends its session once it has sat this long idle inside the tick's transaction.
+FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", "10"))
 # Demo arrivals keep the demo fleet busy; part of the demo only.
 FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO)
 # Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick: part of

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from scheduling import engine
@@ -108,6 +108,17 @@ def clock_get() -> FleetClock:
     return clock
 
 
+def _end_if_frozen() -> None:
+    """A leader frozen inside its tick keeps the fleet clock's row locked, and the next leader's
+    claim would wait behind it for as long as it stays frozen. PostgreSQL ends a session idle in
+    its transaction past this timeout, releasing the lock; the frozen leader's writes are rolled
+    back with it."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            timeout_ms = int(settings.FLEET_CYCLE_IDLE_TIMEOUT_S * 1000)
+            cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {timeout_ms}")
+
+
 def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) -> TickResult | None:
     """Run one cycle as the leader holding fencing ``token``. Returns None when another
     leader's tick or a newer token got there first: nothing is written then. A token ticks at
@@ -130,6 +141,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
     sim_from, sim_to = clock.sim_now_s, clock.sim_now_s + wall.step_s * speed
     watch = _Stopwatch()
     with transaction.atomic():
+        _end_if_frozen()
         claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
             sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
         )

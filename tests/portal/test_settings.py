@@ -226,3 +226,17 @@ def test_the_demo_seed_is_refused_outside_the_demo() -> None:
     with override_settings(FLEETLINE_DEMO=True):
         call_command("seed_demo", stdout=open(os.devnull, "w"))
     assert User.objects.filter(username="admin").exists()
+
+
+def test_a_celery_worker_logs_in_the_same_format_at_the_log_level(var_dir: Path) -> None:
+    """Celery would reset the root logger to its own --loglevel (WARNING by default) and hide the
+    cycle's per-tick INFO lines; the worker keeps the settings' logging instead."""
+    code = (
+        "import logging; from portal.celery import app; "
+        "from celery.signals import setup_logging; setup_logging.send(sender=None); "
+        "logging.getLogger('fleetline.cycle').info('tick line'); logging.getLogger('celery').debug('hidden')"
+    )
+    result = _run([sys.executable, "-c", code], _env(var_dir, DEBUG="1", LOG_LEVEL="info"))
+    assert result.returncode == 0, result.stderr
+    assert " INFO fleetline.cycle[" in result.stderr and result.stderr.rstrip().endswith("] tick line")
+    assert "hidden" not in result.stderr

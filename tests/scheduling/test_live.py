@@ -210,3 +210,37 @@ async def test_a_tick_pushes_the_fleet_share_to_the_fleet_group(live_fleet: Flee
     assert payload["capacity_gpus"] == 32
     assert sum(payload["node_used"].values()) == 8
     await layer.group_discard(FLEET_GROUP, channel)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the idle-in-transaction timeout is PostgreSQL's")
+def test_a_leader_frozen_mid_tick_loses_its_transaction_and_a_worker_ticks_without_it(
+    live_fleet: Fleet, subprocess_env: dict[str, str], celery_worker_process: subprocess.Popen[bytes]
+) -> None:
+    gang = live_fleet.submit(gpus=32, name="gang")
+    frozen = subprocess.Popen(
+        [sys.executable, "-m", "tests.scheduling.kill_mid_tick", "--stall"],
+        cwd=ROOT,
+        env={**subprocess_env, "FLEET_CYCLE_IDLE_TIMEOUT_S": "3"},
+        stdout=subprocess.PIPE,
+    )
+    try:
+        _wait_for_line(frozen, b"mid-tick", timeout_s=60)
+        # Stopped, it can neither renew its lock nor finish its transaction.
+        frozen.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        result = None
+        while result is None and time.monotonic() - frozen_at < 60:
+            result = fleet_cycle.delay().get(timeout=60)
+            if result is None:
+                time.sleep(0.1)
+        takeover_s = time.monotonic() - frozen_at
+    finally:
+        frozen.send_signal(signal.SIGKILL)
+        frozen.wait(timeout=10)
+
+    assert result is not None
+    # The lock lapses, then PostgreSQL ends the frozen session once it has idled past the timeout.
+    assert takeover_s < settings.FLEET_CYCLE_LOCK_TIMEOUT_S + 3.0 + 10.0
+    gang.refresh_from_db()
+    assert gang.state == Job.State.RUNNING
+    _booked_consistently()
