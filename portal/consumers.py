@@ -11,6 +11,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from portal.groups import ACCESS_CHANGED
@@ -72,9 +73,15 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         """Re-read what the user may see; leave the groups they may no longer read."""
         if self.access is None:
             return
-        access = await database_sync_to_async(socket_access_for_session)(
-            session_key=self.session_key, user_id=self.access.user_id
-        )
+        try:
+            access = await database_sync_to_async(socket_access_for_session)(
+                session_key=self.session_key, user_id=self.access.user_id
+            )
+        except DatabaseError:
+            # Unable to tell what the user may read now: close cleanly, the page reconnects.
+            logger.warning("Could not re-check a socket's access", exc_info=True)
+            await self._end(CLOSE_TRY_AGAIN)
+            return
         if access is None:
             await self._end(CLOSE_SESSION_ENDED)
             return
