@@ -1,14 +1,27 @@
 """Write one cycle's outcome: what FleetState ended in, against what the database held.
 
-Each changed job is written under a guarded update (expected state and version) inside its own
-savepoint together with its allocations and its nodes' GPU counters, so a gang lands whole or
-not at all; the database's check constraint refuses any double-booked node. Jobs that release
-GPUs are written before jobs that take them.
+The rule, for each changed job on its own (``_write_one``, the plain definition): a guarded
+update (the state and version the tick read), its allocations replaced and its nodes' GPU
+counters shifted, all in one savepoint, so a job and its gang land whole or not at all; the
+database's check constraints refuse any double-booked node. Jobs that only release GPUs are
+written first, then jobs that release some and take others, then jobs that only take GPUs.
+
+The same outcome in bulk (``_write_in_bulk``, the default): per group a guarded update of every
+job in one statement per thousand (``bulk_rows.rows_update``, which returns the ids whose guard
+held), then their allocations and node counters in a few statements. Releasing-only and
+taking-only groups move every node's counter one way, so the group fits as a whole exactly when
+each job fits in turn; if the group's writes break a constraint, its savepoint is rolled back and
+the group is written job by job, which keeps every job that fits. Tests apply the same plans both
+ways and compare the database.
+
+Scheduler events are inserted with the writes; the live feed is published after commit
+(``cycle_tick``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +29,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from scheduling import engine
-from scheduling.models import Allocation, Job, SchedulerEvent
+from scheduling.models import Allocation, Job, Node, SchedulerEvent
+from scheduling.services.bulk_rows import ROWS_PER_STATEMENT, rows_update, rows_update_supported
 from scheduling.services.jobs import nodes_shift
 from scheduling.services.snapshot import Loaded
 
 Alloc = tuple[tuple[str, int], ...]
+
+# Write order: jobs that only release GPUs, then jobs that release and take, then jobs that only take.
+RELEASES, MOVES, TAKES = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +79,18 @@ def _touched(events: list[engine.Event], plan: engine.Plan) -> dict[str, list[en
     return touched
 
 
-def _final_fields(
-    loaded: Loaded, job_id: str, history: list[engine.Event], sim_now_s: float
-) -> tuple[dict[str, Any], Alloc, str, str]:
-    """Fields to write, the final allocation, the event kind and its message."""
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What a job ends the tick as: fields to set, counters to add to, its allocation, its event."""
+
+    fields: dict[str, Any]
+    added: dict[str, int]
+    allocation: Alloc
+    kind: str
+    message: str
+
+
+def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_now_s: float) -> _Target:
     state = loaded.state
     run = state.run_view(job_id)
     if run is not None:
@@ -80,7 +105,7 @@ def _final_fields(
             "grace_until_s": run.grace_until_s,
         }
         kind, message = _running_event(history, run)
-        return fields, run.allocation, kind, message
+        return _Target(fields, {}, run.allocation, kind, message)
     pending = state.pending.get(job_id)
     if pending is not None:
         evicted = [e for e in history if isinstance(e, engine.Evicted)]
@@ -91,12 +116,12 @@ def _final_fields(
             "grace_until_s": None,
             "borrowing": False,
             "placement_level": "",
-            "restarts": F("restarts") + len(evicted),
         }
         reason = evicted[-1].reason if evicted else "requeued"
         lost_h = sum(e.lost_gpu_s for e in evicted) / 3600
-        return (
+        return _Target(
             fields,
+            {"restarts": len(evicted)},
             (),
             SchedulerEvent.Kind.EVICTED,
             f"Evicted ({reason}); {lost_h:.1f} GPU-h rolled back to checkpoint",
@@ -110,8 +135,8 @@ def _final_fields(
         "grace_until_s": None,
     }
     if timed_out:
-        return fields, (), SchedulerEvent.Kind.TIMED_OUT, "Killed at its time limit"
-    return fields, (), SchedulerEvent.Kind.COMPLETED, "Completed"
+        return _Target(fields, {}, (), SchedulerEvent.Kind.TIMED_OUT, "Killed at its time limit")
+    return _Target(fields, {}, (), SchedulerEvent.Kind.COMPLETED, "Completed")
 
 
 def _running_event(history: list[engine.Event], run: engine.RunView) -> tuple[str, str]:
@@ -138,54 +163,180 @@ def _node_deltas(old: Alloc, new: Alloc) -> dict[int, int]:
     return {node_id: d for node_id, d in deltas.items() if d}
 
 
-def _job_write(row: Any, fields: dict[str, Any], old: Alloc, new: Alloc) -> bool:
-    """One job's change as a unit: guarded update, allocations, node counters."""
-    job_id = row.id
+@dataclass(frozen=True, slots=True)
+class JobWrite:
+    """One job's change, guarded by the state and version the tick read it at."""
+
+    job_id: int
+    team_id: int
+    expected_state: str
+    expected_version: int
+    fields: dict[str, Any]
+    added: dict[str, int]  # counters to add to (restarts)
+    old: Alloc
+    new: Alloc
+    deltas: dict[int, int]  # node id -> GPUs taken (positive) or released (negative)
+    kind: str
+    message: str
+    history: tuple[engine.Event, ...]
+
+    @property
+    def group(self) -> int:
+        deltas = self.deltas.values()
+        if not any(d > 0 for d in deltas):
+            return RELEASES
+        return MOVES if any(d < 0 for d in deltas) else TAKES
+
+
+def _write_one(write: JobWrite) -> bool:
+    """The rule for one job: guarded update, allocations, node counters, all or nothing."""
     try:
         with transaction.atomic():
-            updated = Job.objects.filter(pk=job_id, state=row.state, version=row.version).update(
-                **fields, version=F("version") + 1
+            updated = Job.objects.filter(
+                pk=write.job_id, state=write.expected_state, version=write.expected_version
+            ).update(
+                **write.fields,
+                **{name: F(name) + n for name, n in write.added.items()},
+                version=F("version") + 1,
             )
             if not updated:
                 return False
-            if old != new:
-                if old:
-                    Allocation.objects.filter(job_id=job_id).delete()
-                if new:
+            if write.old != write.new:
+                if write.old:
+                    Allocation.objects.filter(job_id=write.job_id).delete()
+                if write.new:
                     Allocation.objects.bulk_create(
-                        Allocation(job_id=job_id, node_id=int(node_id), gpus=gpus) for node_id, gpus in new
+                        Allocation(job_id=write.job_id, node_id=int(node_id), gpus=gpus) for node_id, gpus in write.new
                     )
-                nodes_shift(_node_deltas(old, new))
+                nodes_shift(write.deltas)
             return True
     except IntegrityError:
         return False
 
 
-def plan_apply(*, loaded: Loaded, plan: engine.Plan, events: list[engine.Event], sim_now_s: float) -> AppliedTick:
-    applied = AppliedTick()
+def _write_one_by_one(writes: Sequence[JobWrite]) -> set[int]:
+    return {write.job_id for write in writes if _write_one(write)}
+
+
+def _guarded_update(writes: Sequence[JobWrite]) -> set[int]:
+    """Every job's guarded update, one statement per thousand jobs with the same fields."""
+    shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], list[JobWrite]] = defaultdict(list)
+    for write in writes:
+        shapes[tuple(write.fields), tuple(write.added)].append(write)
+    updated: set[int] = set()
+    for (assign, add), group in shapes.items():
+        rows = [
+            (
+                w.job_id,
+                w.expected_state,
+                w.expected_version,
+                *w.fields.values(),
+                *w.added.values(),
+                1,  # version
+            )
+            for w in group
+        ]
+        updated |= rows_update(Job, match=("id", "state", "version"), assign=assign, add=(*add, "version"), rows=rows)
+    return updated
+
+
+def _group_in_bulk(writes: Sequence[JobWrite]) -> set[int]:
+    """A group's writes as a few statements: guarded updates, then the allocations and node
+    counters of the jobs whose guard held. Raises IntegrityError if any of it breaks a constraint."""
+    updated = _guarded_update(writes)
+    moved = [w for w in writes if w.job_id in updated and w.old != w.new]
+    released = [w.job_id for w in moved if w.old]
+    for start in range(0, len(released), ROWS_PER_STATEMENT):
+        Allocation.objects.filter(job_id__in=released[start : start + ROWS_PER_STATEMENT]).delete()
+    Allocation.objects.bulk_create(
+        Allocation(job_id=w.job_id, node_id=int(node_id), gpus=gpus) for w in moved for node_id, gpus in w.new
+    )
+    shift: dict[int, int] = defaultdict(int)
+    for write in moved:
+        for node_id, delta in write.deltas.items():
+            shift[node_id] += delta
+    rows_update(Node, match=("id",), add=("allocated_gpus",), rows=[(n, d) for n, d in shift.items() if d])
+    return updated
+
+
+def _write_in_bulk(writes: Sequence[JobWrite]) -> set[int]:
+    """What ``_write_one_by_one`` writes, group by group in bulk (see the module docstring)."""
+    applied: set[int] = set()
+    for group in (RELEASES, MOVES, TAKES):
+        members = [w for w in writes if w.group == group]
+        if group == MOVES or len(members) < 2:
+            applied |= _write_one_by_one(members)
+            continue
+        try:
+            with transaction.atomic():
+                applied |= _group_in_bulk(members)
+        except IntegrityError:
+            applied |= _write_one_by_one(members)
+    return applied
+
+
+def _writes(loaded: Loaded, plan: engine.Plan, events: list[engine.Event], sim_now_s: float) -> list[JobWrite]:
+    """The jobs the tick changed, in write order."""
     writes = []
     for job_id, history in _touched(events, plan).items():
         row = loaded.jobs.get(job_id)
         if row is None:
             continue
-        fields, new, kind, message = _final_fields(loaded, job_id, history, sim_now_s)
+        target = _final_fields(loaded, job_id, history, sim_now_s)
         old = loaded.allocations.get(job_id, ())
-        if old == new and all(getattr(row, name, None) == value for name, value in fields.items()):
+        unchanged = old == target.allocation and not target.added
+        if unchanged and all(getattr(row, name, None) == value for name, value in target.fields.items()):
             continue
-        acquires = any(d > 0 for d in _node_deltas(old, new).values())
-        writes.append((acquires, int(job_id), row, fields, old, new, kind, message, history))
-    new_events = []
-    for _, _, row, fields, old, new, kind, message, history in sorted(writes, key=lambda w: (w[0], w[1])):
-        if not _job_write(row, fields, old, new):
-            applied.skipped.append(row.id)
-            continue
-        applied.changes.append(JobChange(row.id, row.team_id, fields["state"], kind, message))
-        new_events.append(
-            SchedulerEvent(job_id=row.id, team_id=row.team_id, kind=kind, sim_time_s=sim_now_s, message=message)
+        writes.append(
+            JobWrite(
+                job_id=row.id,
+                team_id=row.team_id,
+                expected_state=row.state,
+                expected_version=row.version,
+                fields=target.fields,
+                added=target.added,
+                old=old,
+                new=target.allocation,
+                deltas=_node_deltas(old, target.allocation),
+                kind=target.kind,
+                message=target.message,
+                history=tuple(history),
+            )
         )
-        for event in history:
+    return sorted(writes, key=lambda w: (w.group, w.job_id))
+
+
+Writer = Callable[[Sequence[JobWrite]], set[int]]
+
+
+def plan_apply(
+    *, loaded: Loaded, plan: engine.Plan, events: list[engine.Event], sim_now_s: float, bulk: bool = True
+) -> AppliedTick:
+    """Write what changed; ``bulk=False`` writes job by job (the definition the bulk path keeps)."""
+    writes = _writes(loaded, plan, events, sim_now_s)
+    writer: Writer = _write_in_bulk if bulk and rows_update_supported() else _write_one_by_one
+    applied_ids = writer(writes)
+    return _applied(writes, applied_ids, sim_now_s)
+
+
+def _applied(writes: Iterable[JobWrite], applied_ids: set[int], sim_now_s: float) -> AppliedTick:
+    """The tick's record of what landed, and the scheduler events of the jobs that did."""
+    applied = AppliedTick()
+    new_events = []
+    for write in writes:
+        if write.job_id not in applied_ids:
+            applied.skipped.append(write.job_id)
+            continue
+        state = write.fields["state"]
+        applied.changes.append(JobChange(write.job_id, write.team_id, state, write.kind, write.message))
+        new_events.append(
+            SchedulerEvent(
+                job_id=write.job_id, team_id=write.team_id, kind=write.kind, sim_time_s=sim_now_s, message=write.message
+            )
+        )
+        for event in write.history:
             if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):
                 lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
-                applied.finished.append(FinishedRun(str(row.id), event.time_s, lost))
+                applied.finished.append(FinishedRun(str(write.job_id), event.time_s, lost))
     SchedulerEvent.objects.bulk_create(new_events)
     return applied
