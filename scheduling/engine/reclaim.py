@@ -165,12 +165,14 @@ class Reclaiming:
         attempts_left = self.preemption_attempts < policy.max_preemption_attempts
         if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
             return False
-        takeable = self.prepared.takeable
-        if not takeable.upper(accelerator, job.priority, ledger.any_guarantee(accelerator)):
+        takeable, anyone_reclaims = self.prepared.takeable, ledger.any_guarantee(accelerator)
+        upper = takeable.upper(accelerator, job.priority, anyone_reclaims)
+        if not upper:
             self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
         reclaiming = ledger.within_guarantee(job.team, accelerator, size)
-        upper = takeable.upper(accelerator, job.priority, reclaiming)
+        if reclaiming != anyone_reclaims:
+            upper = takeable.upper(accelerator, job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
             return False
         if accelerator not in self.candidates:
