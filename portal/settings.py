@@ -117,13 +117,33 @@ TEMPLATES = [
     },
 ]
 
+# Reusing database connections. Under ASGI every request runs in a thread of its own, so a
+# connection kept open by its thread (CONN_MAX_AGE) is never reused by the next request: the web
+# server reuses connections through a pool per process instead (PostgreSQL with psycopg_pool,
+# DATABASE_POOL_MAX_SIZE > 0; the production profile turns it on). CONN_MAX_AGE still serves
+# processes that keep one thread (management commands). Health checks make a reused connection
+# that the server dropped (a restart) reconnect instead of failing the request. A pool waits up to
+# DATABASE_POOL_TIMEOUT_S for a free connection, then the request fails (the API answers 503).
+DATABASE_CONN_MAX_AGE_S = int(os.environ.get("DATABASE_CONN_MAX_AGE") or 0)
+DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE") or 0)
+DATABASE_POOL_TIMEOUT_S = float(os.environ.get("DATABASE_POOL_TIMEOUT_S") or 10)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'fleetline.sqlite3'}",
-        conn_max_age=0,
+        conn_max_age=DATABASE_CONN_MAX_AGE_S,
+        conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses a pool with persistent connections
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": DATABASE_POOL_TIMEOUT_S,
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default opens a file per connection: cheap, so nothing is kept open.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     # A file, not memory, so that test-spawned workers and servers see the test database;
     # WAL and a busy timeout let the web server, worker and beat write side by side.

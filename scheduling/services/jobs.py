@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Case, F, IntegerField, Sum, Value, When
+from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
 
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -104,10 +104,50 @@ def _bound_errors(spec: JobSpec) -> dict[str, str]:
     return errors
 
 
-def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class _Lookups:
+    """What checking and recording a submission reads, in two queries: the priority class, and the
+    accelerator type with the fleet's nodes of it, the team's quota on it and the fleet clock."""
+
+    priority: PriorityClass | None
+    accelerator: AcceleratorType | None
+    per_node_gpus: int | None  # the GPUs of its first node by name
+    fleet_gpus: int
+    quota_guaranteed: int | None
+    quota_borrow_limit: int | None  # None: unlimited, or no quota
+    now_s: float
+
+
+def _lookups(spec: JobSpec, team: Team) -> _Lookups:
+    nodes = Node.objects.filter(accelerator_type=OuterRef("pk"))
+    quota = Quota.objects.filter(team=team, accelerator_type=OuterRef("pk"))
+    accelerator = (
+        AcceleratorType.objects.filter(pk=spec.accelerator_type_id)
+        .annotate(
+            per_node_gpus=Subquery(nodes.order_by("name").values("gpus")[:1]),
+            fleet_gpus=Subquery(
+                nodes.order_by().values("accelerator_type").annotate(total=Sum("gpus")).values("total")
+            ),
+            quota_guaranteed=Subquery(quota.values("guaranteed")[:1]),
+            quota_borrow_limit=Subquery(quota.values("borrow_limit")[:1]),
+            now_s=Subquery(FleetClock.objects.filter(pk=1).values("sim_now_s")),
+        )
+        .first()
+    )
+    return _Lookups(
+        priority=PriorityClass.objects.filter(pk=spec.priority_class_id).first(),
+        accelerator=accelerator,
+        per_node_gpus=getattr(accelerator, "per_node_gpus", None),
+        fleet_gpus=getattr(accelerator, "fleet_gpus", None) or 0,
+        quota_guaranteed=getattr(accelerator, "quota_guaranteed", None),
+        quota_borrow_limit=getattr(accelerator, "quota_borrow_limit", None),
+        now_s=getattr(accelerator, "now_s", None) or 0.0,
+    )
+
+
+def _spec_errors(spec: JobSpec, team: Team, looked_up: _Lookups) -> dict[str, str]:
     errors = _bound_errors(spec)
-    accelerator = AcceleratorType.objects.filter(pk=spec.accelerator_type_id).first()
-    priority = PriorityClass.objects.filter(pk=spec.priority_class_id).first()
+    accelerator, priority = looked_up.accelerator, looked_up.priority
     if accelerator is None:
         errors["accelerator_type"] = "Unknown accelerator type."
     if priority is None:
@@ -124,22 +164,21 @@ def _spec_errors(spec: JobSpec, team: Team) -> dict[str, str]:
         if getattr(spec, name) not in ("", *Level.values):
             errors[name] = f"Level must be one of {', '.join(Level.values)}."
     if accelerator is not None and "gpus" not in errors:
-        errors.update(_capacity_errors(spec, team, accelerator))
+        errors.update(_capacity_errors(spec, team, accelerator, looked_up))
     return errors
 
 
-def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType) -> dict[str, str]:
-    per_node = Node.objects.filter(accelerator_type=accelerator).values_list("gpus", flat=True).first()
-    total = Node.objects.filter(accelerator_type=accelerator).aggregate(total=Sum("gpus"))["total"] or 0
+def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType, looked_up: _Lookups) -> dict[str, str]:
+    per_node, total = looked_up.per_node_gpus, looked_up.fleet_gpus
     if not per_node:
         return {"accelerator_type": f"The fleet has no {accelerator.name} nodes."}
     if spec.gpus > per_node and spec.gpus % per_node:
         return {"gpus": f"Multi-node gangs take whole nodes: ask for a multiple of {per_node} GPUs."}
     if spec.gpus > total:
         return {"gpus": f"The fleet has only {total} {accelerator.name} GPUs."}
-    quota = Quota.objects.filter(team=team, accelerator_type=accelerator).first()
-    if quota is not None and quota.borrow_limit is not None and spec.gpus > quota.guaranteed + quota.borrow_limit:
-        limit = quota.guaranteed + quota.borrow_limit
+    guaranteed, borrow_limit = looked_up.quota_guaranteed, looked_up.quota_borrow_limit
+    if guaranteed is not None and borrow_limit is not None and spec.gpus > guaranteed + borrow_limit:
+        limit = guaranteed + borrow_limit
         return {"gpus": f"{team.name} may use at most {limit} {accelerator.name} GPUs (guarantee plus borrowing)."}
     return {}
 
@@ -155,17 +194,19 @@ def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> J
 def _job_insert(
     *, team: Team, spec: JobSpec, user: AbstractBaseUser | None, idempotency_key: str = "", idempotency_digest: str = ""
 ) -> Job:
-    errors = _spec_errors(spec, team)
+    looked_up = _lookups(spec, team)
+    errors = _spec_errors(spec, team, looked_up)
     if errors:
         raise ValidationError(errors)
-    now = fleet_now_s()
+    now = looked_up.now_s
     job = Job.objects.create(
         team=team,
         submitted_by=user,
         name=spec.name.strip(),
         kind=spec.kind,
-        priority_class_id=spec.priority_class_id,
-        accelerator_type_id=spec.accelerator_type_id,
+        # The rows just read, so that the event and the API's answer name them without a query.
+        priority_class=looked_up.priority,
+        accelerator_type=looked_up.accelerator,
         gpus=spec.gpus,
         min_gpus=spec.min_gpus,
         max_gpus=spec.max_gpus,
@@ -215,15 +256,15 @@ def job_submit_idempotent(*, team: Team, spec: JobSpec, user: AbstractBaseUser, 
     if not idempotency_key:
         return Submission(job=job_submit(team=team, spec=spec, user=user), created=True)
     digest = submission_digest(team=team, spec=spec)
-    earlier = _earlier_submission(user=user, idempotency_key=idempotency_key, digest=digest)
-    if earlier is not None:
-        return earlier
     try:
         with transaction.atomic():
             job = _job_insert(
                 team=team, spec=spec, user=user, idempotency_key=idempotency_key, idempotency_digest=digest
             )
-    except IntegrityError:
+    except (IntegrityError, ValidationError):
+        # Most keys are new, so the key is looked up only when the insert fails: refused by the
+        # unique constraint (the key was used), or by a check that the first attempt passed (a
+        # retry gets the first attempt's job even if, say, the quota shrank meanwhile).
         earlier = _earlier_submission(user=user, idempotency_key=idempotency_key, digest=digest)
         if earlier is None:
             raise
