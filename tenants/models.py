@@ -199,7 +199,7 @@ class FleetPolicy(models.Model):
     reclaim_after_s = models.FloatField(
         null=True,
         blank=True,
-        default=1800.0,
+        default=14400.0,
         validators=[MinValueValidator(0.0)],
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
         "or once it has waited this long; empty: only when it pays.",

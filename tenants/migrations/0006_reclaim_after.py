@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='fleetpolicy',
             name='reclaim_after_s',
-            field=models.FloatField(blank=True, default=1800.0, help_text='A job evicts running work only when the work lost is worth less than the wait it saves, or once it has waited this long; empty: only when it pays.', null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
+            field=models.FloatField(blank=True, default=14400.0, help_text='A job evicts running work only when the work lost is worth less than the wait it saves, or once it has waited this long; empty: only when it pays.', null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
         ),
         migrations.AlterField(
             model_name='fleetpolicy',

@@ -21,7 +21,7 @@ POLICY = {
     "reservation_depth": "2",
     "preemption": "on",
     "preemption_grace_s": "60",
-    "reclaim_after_s": "1800",
+    "reclaim_after_s": "14400",
     "within_team_order": "las",
     "topology_penalty_node": "1.0",
     "topology_penalty_rack": "1.0",
@@ -143,7 +143,7 @@ def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
 
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_after_s == engine_value
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
-    assert event.before["reclaim_after_s"] == 1800.0 and event.after["reclaim_after_s"] == engine_value
+    assert event.before["reclaim_after_s"] == 14400.0 and event.after["reclaim_after_s"] == engine_value
 
 
 def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
