@@ -27,10 +27,11 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from scheduling import engine
 from scheduling.models import Allocation, Job, Node, SchedulerEvent
-from scheduling.services.bulk_rows import ROWS_PER_STATEMENT, rows_update, rows_update_supported
+from scheduling.services.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
 from scheduling.services.jobs import nodes_shift
 from scheduling.services.snapshot import Loaded
 
@@ -248,8 +249,10 @@ def _group_in_bulk(writes: Sequence[JobWrite]) -> set[int]:
     released = [w.job_id for w in moved if w.old]
     for start in range(0, len(released), ROWS_PER_STATEMENT):
         Allocation.objects.filter(job_id__in=released[start : start + ROWS_PER_STATEMENT]).delete()
-    Allocation.objects.bulk_create(
-        Allocation(job_id=w.job_id, node_id=int(node_id), gpus=gpus) for w in moved for node_id, gpus in w.new
+    rows_insert(
+        Allocation,
+        columns=("job", "node", "gpus"),
+        rows=[(w.job_id, int(node_id), gpus) for w in moved for node_id, gpus in w.new],
     )
     shift: dict[int, int] = defaultdict(int)
     for write in moved:
@@ -323,20 +326,17 @@ def _applied(writes: Iterable[JobWrite], applied_ids: set[int], sim_now_s: float
     """The tick's record of what landed, and the scheduler events of the jobs that did."""
     applied = AppliedTick()
     new_events = []
+    created_at = timezone.now()
     for write in writes:
         if write.job_id not in applied_ids:
             applied.skipped.append(write.job_id)
             continue
         state = write.fields["state"]
         applied.changes.append(JobChange(write.job_id, write.team_id, state, write.kind, write.message))
-        new_events.append(
-            SchedulerEvent(
-                job_id=write.job_id, team_id=write.team_id, kind=write.kind, sim_time_s=sim_now_s, message=write.message
-            )
-        )
+        new_events.append((write.job_id, write.team_id, write.kind, sim_now_s, write.message, created_at))
         for event in write.history:
             if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):
                 lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
                 applied.finished.append(FinishedRun(str(write.job_id), event.time_s, lost))
-    SchedulerEvent.objects.bulk_create(new_events)
+    rows_insert(SchedulerEvent, columns=("job", "team", "kind", "sim_time_s", "message", "created_at"), rows=new_events)
     return applied

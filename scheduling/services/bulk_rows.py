@@ -1,32 +1,37 @@
-"""Update many rows of one table in one statement each batch, every row with its own values.
+"""Update or insert many rows of one table in a statement, every row with its own values.
 
-``rows_update`` joins the table to a list of rows given as ``VALUES``::
+``rows_update`` is what ``Model.objects.filter(pk=id, state=..., version=...).update(...)`` does
+for one row, for all of them at once: it joins the table to the rows::
 
-    WITH v (m_id, m_state, m_version, s_started_s, a_version) AS (VALUES (...), (...), ...)
     UPDATE scheduling_job SET started_s = v.s_started_s, version = version + v.a_version
-    FROM v WHERE id = v.m_id AND state = v.m_state AND version = v.m_version
+    FROM <rows> AS v (m_id, m_state, m_version, s_started_s, a_version)
+    WHERE id = v.m_id AND state = v.m_state AND version = v.m_version
     RETURNING id
 
 Each row is updated only where every ``match`` column equals the row's value (a guarded update:
 the expected state and version), and the ids of the rows updated are returned, so the caller
-knows which guards held. The same statement runs on PostgreSQL and on SQLite 3.35+ (UPDATE ...
-FROM and RETURNING); ``rows_update_supported`` says whether this database has them.
+knows which guards held. On PostgreSQL ``<rows>`` is ``unnest`` of one array per column, so the
+statement's text is the same whatever the number of rows; elsewhere it is a ``VALUES`` list, a
+thousand rows per statement (SQLite 3.35+ has UPDATE ... FROM and RETURNING;
+``rows_update_supported`` says whether this database has them).
 
-It is what ``Model.objects.filter(pk=id, state=..., version=...).update(...)`` does for one row,
-for a thousand rows per round trip.
+``rows_insert`` inserts rows the same way (``INSERT ... SELECT FROM unnest`` on PostgreSQL, a
+prepared statement run per row elsewhere), without building model instances.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from django.db import connection
-from django.db.models import Model
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, Model
 
-# Rows per statement: a bounded statement text, and a round trip per thousand rows.
+# Rows per statement where rows are spelled out as VALUES: a bounded text and parameter count.
 ROWS_PER_STATEMENT = 1000
+
+Row = tuple[Any, ...]
 
 
 def rows_update_supported() -> bool:
@@ -35,7 +40,34 @@ def rows_update_supported() -> bool:
     return connection.vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35)
 
 
-def _batches(rows: Sequence[tuple[Any, ...]], columns: int) -> Iterator[Sequence[tuple[Any, ...]]]:
+# Columns whose values the database drivers take as they are.
+_AS_THEY_ARE = {"BooleanField", "CharField", "TextField", "ForeignKey", "AutoField", "BigAutoField"}
+
+
+def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
+    """How a column's values are handed to the driver: numbers, text and booleans as they are,
+    but a float column's values as floats (PostgreSQL's arrays take no mix of ints and floats),
+    and anything else (dates, times) prepared as the ORM prepares it."""
+    kind = field.get_internal_type()
+    if kind == "FloatField":
+        return lambda value: value if value is None else float(value)
+    if kind in _AS_THEY_ARE or kind.endswith("IntegerField"):
+        return lambda value: value
+    database = connections[DEFAULT_DB_ALIAS]
+    return lambda value: field.get_db_prep_save(value, database)
+
+
+def _prepared(model: type[Model], columns: Sequence[str], rows: Sequence[Row]) -> list[list[Any]]:
+    """The rows' values as the database takes them, column by column."""
+    preparers = [_preparer(model._meta.get_field(c)) for c in columns]
+    return [[prepare(row[i]) for row in rows] for i, prepare in enumerate(preparers)]
+
+
+def _db_types(model: type[Model], columns: Sequence[str]) -> list[str]:
+    return [model._meta.get_field(c).cast_db_type(connection) for c in columns]
+
+
+def _batches(rows: Sequence[Row], columns: int) -> Iterator[Sequence[Row]]:
     limit = connection.features.max_query_params
     size = ROWS_PER_STATEMENT if limit is None else max(1, min(ROWS_PER_STATEMENT, limit // columns))
     for start in range(0, len(rows), size):
@@ -48,35 +80,56 @@ def rows_update(
     match: Sequence[str],
     assign: Sequence[str] = (),
     add: Sequence[str] = (),
-    rows: Sequence[tuple[Any, ...]],
+    rows: Sequence[Row],
 ) -> set[int]:
     """For each row ``(*match values, *assign values, *add values)``: where the row's ``match``
     columns hold those values, set each ``assign`` column to its value and add each ``add``
     value to its column. Returns the primary keys of the rows updated."""
     if not rows:
         return set()
-    meta = model._meta
     quote = connection.ops.quote_name
-    table = quote(meta.db_table)
-    names = [*(f"m_{c}" for c in match), *(f"s_{c}" for c in assign), *(f"a_{c}" for c in add)]
+    table = quote(model._meta.db_table)
     columns = [*match, *assign, *add]
-    # Types from the first row's casts: a column of NULLs or of bare literals is typed by them.
-    casts = [f"CAST(%s AS {meta.get_field(c).cast_db_type(connection)})" for c in columns]
-    first_row = f"({', '.join(casts)})"
-    other_row = f"({', '.join(['%s'] * len(columns))})"
+    aliases = ", ".join(quote(n) for n in [*(f"m_{c}" for c in match), *(f"s_{c}" for c in assign)])
+    aliases += "".join(f", {quote(f'a_{c}')}" for c in add)
     settings = [f"{quote(c)} = v.{quote(f's_{c}')}" for c in assign] + [
         f"{quote(c)} = {quote(c)} + v.{quote(f'a_{c}')}" for c in add
     ]
+    head = f"UPDATE {table} SET {', '.join(settings)} FROM "
     guard = " AND ".join(f"{quote(c)} = v.{quote(f'm_{c}')}" for c in match)
-    pk = quote(meta.pk.column)
+    tail = f" WHERE {guard} RETURNING {quote(model._meta.pk.column)}"
+    types = _db_types(model, columns)
     updated: set[int] = set()
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            arrays = ", ".join(f"%s::{t}[]" for t in types)
+            cursor.execute(f"{head}unnest({arrays}) AS v ({aliases}){tail}", _prepared(model, columns, rows))
+            return {pk for (pk,) in cursor.fetchall()}
+        # Types from the first row's casts: a column of NULLs or of bare literals is typed by them.
+        first_row = "(" + ", ".join(f"CAST(%s AS {t})" for t in types) + ")"
+        other_row = "(" + ", ".join(["%s"] * len(columns)) + ")"
         for batch in _batches(rows, len(columns)):
             values = ", ".join([first_row, *([other_row] * (len(batch) - 1))])
+            prepared = _prepared(model, columns, batch)
             cursor.execute(
-                f"WITH v ({', '.join(quote(n) for n in names)}) AS (VALUES {values}) "
-                f"UPDATE {table} SET {', '.join(settings)} FROM v WHERE {guard} RETURNING {pk}",
-                [value for row in batch for value in row],
+                f"WITH v ({aliases}) AS (VALUES {values}) {head}v{tail}",
+                [column[i] for i in range(len(batch)) for column in prepared],
             )
-            updated.update(pk_value for (pk_value,) in cursor.fetchall())
+            updated.update(pk for (pk,) in cursor.fetchall())
     return updated
+
+
+def rows_insert(model: type[Model], *, columns: Sequence[str], rows: Sequence[Row]) -> None:
+    """Insert ``rows`` (one value per column each) into ``model``'s table."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(model._meta.get_field(c).column) for c in columns)
+    head = f"INSERT INTO {quote(model._meta.db_table)} ({names}) "
+    prepared = _prepared(model, columns, rows)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            arrays = ", ".join(f"%s::{t}[]" for t in _db_types(model, columns))
+            cursor.execute(f"{head}SELECT * FROM unnest({arrays})", prepared)
+            return
+        cursor.executemany(f"{head}VALUES ({', '.join(['%s'] * len(columns))})", list(zip(*prepared, strict=True)))
