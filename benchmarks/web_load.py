@@ -5,8 +5,8 @@ and a placement burst. Prints JSON.
 
 By default it starts the layout itself, from the Procfile's lines with the production settings:
 one uvicorn with ``--web-workers`` processes, ``--workers`` Celery workers and beat, on a fresh
-PostgreSQL database (DATABASE_URL's server, database ``fleetline_webload``, dropped and made
-again) and a Redis server of its own on a free port, with the demo fleet and logins seeded. With
+PostgreSQL database (DATABASE_URL's server, database ``--database``, default ``fleetline_webload``,
+dropped and made again) and a Redis server of its own on a free port, with the demo fleet and logins seeded. With
 ``--base-url`` it loads a layout that is already running instead (``--username``/``--password``
 for the pages and websockets, ``--token`` and the job fields for the API), without the placement
 burst, which rebuilds its database.
@@ -695,6 +695,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--web-workers", type=int, default=2, help="uvicorn worker processes (WEB_CONCURRENCY)")
     parser.add_argument("--workers", type=int, default=2, help="Celery workers")
     parser.add_argument("--max-s", type=float, default=1200.0, help="the whole run stops after this")
+    parser.add_argument(
+        "--database", default="fleetline_webload", help="the database this run drops and makes again (one per run)"
+    )
     parser.add_argument("--base-url", help="load a running layout at this loopback URL instead of starting one")
     parser.add_argument("--username", default=DEMO_USER)
     parser.add_argument("--password", default=DEMO_PASSWORD)
@@ -730,7 +733,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     if not database_url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("the production layout needs PostgreSQL: set DATABASE_URL to a PostgreSQL server")
-    database_url = database_url.rsplit("/", 1)[0] + "/fleetline_webload"
+    database_url = database_url.rsplit("/", 1)[0] + f"/{args.database}"
     layout = Layout(database_url=database_url, web_workers=args.web_workers, workers=args.workers)
     try:
         layout.redis_start()
