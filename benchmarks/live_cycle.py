@@ -2,9 +2,12 @@
 
 Builds a 2,048-node fleet (8 GPUs each), about 2,000 running jobs and 10,000 pending ones in the
 database named by DATABASE_URL (default: a PostgreSQL database ``fleetline_bench`` on
-127.0.0.1, created and wiped by this script), then times steady-state ticks. Prints JSON.
+127.0.0.1, created and wiped by this script), then times steady-state ticks. Prints JSON. The
+first tick, which starts the running set on the idle fleet, is reported apart (``fill_tick``).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/fleetline_bench python benchmarks/live_cycle.py
+    # the placement burst of web_load.py (10,000 jobs of 1-2 GPUs) as the first tick, in one process:
+    python benchmarks/live_cycle.py --running 10000 --running-sizes 1,1,1,2 --pending 0 --ticks 1
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def _fresh_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def _build(nodes: int, running: int, pending: int, seed: int) -> None:
+def _build(nodes: int, running: int, running_sizes: tuple[int, ...], seed: int) -> None:
 
     from scheduling.models import AcceleratorType, FleetClock, Job, Node, Pod, Rack
     from tenants.models import Department, FleetPolicy, PriorityClass, Quota, Team
@@ -83,7 +86,7 @@ def _build(nodes: int, running: int, pending: int, seed: int) -> None:
             for i in range(count)
         ]
 
-    Job.objects.bulk_create(jobs(running, (1, 2, 4, 8, 8, 16), "run"), batch_size=2000)
+    Job.objects.bulk_create(jobs(running, running_sizes, "run"), batch_size=2000)
 
 
 def _add_pending(count: int, seed: int) -> None:
@@ -128,6 +131,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=2048)
     parser.add_argument("--running", type=int, default=2000)
+    parser.add_argument(
+        "--running-sizes",
+        default="1,2,4,8,8,16",
+        help="GPUs of the jobs the first tick starts, drawn at random (1,1,1,2 with --running 10000: "
+        "web_load's placement burst in one process)",
+    )
     parser.add_argument("--pending", type=int, default=10000)
     parser.add_argument("--ticks", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
@@ -144,7 +153,7 @@ def main() -> None:
     from scheduling.services.cycle import cycle_tick
 
     call_command("migrate", verbosity=0)
-    _build(args.nodes, args.running, args.pending, args.seed)
+    _build(args.nodes, args.running, tuple(int(g) for g in args.running_sizes.split(",")), args.seed)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     # The first tick starts the clock and the running set: a burst of starts on an idle fleet.
     fill_cpu_start = time.process_time()
