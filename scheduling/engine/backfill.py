@@ -15,7 +15,7 @@ from operator import itemgetter
 
 from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
-from .placement import first_in_one_domain, gang_level, nodes_needed
+from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed
 from .plan import Allocation
 
 ReleaseEvent = tuple[float, str, int]
@@ -179,7 +179,11 @@ def reservation_start(
     own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
         return found
-    spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
+    fit = fit_gang(pool, job.gpus, max_level=own_level)
+    if fit is not None:  # it fits wider already: the sweep looks only at later releases
+        spread: tuple[float, tuple[str, ...]] | None = (now, tuple(node_id for node_id, _ in fit.allocation))
+    else:
+        spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
     if spread is None:
         return found
     spread = (max(spread[0], job.submit_s + spread_after_s), spread[1])

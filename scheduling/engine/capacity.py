@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .model import Node
+from .packing import RackPacking
+
+# The healthy nodes of an accelerator: GPUs per node, the largest node, and how many nodes can be
+# whole in the fleet, in its fullest rack and in its fullest pod.
+Shape = tuple[int, int, int, int, int]
 
 
 class AcceleratorPool:
@@ -26,7 +31,8 @@ class AcceleratorPool:
         "total_free",
         "capacity",
         "whole_by_rack",
-        "rack_free",
+        "packing",
+        "rack_usable_max",
         "pod_whole",
         "whole_count",
         "racks_of_pod",
@@ -37,6 +43,7 @@ class AcceleratorPool:
         "healthy",
         "rack_nodes_max",
         "pod_nodes_max",
+        "shape",
     )
 
     def __init__(
@@ -55,8 +62,9 @@ class AcceleratorPool:
         self.total_free = 0
         self.capacity = 0
         self.whole_by_rack: dict[str, dict[str, None]] = {}
-        # Free GPUs per rack (held GPUs count as taken).
-        self.rack_free: dict[str, int] = {}
+        # Free GPUs per rack and racks ordered by them, built by the first single-node placement
+        # of a cycle (see `packing`), then kept up to date here.
+        self.packing: RackPacking | None = None
         self.pod_whole: dict[str, int] = {}
         self.whole_count = 0
         racks_of_pod: dict[str, list[str]] = {}
@@ -70,7 +78,6 @@ class AcceleratorPool:
             self.node_pod[node.id] = node.pod
             if rack_key not in self.whole_by_rack:
                 self.whole_by_rack[rack_key] = {}
-                self.rack_free[rack_key] = 0
                 racks_of_pod.setdefault(node.pod, []).append(rack_key)
                 self.pod_whole.setdefault(node.pod, 0)
             self.capacity += node.usable_gpus
@@ -86,6 +93,25 @@ class AcceleratorPool:
             per_rack[rack_key] = per_rack.get(rack_key, 0) + 1
             per_pod[self.node_pod[node_id]] = per_pod.get(self.node_pod[node_id], 0) + 1
         self.rack_nodes_max = max(per_rack.values(), default=0)
+        usable_per_rack: dict[str, int] = {}
+        # Healthy nodes that can be whole, in the fleet and per rack and pod: what an empty fleet
+        # of today's healthy nodes could hold (see `Shape`).
+        whole_rack: dict[str, int] = {}
+        whole_pod: dict[str, int] = {}
+        for node_id, rack_key in self.node_rack.items():
+            usable = self.usable[node_id]
+            usable_per_rack[rack_key] = usable_per_rack.get(rack_key, 0) + usable
+            if usable >= gpus_per_node:
+                whole_rack[rack_key] = whole_rack.get(rack_key, 0) + 1
+                whole_pod[self.node_pod[node_id]] = whole_pod.get(self.node_pod[node_id], 0) + 1
+        self.rack_usable_max = max(usable_per_rack.values(), default=0)
+        self.shape: Shape = (
+            gpus_per_node,
+            max(self.usable.values(), default=0),
+            sum(whole_rack.values()),
+            max(whole_rack.values(), default=0),
+            max(whole_pod.values(), default=0),
+        )
         self.pod_nodes_max = max(per_pod.values(), default=0)
         self.order: tuple[str, ...] = tuple(sorted(self.free))
 
@@ -96,12 +122,12 @@ class AcceleratorPool:
             setattr(twin, name, getattr(self, name))
         for name in ("whole_count", "racks_of_pod", "order", "node_rack", "node_pod", "usable", "healthy"):
             setattr(twin, name, getattr(self, name))
-        for name in ("rack_nodes_max", "pod_nodes_max"):
+        for name in ("rack_nodes_max", "pod_nodes_max", "rack_usable_max", "shape"):
             setattr(twin, name, getattr(self, name))
         twin.free = dict(self.free)
         twin.buckets = {key: dict(bucket) for key, bucket in self.buckets.items()}
         twin.whole_by_rack = {rack: dict(whole) for rack, whole in self.whole_by_rack.items()}
-        twin.rack_free = dict(self.rack_free)
+        twin.packing = None
         twin.pod_whole = dict(self.pod_whole)
         return twin
 
@@ -116,11 +142,11 @@ class AcceleratorPool:
             buckets[new_free][node_id] = None
         self.free[node_id] = new_free
         self.total_free += new_free - old
-        rack_key = self.node_rack[node_id]
-        self.rack_free[rack_key] += new_free - old
+        if self.packing is not None:
+            self.packing.moved(node_id, old, new_free)
         gpn = self.gpus_per_node
         if (old >= gpn) != (new_free >= gpn):
-            rack = self.whole_by_rack[rack_key]
+            rack = self.whole_by_rack[self.node_rack[node_id]]
             pod = self.node_pod[node_id]
             if new_free >= gpn:
                 rack[node_id] = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .backfill import expected_end_s
-from .capacity import AcceleratorPool
+from .capacity import Shape
 from .model import LEVEL_RANK, Job
 from .placement import nodes_needed
 from .plan import (
@@ -30,6 +30,7 @@ from .plan import (
     WAITS_QUOTA,
     WAITS_QUOTA_LIMIT,
     PendingStatus,
+    blocked_status,
     pending_status,
 )
 from .prepare import Prepared
@@ -77,6 +78,7 @@ def explain_pending(
     firsts: dict[int, float | None] = {}
     horizon_s = prepared.now + ESTIMATE_HORIZON_S
     blockers: Blockers | None = None
+    shorts: dict[tuple[str, int, str], str] = {}  # `_short_of` by (accelerator, size, level): "" fits
     for job, reason in zip(queue, reasons, strict=True):
         if reason is STARTED:
             continue
@@ -103,7 +105,16 @@ def explain_pending(
             if gpus in firsts:
                 first = firsts[gpus]
             else:
-                first = firsts[gpus] = _first_time((times, levels, areas), gpus)
+                fits = _short_of(index.pools[accelerator].shape, gpus, None) is None
+                first = firsts[gpus] = _first_time((times, levels, areas), gpus) if fits else None
+            level = job.required_level
+            if level is not None and first is not None:  # a level no healthy domain offers: never
+                bounded = (accelerator, gpus, level)
+                short = shorts.get(bounded)
+                if short is None:
+                    short = shorts[bounded] = _short_of(index.pools[accelerator].shape, gpus, level) or ""
+                if short:
+                    first = None
             if first is not None:
                 # When the queue ahead's GPU-seconds have been served (the fluid part of the estimate).
                 last = len(areas) - 1
@@ -124,10 +135,10 @@ def explain_pending(
             limit_s = job.time_limit_s
             ahead += gpus * (job.duration_s if limit_s is None else limit_s)
             append(make(job_id, reason, estimate))
-            continue
-        if blockers is None:
-            blockers = Blockers(prepared, elastic)
-        append(make(job_id, reason, None, blockers.of(job, reason, estimate)))
+        else:
+            if blockers is None:
+                blockers = Blockers(prepared, elastic)
+            append(blocked_status(job_id, reason, blockers.of(job, reason, estimate)))
     return tuple(statuses)
 
 
@@ -138,9 +149,7 @@ class Blockers:
 
     def __init__(self, prepared: Prepared, elastic: bool) -> None:
         self.prepared, self.elastic = prepared, elastic
-        # Per accelerator: healthy nodes that can be whole, per rack and per pod; the running job
-        # (least id) released at each release time.
-        self.shapes: dict[str, tuple[int, int, int, int]] = {}
+        # Per accelerator: the running job (least id) released at each release time.
         self.released: dict[str, dict[float, str]] = {}
 
     def of(self, job: Job, reason: str, estimate: float | None) -> str:
@@ -150,7 +159,7 @@ class Blockers:
             limited = size > ledger.limit(job.team, accelerator)
             return f"{WAITS_QUOTA_LIMIT if limited else WAITS_QUOTA}{job.team}"
         pool = self.prepared.index.pools.get(accelerator)
-        short = self._short_of(pool, job)
+        short = WAITS_HARDWARE if pool is None else _short_of(pool.shape, job.gpus, job.required_level)
         if short is not None:
             return short
         if estimate is not None:
@@ -160,28 +169,6 @@ class Blockers:
             if estimate in released:
                 return f"{WAITS_JOB}{released[estimate]}"
         return WAITS_QUEUE
-
-    def _short_of(self, pool: AcceleratorPool | None, job: Job) -> str | None:
-        """`WAITS_HARDWARE` or `WAITS_DOMAIN` when even an empty fleet of today's healthy nodes could
-        not hold the job, else None."""
-        if pool is None:
-            return WAITS_HARDWARE
-        shape = self.shapes.get(pool.accelerator)
-        if shape is None:
-            shape = self.shapes[pool.accelerator] = _shape(pool)
-        largest, whole, rack_whole, pod_whole = shape
-        gpn = pool.gpus_per_node
-        if job.gpus <= gpn:
-            return WAITS_HARDWARE if job.gpus > largest else None
-        count = nodes_needed(job.gpus, gpn)
-        if count > whole:
-            return WAITS_HARDWARE
-        level = job.required_level or "fleet"
-        if LEVEL_RANK[level] < LEVEL_RANK["fleet"]:
-            room = 1 if level == "node" else rack_whole if level == "rack" else pod_whole
-            if count > room:
-                return f"{WAITS_DOMAIN}{level}"
-        return None
 
     def _released_by(self, accelerator: str) -> dict[float, str]:
         prepared = self.prepared
@@ -194,18 +181,20 @@ class Blockers:
         return released
 
 
-def _shape(pool: AcceleratorPool) -> tuple[int, int, int, int]:
-    """The largest healthy node, and the healthy nodes that can be whole in the fleet, in its
-    fullest rack and in its fullest pod."""
-    gpn = pool.gpus_per_node
-    racks: dict[str, int] = {}
-    pods: dict[str, int] = {}
-    for node_id, usable in pool.usable.items():
-        if usable >= gpn:
-            racks[pool.node_rack[node_id]] = racks.get(pool.node_rack[node_id], 0) + 1
-            pods[pool.node_pod[node_id]] = pods.get(pool.node_pod[node_id], 0) + 1
-    largest = max(pool.usable.values(), default=0)
-    return largest, sum(racks.values()), max(racks.values(), default=0), max(pods.values(), default=0)
+def _short_of(shape: Shape, gpus: int, level: str | None) -> str | None:
+    """`WAITS_HARDWARE` or `WAITS_DOMAIN` when even an empty fleet of today's healthy nodes could
+    not hold `gpus` GPUs within `level`, else None."""
+    gpn, largest, whole, rack_whole, pod_whole = shape
+    if gpus <= gpn:
+        return WAITS_HARDWARE if gpus > largest else None
+    count = nodes_needed(gpus, gpn)
+    if count > whole:
+        return WAITS_HARDWARE
+    if level is not None and LEVEL_RANK[level] < LEVEL_RANK["fleet"]:
+        room = 1 if level == "node" else rack_whole if level == "rack" else pod_whole
+        if count > room:
+            return f"{WAITS_DOMAIN}{level}"
+    return None
 
 
 def topology_waits(queue: list[Job], reasons: list[str | None]) -> tuple[PendingStatus, ...]:

@@ -1,9 +1,9 @@
 """Gang placement: all or nothing, smallest topology domain first, best fit inside it.
 
 Single-node jobs (gpus <= gpus_per_node) go on exactly one node, packed against fragmentation
-(`best_node`): a node that is already in use before a whole one, in the most-used rack that fits,
-on the node that leaves the fewest free GPUs behind, so that whole nodes and whole racks stay free
-for gangs. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (nodes with at least
+(`packing.best_node`): a node that is already in use before a whole one, in the most-used rack that
+fits, on the node that leaves the fewest free GPUs behind, so that whole nodes and whole racks stay
+free for gangs. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (nodes with at least
 `gpus_per_node` free GPUs), packed `gpus_per_node` per node with the remainder on the last; the
 remainder's unused GPUs stay available to single-node jobs. A gang is placed in one rack if any
 rack has enough whole nodes (the one with the fewest left over), else one pod, else the fleet,
@@ -23,6 +23,7 @@ from itertools import islice
 
 from .capacity import AcceleratorPool, level_of
 from .model import LEVEL_RANK, Job, Policy
+from .packing import best_node
 from .plan import REASON_CAPACITY, REASON_TOPOLOGY, Allocation
 
 
@@ -107,45 +108,6 @@ def first_in_one_domain(
         if len(members) == count:
             return members
     return None
-
-
-def best_node(pool: AcceleratorPool, gpus: int) -> str | None:
-    """Where a single-node job of `gpus` GPUs goes: the least of `packing_key` over the nodes
-    with room for it (`plain_best_node`), found without looking at every node: nodes already in
-    use sit in the buckets below a whole node, and a whole node is only broken in the most-used
-    rack that has one."""
-    gpn, buckets, rack_free, node_rack = pool.gpus_per_node, pool.buckets, pool.rack_free, pool.node_rack
-    best: tuple[int, str, int, str] | None = None
-    for free in range(gpus, gpn):
-        for node_id in buckets[free]:
-            rack_key = node_rack[node_id]
-            key = (rack_free[rack_key], rack_key, free, node_id)
-            if best is None or key < best:
-                best = key
-    if best is not None:
-        return best[3]
-    rack: tuple[int, str] | None = None
-    for rack_key, whole in pool.whole_by_rack.items():
-        if whole and (rack is None or (rack_free[rack_key], rack_key) < rack):
-            rack = (rack_free[rack_key], rack_key)
-    if rack is None:
-        return None
-    free_of = pool.free
-    return min(pool.whole_by_rack[rack[1]], key=lambda node_id: (free_of[node_id], node_id))
-
-
-def packing_key(pool: AcceleratorPool, node_id: str) -> tuple[bool, int, str, int, str]:
-    """Lower is a better home for a single-node job: not breaking a whole node, then the rack
-    with the fewest free GPUs (the most used; by rack id on a tie), then the node with the fewest,
-    then the node id."""
-    free, rack_key = pool.free[node_id], pool.node_rack[node_id]
-    return (free >= pool.gpus_per_node, pool.rack_free[rack_key], rack_key, free, node_id)
-
-
-def plain_best_node(pool: AcceleratorPool, gpus: int) -> str | None:
-    """`best_node` as defined: the node with room whose `packing_key` is least."""
-    fitting = [node_id for node_id, free in pool.free.items() if free >= gpus]
-    return min(fitting, key=lambda node_id: packing_key(pool, node_id), default=None)
 
 
 def _first_node(pool: AcceleratorPool, gpus: int) -> str | None:

@@ -20,6 +20,8 @@ NEW_JOB_REASON = "new"
 class PendingInfo:
     reason: str
     estimated_start_s: float | None
+    # What the job waits for when there is no estimate to believe (`engine.PendingStatus.waits_for`).
+    waits_for: str | None = None
 
 
 def _client() -> redis.Redis:
@@ -28,7 +30,11 @@ def _client() -> redis.Redis:
 
 def pending_statuses_store(*, statuses: Iterable[engine.PendingStatus]) -> None:
     document = {
-        status.job_id: [status.reason, None if status.estimated_start_s is None else round(status.estimated_start_s)]
+        status.job_id: [
+            status.reason,
+            None if status.estimated_start_s is None else round(status.estimated_start_s),
+            status.waits_for,
+        ]
         for status in statuses
     }
     _client().set(PENDING_KEY, json.dumps(document, separators=(",", ":")))
@@ -42,6 +48,7 @@ def pending_info_for(*, job_ids: list[int]) -> dict[int, PendingInfo]:
     document = json.loads(raw) if raw else {}
     info = {}
     for job_id in job_ids:
-        reason, estimate = document.get(str(job_id), (NEW_JOB_REASON, None))
-        info[job_id] = PendingInfo(reason, None if estimate is None else float(estimate))
+        reason, estimate, *rest = document.get(str(job_id), (NEW_JOB_REASON, None))
+        waits_for = rest[0] if rest else None  # documents written before it was kept have no third field
+        info[job_id] = PendingInfo(reason, None if estimate is None else float(estimate), waits_for)
     return info

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from django import template
 
+from scheduling.engine.explain import ESTIMATE_HORIZON_S
+from scheduling.services.pending import PendingInfo
+
 register = template.Library()
 
 
@@ -33,8 +36,13 @@ def fleet_time(seconds: float | None) -> str:
 
 
 @register.filter
-def starts_in(estimated_s: float | None, now_s: float) -> str:
+def starts_in(pending: PendingInfo | float | None, now_s: float) -> str:
+    """When a pending job should start (``in 2h 05m``); without an estimate to believe, what it
+    waits for (or why it is pending) instead of a date."""
+    estimated_s = pending.estimated_start_s if isinstance(pending, PendingInfo) else pending
     if not isinstance(estimated_s, int | float):
+        if isinstance(pending, PendingInfo):
+            return waits_text(pending.waits_for) if pending.waits_for else reason_text(pending.reason)
         return "unknown"
     wait = estimated_s - now_s
     return "now" if wait <= 60 else f"in {duration(wait)}"
@@ -47,6 +55,27 @@ REASONS = {
     "priority": "higher-priority work comes first",
     "new": "waiting for the next scheduling cycle",
 }
+
+
+_HORIZON = f"{ESTIMATE_HORIZON_S / 86400:.0f} days"
+WAITS = {
+    "quota-limit": "never, at this size: more GPUs than team {} may use (guarantee plus borrow limit)",
+    "quota": "when team {}'s running jobs make room, beyond the next " + _HORIZON,
+    "hardware": "when more healthy GPUs are in the fleet: it needs more than there are",
+    "domain": "when a {} of the fleet has enough healthy nodes for it",
+    "job": "when job #{} ends, beyond the next " + _HORIZON,
+    "queue": f"after more than {_HORIZON} of work queued ahead of it",
+}
+
+
+@register.filter
+def waits_text(waits_for: str | None) -> str:
+    """What a job without a believable estimate waits for, in words (`engine.plan.WAITS_*`)."""
+    if not waits_for:
+        return "unknown"
+    kind, _, subject = waits_for.partition(":")
+    text = WAITS.get(kind)
+    return waits_for if text is None else text.format(subject)
 
 
 @register.filter

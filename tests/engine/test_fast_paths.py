@@ -11,11 +11,19 @@ from hypothesis import strategies as st
 from scheduling.engine import FleetState, Plan, Preempt, Running, Shrink, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
 from scheduling.engine.capacity import fleet_topology, level_of
-from scheduling.engine.explain import ESTIMATE_HORIZON_S, STARTED, Blockers, Curve, _first_time, _quota_estimate
+from scheduling.engine.explain import (
+    ESTIMATE_HORIZON_S,
+    STARTED,
+    Blockers,
+    Curve,
+    _first_time,
+    _quota_estimate,
+    _short_of,
+)
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job
 from scheduling.engine.ordering import order_jobs
-from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, PendingStatus, pending_status
+from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
 from scheduling.engine.prepare import RunPenalty, running_totals
 from scheduling.engine.schedule import _Cycle
@@ -198,6 +206,8 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
             free_now = pool.total_free + sum(gpus for node_id, gpus in held.items() if node_id in pool.free)
             curve = prepared.profiles[job.accelerator].curve(free_now)
             first = _first_time(curve, job.gpus)
+            if _short_of(pool.shape, job.gpus, job.required_level) is not None:
+                first = None  # no healthy domain it may take could ever hold it
             if first is not None:
                 estimate = _work_time(curve, ahead)
                 if first > estimate:
@@ -208,7 +218,7 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
             demand[job.accelerator] = ahead + job.gpus * job.estimate_s
             statuses.append(PendingStatus(job.id, reason, estimate))
         else:
-            statuses.append(PendingStatus(job.id, reason, None, blockers.of(job, reason, estimate)))
+            statuses.append(BlockedStatus(job.id, reason, None, blockers.of(job, reason, estimate)))
     return tuple(statuses)
 
 

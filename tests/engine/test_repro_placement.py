@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.engine import FleetState, Job, Node, Policy, Reserve, Running, Snapshot, Team, schedule
+from scheduling.engine import FleetState, Job, Node, Policy, Reserve, Running, Shrink, Snapshot, Team, schedule
 
 from .builders import Scenario, job, reason_of, running, started
 
@@ -78,3 +78,42 @@ def test_a_reservation_waits_for_the_topology_slowdown_of_a_running_job_without_
     assert reservation.start_s == state.next_event_time() == NOW + 1000.0 * 1.4
     status = plan.status_of("h")
     assert status is not None and status.estimated_start_s == reservation.start_s
+
+
+def test_a_job_after_a_preemption_sees_the_victims_other_nodes_come_free() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"), Node("n1", "p0", "r0", "a100"))
+    victim = Job("v", "t0", "training", 0, True, "a100", 16, 20000.0, 0.0, 12000.0)
+    run = Running(victim, (("n0", 8), ("n1", 8)), NOW - 2000.0, 2000.0, 1800.0, False)
+    urgent = Job("p", "t0", "training", 10, True, "a100", 8, 3600.0, NOW - 10, 7200.0)
+    head = Job("h", "t0", "training", 5, True, "a100", 8, 3600.0, NOW - 20, 7200.0)
+    plan = schedule(Snapshot(nodes, (run,), (urgent, head), (Team("t0", "d0"),), (), Policy(), ()), NOW)
+
+    # The victim leaves both nodes within its grace period: the urgent job takes one, and the next
+    # job the other, by then, not when the victim's time limit would have ended (NOW + 10,000).
+    nodes_of = {start.job_id: {node for node, _ in start.allocation} for start in plan.starts()}
+    nodes_of |= {reservation.job_id: set(reservation.node_ids) for reservation in plan.of_type(Reserve)}
+    assert nodes_of["p"] | nodes_of["h"] == {"n0", "n1"}
+    reserved = {reservation.job_id: reservation.start_s for reservation in plan.of_type(Reserve)}
+    assert reserved.get("h", NOW) <= NOW + 30.0
+    status = plan.status_of("h")
+    assert status is None or (status.estimated_start_s is not None and status.estimated_start_s <= NOW + 30.0)
+
+
+def test_a_job_shrunk_for_a_preemptor_is_expected_to_end_later_on_the_nodes_it_keeps() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"), Node("n1", "p0", "r0", "a100"))
+    elastic = Job("e", "t0", "training", 0, True, "a100", 16, 3000.0, 0.0, None, min_gpus=8, max_gpus=16)
+    run = Running(elastic, (("n0", 8), ("n1", 8)), NOW - 2000.0, 2000.0, 2000.0, False)
+    urgent = Job("p", "t0", "training", 10, True, "a100", 8, 3600.0, NOW - 10, 7200.0)
+    head = Job("h", "t0", "training", 5, True, "a100", 8, 3600.0, NOW - 20, 7200.0)
+    plan = schedule(Snapshot(nodes, (run,), (urgent, head), (Team("t0", "d0"),), (), Policy(), ()), NOW)
+
+    (shrink,) = plan.of_type(Shrink)
+    reservations = {reservation.job_id: reservation for reservation in plan.of_type(Reserve)}
+    assert reservations["h"].node_ids == tuple(node for node, _ in shrink.allocation)
+    # 1,000 s of work left at full size take 2,000 s at half of it.
+    state = FleetState(nodes, now=NOW)
+    state.restore(
+        elastic, shrink.allocation, start_s=run.start_s, borrowing=False, anchor_s=NOW, anchor_progress_s=2000.0,
+        base_progress_s=0.0,
+    )  # fmt: skip
+    assert reservations["h"].start_s == state.next_event_time() == NOW + 2000.0

@@ -1,0 +1,105 @@
+"""Estimates a team lead can trust: a start within the fleet's horizon, or what the job waits for."""
+
+from __future__ import annotations
+
+from scheduling.engine import Node, PendingStatus, Policy, Reserve
+from scheduling.engine.explain import ESTIMATE_HORIZON_S
+from scheduling.engine.plan import BlockedStatus
+
+from .builders import Scenario, fleet, job, quota, running
+
+YEAR_S = 365 * 86400.0
+
+
+def _status(scenario: Scenario, job_id: str, now: float = 0.0) -> PendingStatus:
+    status = scenario.plan(now).status_of(job_id)
+    assert status is not None
+    return status
+
+
+def _serving_forever(on: tuple[str, ...]) -> Scenario:
+    """Serving replicas without a time limit and ten years of work left: they never end in view."""
+    replicas = job("replicas", 8 * len(on), kind="serving", priority=100, preemptible=False, duration_s=10 * YEAR_S)
+    return Scenario(fleet("1x1x2x8")).with_running(running(replicas, on=on))
+
+
+def test_beyond_the_horizon_the_reason_names_the_blocker_and_no_absurd_estimate_is_given() -> None:
+    scenario = _serving_forever(("p0-r0-n0", "p0-r0-n1")).pending(job("train", 16))
+
+    status = _status(scenario, "train")
+
+    assert status.reason == "capacity"
+    assert status.estimated_start_s is None
+    assert status.waits_for == "job:replicas"
+
+
+def test_a_reservation_beyond_the_horizon_is_kept_but_not_shown_as_an_estimate() -> None:
+    scenario = _serving_forever(("p0-r0-n0", "p0-r0-n1")).pending(job("train", 16))
+    plan = scenario.plan()
+
+    (reservation,) = plan.of_type(Reserve)
+    assert reservation.start_s > ESTIMATE_HORIZON_S
+    assert plan.status_of("train") == BlockedStatus("train", "capacity", None, "job:replicas")
+
+
+def test_within_the_horizon_the_estimate_is_given_and_nothing_else_is_said() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=7200.0), on="p0-r0-n0"))
+
+    assert _status(scenario.pending(job("next", 8)), "next") == PendingStatus("next", "capacity", 7200.0)
+
+
+def test_a_job_larger_than_its_teams_quota_allows_waits_for_quota_not_for_a_date() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).quotas(quota("alpha", 8, borrow_limit=0)).pending(job("big", 16))
+
+    status = _status(scenario, "big")
+
+    assert (status.reason, status.estimated_start_s, status.waits_for) == ("quota", None, "quota-limit:alpha")
+
+
+def test_a_job_larger_than_the_healthy_fleet_waits_for_hardware() -> None:
+    nodes = (Node("n0", "p0", "r0", "a100"), Node("n1", "p0", "r0", "a100", 8, 0))
+    status = _status(Scenario(nodes).pending(job("gang", 16)), "gang")
+
+    assert (status.estimated_start_s, status.waits_for) == (None, "hardware")
+
+
+def test_a_gang_bound_to_a_rack_that_no_healthy_rack_can_hold_waits_for_the_domain() -> None:
+    nodes = tuple(
+        Node(f"p0-r{rack}-n{index}", "p0", f"r{rack}", "a100", 8, 0 if index == 1 else 8)
+        for rack in range(2)
+        for index in range(2)
+    )
+    status = _status(Scenario(nodes).pending(job("gang", 16, required_level="rack")), "gang")
+
+    assert (status.estimated_start_s, status.waits_for) == (None, "domain:rack")
+
+
+def test_jobs_that_cannot_start_within_the_horizon_add_no_wait_to_the_jobs_behind_them() -> None:
+    busy = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=100.0), on="p0-r0-n0"))
+    small = [job(f"s{index}", 8, submit_s=1.0 + index, time_limit_s=50.0) for index in range(2)]
+    alone = _status(busy.pending(*small), "s1")
+    behind = _status(Scenario(busy.nodes, busy.running_jobs).pending(job("huge", 64), *small), "s1")
+
+    assert behind.estimated_start_s == alone.estimated_start_s == 150.0
+
+
+def test_a_queue_longer_than_the_horizon_is_what_the_last_job_waits_for() -> None:
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=100.0), on="p0-r0-n0"))
+    ahead = [job(f"a{index}", 8, submit_s=index, time_limit_s=20 * 86400.0) for index in range(3)]
+    status = _status(scenario.pending(*ahead, job("last", 8, submit_s=10.0, time_limit_s=60.0)), "last")
+
+    assert (status.estimated_start_s, status.waits_for) == (None, "queue")
+
+
+def test_a_gang_that_may_spread_later_is_estimated_to_start_when_it_may() -> None:
+    # A rack frees only after a day; across the two racks the gang fits now, once it has waited the
+    # policy's hour for a rack.
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8, time_limit_s=86400.0), on="p0-r0-n0"),
+        running(job("b", 8, time_limit_s=86400.0), on="p0-r1-n0"),
+    )
+    plan = scenario.policy(gang_spread_after_s=3600.0).pending(job("gang", 16, submit_s=0.0)).plan(now=600.0)
+
+    assert plan.of_type(Reserve) == (Reserve("gang", ("p0-r0-n1", "p0-r1-n1"), 3600.0),)
+    status = plan.status_of("gang")
+    assert status is not None and status.estimated_start_s == 3600.0 and status.waits_for is None
