@@ -52,6 +52,7 @@ REASONS = {
     "quota": "over the team's quota (guarantee plus borrow limit)",
     "capacity": "waiting for free GPUs",
     "topology": "GPUs are free but not in one domain of the required shape",
+    "guarantee": "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
     "priority": "higher-priority work comes first",
     "new": "waiting for the next scheduling cycle",
 }

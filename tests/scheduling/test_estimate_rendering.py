@@ -22,6 +22,10 @@ from tests.scheduling.conftest import Fleet
         (PendingInfo("capacity", None, "queue"), "after more than 30 days of work queued ahead of it"),
         (PendingInfo("new", None), "waiting for the next scheduling cycle"),
         (PendingInfo("capacity", None), "waiting for free GPUs"),
+        (
+            PendingInfo("guarantee", None),
+            "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
+        ),
         (None, "unknown"),
         (7500.0, "in 2h 04m"),
     ],
