@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduling.engine import Node, PendingStatus, Policy, Reserve
+from scheduling.engine import Node, PendingStatus, Reserve
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
 from scheduling.engine.plan import BlockedStatus
 
