@@ -182,10 +182,11 @@ class FleetPolicy(models.Model):
     gang_spread_after_s = models.FloatField(
         null=True,
         blank=True,
-        default=None,
+        default=7 * 86400.0,
         validators=[MinValueValidator(0.0)],
         help_text="How long a multi-node gang waits for the narrowest domain that can hold it (one "
-        "rack, usually) before it may be spread wider; empty: it always waits.",
+        "rack, usually) before it may be spread wider, at once if no such domain frees within 30 "
+        "days; empty: it always waits.",
     )
     backfill = models.BooleanField(default=True)
     reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])

@@ -19,6 +19,9 @@ from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed
 from .plan import Allocation
 
 ReleaseEvent = tuple[float, str, int]
+# How far ahead the fleet is foreseeable: an estimate beyond it is not shown (see `explain`), and a
+# gang does not wait for a domain that frees only beyond it.
+HORIZON_S = 30 * 86400.0
 _time = itemgetter(0)
 
 
@@ -168,26 +171,47 @@ def earliest_start(
 
 def reservation_start(
     pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, job: Job, policy: Policy, now: float
-) -> tuple[float, tuple[str, ...]] | None:
-    """When and where a blocked job starts earliest along the release profile, within the widest
-    level it may take now (`gang_level`). A gang held to a narrower domain than its own until its
-    wait reaches `Policy.gang_spread_after_s` is also looked for at its own level from then on;
-    whichever starts first is its reservation, so a rack that only frees long after the gang may
-    spread does not set its start."""
+) -> tuple[float, tuple[str, ...], str] | None:
+    """When and where a blocked job starts earliest along the release profile, and the level it is
+    looked for at: the widest it may take now (`gang_level`).
+
+    A gang held to a narrower domain than its own waits for it (the reservation drains the domain
+    that frees first) while that domain frees before its patience (`Policy.gang_spread_after_s`)
+    runs out. Otherwise it is also looked for at its own level, from when its patience runs out,
+    or from now if no domain of the narrow level frees within `HORIZON_S` (racks held by serving
+    that never ends, or by failed nodes): whichever starts first is its reservation (the start is
+    `now` when the gang fits at its own level already and may take it)."""
     max_level = gang_level(pool, job, policy, now)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
+    narrow = None if found is None else (found[0], found[1], max_level)
     own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
-        return found
+        return narrow
+    patience_end_s = job.submit_s + spread_after_s
+    if narrow is not None and narrow[0] <= patience_end_s:
+        return narrow
     fit = fit_gang(pool, job.gpus, max_level=own_level)
     if fit is not None:  # it fits wider already: the sweep looks only at later releases
         spread: tuple[float, tuple[str, ...]] | None = (now, tuple(node_id for node_id, _ in fit.allocation))
     else:
         spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
     if spread is None:
-        return found
-    spread = (max(spread[0], job.submit_s + spread_after_s), spread[1])
-    return spread if found is None or spread[0] < found[0] else found
+        return narrow
+    # No domain of the narrow level frees in view: one frees only beyond the horizon, or none
+    # can ever hold the gang (too few healthy nodes in each).
+    hopeless = narrow[0] > now + HORIZON_S if narrow is not None else not fit_domains(pool, job.gpus, max_level)
+    start_s = max(spread[0], now if hopeless else patience_end_s)
+    return narrow if narrow is not None and narrow[0] <= start_s else (start_s, spread[1], own_level)
+
+
+def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:
+    """Whether some domain of `level` has enough healthy nodes for `gpus` GPUs, when empty."""
+    _, largest, whole, rack_whole, pod_whole = pool.shape
+    if gpus <= pool.gpus_per_node:
+        return gpus <= largest
+    count = nodes_needed(gpus, pool.gpus_per_node)
+    room = {"node": 1, "rack": rack_whole, "pod": pod_whole}.get(level, whole)
+    return count <= room
 
 
 def _earliest_single(

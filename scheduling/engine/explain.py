@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .backfill import expected_end_s
+from .backfill import HORIZON_S, expected_end_s
 from .capacity import Shape
 from .model import LEVEL_RANK, Job
 from .placement import nodes_needed
@@ -39,7 +39,7 @@ from .quota import QuotaLedger
 Curve = tuple[list[float], list[int], list[float]]
 STARTED = "started"  # in a cycle's reasons: the job starts, there is nothing to explain
 # Estimates further ahead than this are not shown: the fleet will have changed long before.
-ESTIMATE_HORIZON_S = 30 * 86400.0
+ESTIMATE_HORIZON_S = HORIZON_S
 
 
 def explain_pending(

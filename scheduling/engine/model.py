@@ -146,8 +146,11 @@ class Policy:
     age_weight: float = 2.0
     max_age_s: float = 2 * 86400.0
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
-    # one is big enough) for this long before taking a wider placement; None: it always waits.
-    gang_spread_after_s: float | None = None
+    # one is big enough) for this long before taking a wider placement (at once when no such
+    # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota
+    # replays: shorter bounds spread gangs that a rack would have taken a little later, and cost
+    # up to half the mean JCT at overload (benchmarks/README.md).
+    gang_spread_after_s: float | None = 7 * 86400.0
 
     @classmethod
     def fifo(cls) -> Policy:

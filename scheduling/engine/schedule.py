@@ -351,12 +351,24 @@ class _Cycle(Reclaiming):
         # Jobs that can never fit do not get to sweep the release profile over and over.
         self.reservation_attempts[job.accelerator] = attempts + 1
         found = reservation_start(pool, self.index.held, self.profiles[job.accelerator], job, self.policy, self.now)
-        if found is None:
+        if found is None or (found[0] <= self.now and self._start_spread(job, pool, found[2])):
             return
         self.reservations_made[job.accelerator] = made + 1
         if made + 1 >= max(0, self.policy.reservation_depth):
             self.reservation_attempts[job.accelerator] = self.reservation_cap
         self._reserve(job, pool, found[1], found[0])
+
+    def _start_spread(self, job: Job, pool: AcceleratorPool, level: str) -> bool:
+        """Start a gang at a wider `level` than it waits for now, if quota admits it: its narrowest
+        domain frees only after its patience runs out (see `backfill.reservation_start`)."""
+        if level == gang_level(pool, job, self.policy, self.now):
+            return False
+        admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
+        fit = None if admission is None else fit_gang(pool, job.gpus, max_level=level)
+        if admission is None or fit is None:
+            return False
+        self._commit_start(job, fit, admission, False)
+        return True
 
     def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
         self.generation += 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduling.engine import Node, PendingStatus, Reserve
+from scheduling.engine import Node, PendingStatus, Policy, Reserve
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
 from scheduling.engine.plan import BlockedStatus
 
@@ -91,15 +91,48 @@ def test_a_queue_longer_than_the_horizon_is_what_the_last_job_waits_for() -> Non
     assert (status.estimated_start_s, status.waits_for) == (None, "queue")
 
 
-def test_a_gang_that_may_spread_later_is_estimated_to_start_when_it_may() -> None:
-    # A rack frees only after a day; across the two racks the gang fits now, once it has waited the
-    # policy's hour for a rack.
+def test_a_gang_whose_rack_frees_before_its_patience_runs_out_is_estimated_to_start_there() -> None:
     scenario = Scenario(fleet("1x2x2x8")).with_running(
-        running(job("a", 8, time_limit_s=86400.0), on="p0-r0-n0"),
-        running(job("b", 8, time_limit_s=86400.0), on="p0-r1-n0"),
+        running(job("a", 8, time_limit_s=1800.0), on="p0-r0-n0"),
+        running(job("b", 8, time_limit_s=2400.0), on="p0-r1-n0"),
     )
     plan = scenario.policy(gang_spread_after_s=3600.0).pending(job("gang", 16, submit_s=0.0)).plan(now=600.0)
 
-    assert plan.of_type(Reserve) == (Reserve("gang", ("p0-r0-n1", "p0-r1-n1"), 3600.0),)
-    status = plan.status_of("gang")
-    assert status is not None and status.estimated_start_s == 3600.0 and status.waits_for is None
+    assert plan.of_type(Reserve) == (Reserve("gang", ("p0-r0-n0", "p0-r0-n1"), 1800.0),)
+    assert plan.status_of("gang") == PendingStatus("gang", "topology", 1800.0)
+
+
+def test_a_gang_that_can_spread_only_later_is_estimated_when_it_can() -> None:
+    # No rack frees within its hour of patience (every rack keeps a day-long job); across racks
+    # it fits once a 2-hour job ends.
+    scenario = Scenario(fleet("1x2x3x8")).with_running(
+        running(job("a", 8, time_limit_s=86400.0), on="p0-r0-n0"),
+        running(job("b", 8, time_limit_s=86400.0), on="p0-r1-n0"),
+        running(job("c", 8, time_limit_s=7200.0), on="p0-r0-n1"),
+        running(job("d", 8, time_limit_s=7200.0), on="p0-r1-n1"),
+        running(job("e", 8, time_limit_s=7200.0), on="p0-r1-n2"),
+    )
+    plan = scenario.policy(gang_spread_after_s=3600.0).pending(job("gang", 24, submit_s=0.0)).plan(now=600.0)
+
+    (reservation,) = plan.of_type(Reserve)
+    assert reservation.start_s == 7200.0
+    assert plan.status_of("gang") == PendingStatus("gang", "capacity", 7200.0)
+
+
+def test_a_training_gang_in_a_fleet_where_no_rack_ever_empties_starts_across_racks() -> None:
+    """The live demo: a 64-GPU training gang waited for one rack of eight nodes, every rack held a
+    serving replica that never ends, and its estimate read "in 3649d". No rack can free within
+    the gang's patience, so it takes the pod now."""
+    nodes = fleet("1x3x8x8")
+    replicas = [
+        running(
+            job(f"serve{rack}", 1, kind="serving", priority=100, preemptible=False, duration_s=10 * YEAR_S), on=node
+        )
+        for rack, node in enumerate(("p0-r0-n0", "p0-r1-n0", "p0-r2-n0"))
+    ]
+    scenario = Scenario(nodes).with_running(*replicas).pending(job("gang", 64, submit_s=0.0))
+    spread_after_s = Policy().gang_spread_after_s
+
+    assert spread_after_s is not None
+    (start,) = scenario.plan(600.0).starts()
+    assert start.job_id == "gang" and start.level == "pod"

@@ -52,10 +52,11 @@ def test_a_gang_spans_racks_only_when_no_single_rack_fits() -> None:
 def test_a_gang_waits_for_a_rack_an_empty_fleet_would_give_it_until_its_patience_runs_out(
     spread_after_s: float | None, waited_s: float, starts: bool
 ) -> None:
-    # Each rack has two nodes, one busy: the 16-GPU gang fits a rack on an empty fleet, but now
-    # only across the two racks.
+    # Each rack has two nodes, one busy until t=3000: the 16-GPU gang fits a rack on an empty
+    # fleet, but now only across the two racks.
     scenario = Scenario(fleet("1x2x2x8")).with_running(
-        running(job("a", 8), on="p0-r0-n0"), running(job("b", 8), on="p0-r1-n0")
+        running(job("a", 8, time_limit_s=3000.0), on="p0-r0-n0"),
+        running(job("b", 8, time_limit_s=3000.0), on="p0-r1-n0"),
     )
     scenario.policy(gang_spread_after_s=spread_after_s).pending(job("gang", 16, submit_s=0.0))
     plan = scenario.plan(now=waited_s)
@@ -64,10 +65,31 @@ def test_a_gang_waits_for_a_rack_an_empty_fleet_would_give_it_until_its_patience
     if not starts:
         assert reason_of(plan, "gang") == "topology"
         (reservation,) = plan.of_type(Reserve)
-        if spread_after_s is None:
-            assert set(reservation.node_ids) in ({"p0-r0-n0", "p0-r0-n1"}, {"p0-r1-n0", "p0-r1-n1"})
-        else:  # it may spread (at 3,600 s) before a rack frees (when a or b ends, 3,600 s from now)
-            assert (set(reservation.node_ids), reservation.start_s) == ({"p0-r0-n1", "p0-r1-n1"}, spread_after_s)
+        assert set(reservation.node_ids) in ({"p0-r0-n0", "p0-r0-n1"}, {"p0-r1-n0", "p0-r1-n1"})
+
+
+def test_a_gang_whose_rack_frees_only_after_its_patience_runs_out_is_reserved_across_racks_for_then() -> None:
+    scenario = Scenario(fleet("1x2x2x8")).with_running(
+        running(job("a", 8, time_limit_s=86400.0), on="p0-r0-n0"),
+        running(job("b", 8, time_limit_s=86400.0), on="p0-r1-n0"),
+    )
+    plan = scenario.policy(gang_spread_after_s=3600.0).pending(job("gang", 16, submit_s=0.0)).plan(now=600.0)
+
+    assert plan.starts() == ()
+    assert plan.of_type(Reserve) == (Reserve("gang", ("p0-r0-n1", "p0-r1-n1"), 3600.0),)
+
+
+def test_a_gang_whose_rack_never_frees_in_view_spreads_at_once() -> None:
+    replicas = job("replicas", 16, kind="serving", priority=100, preemptible=False, duration_s=10 * 365 * 86400.0)
+    scenario = Scenario(fleet("1x2x2x8")).with_running(running(replicas, on=("p0-r0-n0", "p0-r1-n0")))
+    plan = scenario.policy(gang_spread_after_s=86400.0).pending(job("gang", 16, submit_s=0.0)).plan(now=600.0)
+
+    (start,) = plan.starts()
+    assert (start.job_id, {node for node, _ in start.allocation}, start.level) == (
+        "gang",
+        {"p0-r0-n1", "p0-r1-n1"},
+        "pod",
+    )
 
 
 def test_a_gang_larger_than_any_rack_is_not_held_to_one() -> None:

@@ -65,7 +65,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     assert event.before == {
         "fairshare_age_weight": 2.0,
         "fairshare_max_age_s": 172800.0,
-        "gang_spread_after_s": None,
+        "gang_spread_after_s": 604800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
         "within_team_order": "submit",
