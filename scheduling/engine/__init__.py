@@ -6,7 +6,7 @@ No Django, no I/O, no clock, no randomness: the live cycle and the simulator bot
 
 from __future__ import annotations
 
-from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
+from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import Job, Node, Policy, Quota, Running, Snapshot, Team
 from .plan import (
     Action,
@@ -53,5 +53,6 @@ __all__ = [
     "Started",
     "Team",
     "TimedOut",
+    "Withdrawn",
     "schedule",
 ]

@@ -52,6 +52,17 @@ class Resized:
 
 
 @dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """A job ended from outside before its work was done (a serving replica scaled down with its
+    demand): `was_running`, its work so far counts as done and its GPUs are free; else it left the
+    queue."""
+
+    job_id: str
+    time_s: float
+    was_running: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Rejected:
     """An action that no longer matched the state it was planned on; nothing changed."""
 
@@ -60,4 +71,4 @@ class Rejected:
     reason: str
 
 
-Event = Started | Completed | TimedOut | Checkpointed | Evicted | Resized | Rejected
+Event = Started | Completed | TimedOut | Checkpointed | Evicted | Resized | Rejected | Withdrawn

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from .capacity import level_of
-from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut
+from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
 from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
@@ -117,6 +117,22 @@ class FleetState:
 
     def cancel(self, job_id: str) -> bool:
         return self.pending.pop(job_id, None) is not None
+
+    def withdraw(self, job_id: str, now: float) -> list[Event]:
+        """End a job from outside before its work is done (a serving replica scaled down with its
+        demand): running, its work so far counts as done and its GPUs are free at once; pending, it
+        leaves the queue. Returns what happened on the way to `now` and the `Withdrawn` (nothing
+        more for a job that is neither)."""
+        events = self.advance(now) if now > self.now else []
+        run = self.running.get(job_id)
+        if run is not None:
+            self._accrue(now)
+            self._finish(run, now)
+            events.append(Withdrawn(job_id, now, True))
+        elif self.pending.pop(job_id, None) is not None:
+            self.saved_progress.pop(job_id, None)
+            events.append(Withdrawn(job_id, now, False))
+        return events
 
     # Time --------------------------------------------------------------------------------------
     def next_event_time(self) -> float | None:

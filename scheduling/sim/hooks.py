@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from scheduling.engine import Event, FleetState, Job
 
@@ -35,3 +35,11 @@ class Hook(Protocol):
     def metrics(self) -> dict[str, Any]:
         """Contract keys this hook owns, overriding the simulator's defaults."""
         ...
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """A hook may also watch every event of the replay (`observe`), e.g. to time the starts of the
+    jobs it submitted; the simulator calls it for hooks that define it."""
+
+    def observe(self, events: list[Event]) -> None: ...

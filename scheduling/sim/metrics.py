@@ -14,8 +14,17 @@ Choices the contract leaves open, stated once:
   (see `gate`) says the same of the jobs it would have left pending.
 - `topology_optimal_fraction`: of starts of jobs with more than one GPU, those placed no wider than
   the narrowest domain an empty fleet offers for their size.
-- `serving_slo_attainment` is null without a serving model; failure keys are 0 / null until a
-  failure model (hook) reports them.
+- Serving keys (filled by the serving model, `sim.serving.ServingHook`; null / 0 without one):
+  `serving_slo_attainment` is the fraction of the replica-seconds demanded in the window that were
+  served within each deployment's start-latency objective (`engine.serving.slo_attainment`: a
+  late start's whole wait is missed, an on-time start's is not); `serving_start_p99_s` the p99 of
+  ask -> serving over replicas asked in the window that were served (handover and restore
+  included); `training_preemptions_by_serving` the evictions of other work by serving replicas, and
+  `training_lost_gpu_hours_by_serving` their rolled-back work plus the grace period of the GPUs
+  handed over; `serving_utilisation` / `serving_goodput` are serving's part of `utilisation` /
+  `goodput` (allocated, and serving after handover and restore), and `training_utilisation` /
+  `training_goodput` the rest (all of it without a serving model).
+- Failure keys are 0 / null until a failure model (hook) reports them.
 - `events_per_s` counts arrivals plus FleetState events (starts, completions, evictions, ...).
 - `estimate_error_p50` / `estimate_error_p90`: over jobs that waited at least one cycle (left
   pending by the first cycle that saw them, the one at their submission) and started later, the
@@ -78,6 +87,13 @@ CONTRACT_KEYS: tuple[str, ...] = (
     "mttr_mean_s",
     "failure_lost_gpu_hours",
     "serving_slo_attainment",
+    "serving_start_p99_s",
+    "training_preemptions_by_serving",
+    "training_lost_gpu_hours_by_serving",
+    "serving_utilisation",
+    "training_utilisation",
+    "serving_goodput",
+    "training_goodput",
     "estimate_error_p50",
     "estimate_error_p90",
     "sim_wall_s",
@@ -172,12 +188,20 @@ def build_metrics(
         "mttr_mean_s": None,
         "failure_lost_gpu_hours": recorder.failure_lost_gpu_s / 3600.0,
         "serving_slo_attainment": None,
+        "serving_start_p99_s": None,
+        "training_preemptions_by_serving": 0,
+        "training_lost_gpu_hours_by_serving": 0.0,
+        "serving_utilisation": None,
+        "training_utilisation": None,
+        "serving_goodput": None,
+        "training_goodput": None,
         "estimate_error_p50": percentile(errors, 50),
         "estimate_error_p90": percentile(errors, 90),
         "sim_wall_s": wall_s,
         "events_per_s": events / wall_s if wall_s > 0 else None,
     }
     metrics.update({key: value for key, value in extra.items() if key in metrics})
+    _split_by_kind(metrics)
     metrics.update(
         {
             "policy": policy_name,
@@ -196,6 +220,15 @@ def build_metrics(
         }
     )
     return metrics
+
+
+def _split_by_kind(metrics: dict[str, Any]) -> None:
+    """Training (everything that is not serving) gets what serving leaves of utilisation and goodput;
+    without a serving model, all of it."""
+    for key in ("utilisation", "goodput"):
+        total, serving = metrics[key], metrics[f"serving_{key}"]
+        if total is not None:
+            metrics[f"training_{key}"] = total - (serving or 0.0)
 
 
 def _estimate_errors(recorder: Recorder) -> tuple[list[float], int]:

@@ -23,6 +23,7 @@ from scheduling.engine import (
     Shrink,
     Started,
     TimedOut,
+    Withdrawn,
 )
 from scheduling.engine.model import LEVEL_RANK
 
@@ -226,6 +227,8 @@ class Recorder:
                 self._evicted(event)
             elif isinstance(event, Resized):
                 self._resized(event)
+            elif isinstance(event, Withdrawn):
+                self._withdrawn(event)
             else:
                 continue
             touched.append(event.job_id)
@@ -277,6 +280,14 @@ class Recorder:
         else:
             self.preemptions += 1
             self.preemption_lost_gpu_s += event.lost_gpu_s
+
+    def _withdrawn(self, event: Withdrawn) -> None:
+        if event.was_running:
+            self._ended(event.job_id, event.time_s, None, False)
+            return
+        outcome = self.outcomes[event.job_id]
+        self._pending(outcome.job, -1)
+        outcome.end_s = event.time_s
 
     def _ended(self, job_id: str, time_s: float, kept: float | None, timed_out: bool) -> None:
         run = self.runs.pop(job_id)

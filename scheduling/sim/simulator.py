@@ -52,7 +52,7 @@ from scheduling.engine import (
 )
 
 from .gate import CycleGate
-from .hooks import Hook, SimContext
+from .hooks import Hook, Observer, SimContext
 from .metrics import TeamShare, build_metrics, team_shares
 from .recorder import Recorder, Series
 
@@ -169,12 +169,18 @@ class _Loop:
     events: int = 0
     cycles: int = 0
     skipped: int = 0
+    # Hooks that watch what happens (`Hook.observe`), e.g. serving, to time its replicas' starts.
+    observers: tuple[Callable[[list[Event]], None], ...] = ()
+    # A hook submitted a job since the last cycle: the next turn plans, as at an arrival.
+    hook_submitted: bool = False
 
     def record(self, events: list[Event]) -> bool:
         if events:
             self.events += len(events)
             self.recorder.record(events)
             self.watchdog.happened(events)
+            for observe in self.observers:
+                observe(events)
         return bool(events)
 
     def cycle(self, now: float) -> tuple[bool, bool]:
@@ -257,8 +263,9 @@ def run_simulation(
         sample_every_s=step,
         estimate_every=(estimate_every or max(1, -(-len(ordered) // ESTIMATE_SAMPLE_JOBS))) if record_estimates else 0,
     )
-    loop = _Loop(state, recorder, policy, team_rows, engine_quotas, scheduler, _Watchdog())
-    context = SimContext(state, random.Random(seed), lambda job: _submit(loop, job))
+    observers = tuple(hook.observe for hook in hooks if isinstance(hook, Observer))
+    loop = _Loop(state, recorder, policy, team_rows, engine_quotas, scheduler, _Watchdog(), observers=observers)
+    context = SimContext(state, random.Random(seed), lambda job: _hook_submit(loop, job))
 
     preempt_possible = policy.preemption and (any(engine_guarantees.values()) or len({j.priority for j in ordered}) > 1)
     elastic_possible = policy.elastic and any(job.is_elastic for job in ordered)
@@ -299,6 +306,8 @@ def run_simulation(
             when = hook.next_time()
             if when is not None and when <= now:
                 changed = loop.record(hook.on_time(context, now)) or changed
+        if loop.hook_submitted:
+            changed, loop.hook_submitted = True, False
         due = bool(state.pending) and periodic and now >= replan_s
         if not (changed or again or due):
             continue
@@ -338,3 +347,8 @@ def run_simulation(
 def _submit(loop: _Loop, job: Job) -> None:
     loop.state.submit(job)
     loop.recorder.submitted(job)
+
+
+def _hook_submit(loop: _Loop, job: Job) -> None:
+    _submit(loop, job)
+    loop.hook_submitted = True
