@@ -63,6 +63,7 @@ class JobOutput(serializers.Serializer):
     placement_level = serializers.CharField()
     borrowing = serializers.BooleanField()
     restarts = serializers.IntegerField()
+    checkpoint_on_preempt = serializers.BooleanField()
     pending_reason = serializers.SerializerMethodField()
     estimated_start_s = serializers.SerializerMethodField()
 
@@ -144,6 +145,7 @@ class JobSubmitApi(JobApiView):
             min_value=MIN_CHECKPOINT_INTERVAL_S, max_value=MAX_CHECKPOINT_INTERVAL_S, required=False, allow_null=True
         )
         checkpoint_gb = serializers.FloatField(min_value=0, max_value=MAX_CHECKPOINT_GB, default=0.0)
+        checkpoint_on_preempt = serializers.BooleanField(default=False)
         required_level = serializers.ChoiceField(choices=Level.choices, required=False, default="")
         preferred_level = serializers.ChoiceField(choices=Level.choices, required=False, default="")
 

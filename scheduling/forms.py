@@ -51,6 +51,12 @@ class JobSubmitForm(forms.Form):
     checkpoint_gb = forms.FloatField(
         min_value=0, max_value=MAX_CHECKPOINT_GB, required=False, initial=0, label="Checkpoint size (GB)"
     )
+    checkpoint_on_preempt = forms.BooleanField(
+        required=False,
+        label="Checkpoints when preempted",
+        help_text="It saves its state within the grace period when told to stop, so a preemption costs only "
+        "that period.",
+    )
     required_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Must fit within")
     preferred_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Prefer within")
 
@@ -76,6 +82,7 @@ class JobSubmitForm(forms.Form):
             time_limit_s=seconds("time_limit_h", 3600.0),
             checkpoint_interval_s=seconds("checkpoint_interval_min", 60.0),
             checkpoint_gb=data.get("checkpoint_gb") or 0.0,
+            checkpoint_on_preempt=bool(data.get("checkpoint_on_preempt")),
             required_level=data.get("required_level") or "",
             preferred_level=data.get("preferred_level") or "",
         )

@@ -233,6 +233,11 @@ class Job(models.Model):
     checkpoint_gb = models.FloatField(
         default=0.0, validators=[Bounded(minimum=0, maximum=MAX_CHECKPOINT_GB, unit="GB")]
     )
+    checkpoint_on_preempt = models.BooleanField(
+        default=False,
+        help_text="The job writes a checkpoint when told it is preempted: a preemption costs it only the "
+        "grace period, not the work since its last periodic checkpoint.",
+    )
     required_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
     preferred_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
 

@@ -205,7 +205,9 @@ class FleetPolicy(models.Model):
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
         "or once it has waited this long; empty: only when it pays.",
     )
-    within_team_order = models.CharField(max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SUBMIT)
+    within_team_order = models.CharField(
+        max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SHORTEST_LIMIT
+    )
     topology_penalty_node = models.FloatField(default=1.0, validators=[validate_penalty])
     topology_penalty_rack = models.FloatField(default=1.0, validators=[validate_penalty])
     topology_penalty_pod = models.FloatField(default=1.15, validators=[validate_penalty])

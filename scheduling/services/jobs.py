@@ -40,6 +40,7 @@ class JobSpec:
     max_gpus: int | None = None
     checkpoint_interval_s: float | None = None
     checkpoint_gb: float = 0.0
+    checkpoint_on_preempt: bool = False
     required_level: str = ""
     preferred_level: str = ""
 
@@ -214,6 +215,7 @@ def _job_insert(
         time_limit_s=spec.time_limit_s,
         checkpoint_interval_s=spec.checkpoint_interval_s,
         checkpoint_gb=spec.checkpoint_gb,
+        checkpoint_on_preempt=spec.checkpoint_on_preempt,
         required_level=spec.required_level,
         preferred_level=spec.preferred_level,
         submit_s=now,

@@ -25,7 +25,9 @@ def test_a_job_that_ends_before_the_reservation_backfills() -> None:
 
 
 def test_a_job_that_would_delay_the_reservation_waits_for_the_head() -> None:
-    plan = _busy_node().pending(job("head", 8), job("long", 4, submit_s=1, time_limit_s=500.0)).plan()
+    plan = (
+        _busy_node().pending(job("head", 8, time_limit_s=300.0), job("long", 4, submit_s=1, time_limit_s=500.0)).plan()
+    )
 
     assert started(plan) == {}
     assert reason_of(plan, "long") == "reserved-for:head"

@@ -86,7 +86,7 @@ def test_jobs_beyond_their_guarantee_keep_queue_order_whether_they_fit_the_pool_
     scenario = Scenario(fleet("1x1x2x8")).policy(policy).quotas(*quotas)
     scenario.with_running(running(job("busy", 8, team="beta"), on="p0-r0-n0"))
     # "small" would borrow and fits; "big", behind it, is refused until "busy" ends.
-    plan = scenario.pending(job("small", 4, duration_s=7200.0), job("big", 16, submit_s=5)).plan()
+    plan = scenario.pending(job("small", 4, duration_s=7200.0), job("big", 16, submit_s=5, duration_s=14400.0)).plan()
 
     assert set(started(plan)) == {"small"}
     assert reason_of(plan, "big") == "capacity"

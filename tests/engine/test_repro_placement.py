@@ -28,7 +28,7 @@ def _two_pods_one_rack_name() -> tuple[Node, ...]:
 @pytest.mark.parametrize("policy", POLICIES.values(), ids=POLICIES.keys())
 def test_a_gang_with_a_required_rack_starts_on_an_empty_fleet_under_every_policy(policy: Policy) -> None:
     gang = job("g", 16, required_level="rack", time_limit_s=7200.0)
-    small = job("s", 1, submit_s=10.0, time_limit_s=120.0)
+    small = job("s", 1, submit_s=10.0, time_limit_s=9000.0)
     plan = Scenario(_two_pods_one_rack_name()).policy(policy).pending(gang, small).plan(now=1000.0)
 
     assert {node for node, _ in started(plan)["g"]} == {"n0", "n2"}

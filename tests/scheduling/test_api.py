@@ -45,6 +45,14 @@ def test_a_member_submits_a_job_with_a_token_and_sees_why_it_waits(fleet: Fleet,
     assert member_api.get(f"/api/jobs/{body['id']}/").json()["state"] == "running"
 
 
+def test_a_submission_may_declare_that_the_job_checkpoints_when_preempted(fleet: Fleet, member_api: APIClient) -> None:
+    declared = member_api.post("/api/jobs/submit/", _payload(fleet, checkpoint_on_preempt=True), format="json")
+    plain = member_api.post("/api/jobs/submit/", _payload(fleet, name="plain"), format="json")
+
+    assert (declared.json()["checkpoint_on_preempt"], plain.json()["checkpoint_on_preempt"]) == (True, False)
+    assert Job.objects.get(pk=declared.json()["id"]).checkpoint_on_preempt
+
+
 def test_bad_input_is_refused_field_by_field_and_nothing_is_saved(fleet: Fleet, member_api: APIClient) -> None:
     response = member_api.post("/api/jobs/submit/", _payload(fleet, gpus=12, duration_s=-1), format="json")
 

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from scheduling.models import Job, SchedulerEvent
+from scheduling.services.snapshot import snapshot_build
 from tenants.roles import FLEET_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.scheduling.conftest import Fleet
@@ -60,6 +61,16 @@ def test_a_member_submits_a_job_from_the_browser_form(fleet: Fleet, member: Clie
     assert response["Location"] == f"/jobs/{job.pk}/"
     assert (job.gpus, job.duration_s, job.time_limit_s, job.checkpoint_interval_s) == (16, 7200, 10800, 1800)
     assert SchedulerEvent.objects.filter(job=job, kind=SchedulerEvent.Kind.SUBMITTED).exists()
+
+
+def test_a_job_that_checkpoints_when_preempted_says_so_to_the_engine(fleet: Fleet, member: Client) -> None:
+    member.post("/jobs/new/", _form(fleet, checkpoint_on_preempt="on"))
+    member.post("/jobs/new/", _form(fleet, name="no-signal-handler"))
+
+    loaded = snapshot_build(sim_now_s=0.0)
+    flags = {job_id: job.checkpoint_on_preempt for job_id, job in loaded.state.pending.items()}
+    by_name = dict(Job.objects.values_list("name", "pk"))
+    assert flags == {str(by_name["finetune-llm"]): True, str(by_name["no-signal-handler"]): False}
 
 
 @pytest.mark.parametrize(

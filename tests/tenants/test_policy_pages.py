@@ -68,7 +68,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "gang_spread_after_s": 604800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
-        "within_team_order": "submit",
+        "within_team_order": "shortest_limit",
         "topology_penalty_pod": 1.15,
         "topology_penalty_fleet": 1.4,
     }
