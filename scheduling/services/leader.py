@@ -30,6 +30,7 @@ from redis.lock import Lock
 
 from scheduling.models import FleetClock
 from scheduling.services.cycle import TickResult, cycle_tick
+from scheduling.services.cycle_timings import cycle_timings_record
 
 logger = logging.getLogger("fleetline.cycle")
 
@@ -77,6 +78,10 @@ def cycle_run_as_leader(*, worker: str | None = None) -> TickResult | None:
     if result is not None:
         _leader_note(client=client, worker=worker, token=token)
         _tick_log(result=result, worker=worker, lead_ms=lead_ms)
+        cycle_timings_record(
+            client=client,
+            timings_ms={"lock": lead_ms, **result.timings_ms, "total": lead_ms + sum(result.timings_ms.values())},
+        )
     return result
 
 
