@@ -77,15 +77,19 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django_prometheus",
     "rest_framework",
     "rest_framework.authtoken",
     "channels",
     "tenants",
     "scheduling",
     "portal",
+    "observability",
 ]
 
 MIDDLEWARE = [
+    # Outermost and innermost: request counts and latencies for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "portal.middleware.query_string_limit",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -95,6 +99,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -154,6 +159,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+
+# The same backends, counting queries, their durations and errors for /metrics (django-prometheus).
+_PROMETHEUS_BACKENDS = {
+    "django.db.backends.postgresql": "django_prometheus.db.backends.postgresql",
+    "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
+}
+_engine = DATABASES["default"]["ENGINE"]
+DATABASES["default"]["ENGINE"] = _PROMETHEUS_BACKENDS.get(_engine, _engine)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -256,6 +269,15 @@ if FLEET_DEMO_WORKLOAD:
         "schedule": 2.0,
         "options": {"expires": 10},
     }
+
+# Observability (README "Operations"). /metrics answers clients on these networks (CIDR, comma-
+# separated) and clients sending "Authorization: Bearer <FLEETLINE_METRICS_TOKEN>"; nobody else.
+# /readyz fails when the scheduling cycle has not ticked for FLEETLINE_READY_TICK_MAX_AGE_S.
+FLEETLINE_METRICS_TOKEN = os.environ.get("FLEETLINE_METRICS_TOKEN", "")
+FLEETLINE_METRICS_ALLOWED_NETWORKS = _env_list("FLEETLINE_METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128")
+FLEETLINE_READY_TICK_MAX_AGE_S = float(os.environ.get("FLEETLINE_READY_TICK_MAX_AGE_S") or 30)
+# Probes and scrapers speak plain HTTP inside the deployment.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated call with the first class's challenge, so

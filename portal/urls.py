@@ -12,6 +12,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("observability.urls")),
     path("", include("tenants.urls")),
     path("", include("scheduling.urls")),
 ]

@@ -1,0 +1,212 @@
+"""What ``/metrics`` reports about the fleet, read at scrape time from the database and Redis.
+
+Every figure here is computed from shared, durable state rather than kept in a process's memory:
+the cycle runs in whichever Celery worker leads (on any machine) and ``/metrics`` is answered by
+any web process, so only what every process can read gives the same answer whoever is scraped.
+Gauges are the fleet as it stands (nodes, allocations, the queue). Counters are counts and sums
+over rows the product never deletes (scheduler events, incidents, the usage ledger), so they only
+grow and survive restarts of every process. A fixed number of queries, whatever the fleet size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+import redis
+from django.conf import settings
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+from prometheus_client.utils import floatToGoString
+
+from scheduling.models import Allocation, FleetClock, Incident, Job, Node, SchedulerEvent, UsageSample
+from scheduling.services.cycle_timings import StepHistogram, cycle_timings_read
+from scheduling.services.pending import NEW_JOB_REASON, PENDING_KEY
+
+# Fleet seconds from a failure to its detection, and to the gangs computing again.
+DETECTION_BUCKETS_S: tuple[float, ...] = (10, 30, 60, 120, 300, 600, 1800, 3600)
+RECOVERY_BUCKETS_S: tuple[float, ...] = (60, 300, 600, 1800, 3600, 7200, 21600, 86400)
+# An eviction whose engine reason names a node is a failure's, not a preemption's.
+FAILURE_EVICTION_PREFIX = "Evicted (node-"
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentHistogram:
+    kind: str
+    buckets: tuple[tuple[str, int], ...]  # cumulative, ending with +Inf
+    sum_s: float
+    count: int
+
+
+@dataclass
+class FleetMetrics:
+    """Filled in by ``fleet_metrics_read``; plain data for the collector."""
+
+    # (accelerator) -> GPUs
+    capacity_gpus: dict[str, int] = field(default_factory=dict)
+    healthy_gpus: dict[str, int] = field(default_factory=dict)
+    # (accelerator, state) -> nodes
+    nodes: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (team, accelerator, kind) -> GPUs held by running jobs
+    allocated_gpus: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # (team, accelerator) -> GPUs held beyond the team's guarantee
+    borrowed_gpus: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (team, accelerator, state) -> jobs, for the active states
+    jobs: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # (team, reason) -> pending jobs
+    pending_by_reason: dict[tuple[str, str], int] = field(default_factory=dict)
+    # counters: (team) -> events
+    starts: dict[str, int] = field(default_factory=dict)
+    preemptions: dict[str, int] = field(default_factory=dict)
+    # (kind) -> incidents, open incidents
+    failures: dict[str, int] = field(default_factory=dict)
+    open_incidents: dict[str, int] = field(default_factory=dict)
+    # (team, accelerator) -> GPU-hours rolled back by preemptions and failures (the usage ledger)
+    lost_gpu_hours: dict[tuple[str, str], float] = field(default_factory=dict)
+    failure_lost_gpu_hours: dict[str, float] = field(default_factory=dict)
+    detection: tuple[IncidentHistogram, ...] = ()
+    recovery: tuple[IncidentHistogram, ...] = ()
+    cycle_steps: tuple[StepHistogram, ...] = ()
+    fleet_time_s: float = 0.0
+    ticks: int = 0
+    last_tick_age_s: float | None = None
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def fleet_metrics_read() -> FleetMetrics:
+    """The whole fleet's figures: eight database queries and two Redis reads."""
+    client = _redis()
+    metrics = FleetMetrics(cycle_steps=tuple(cycle_timings_read(client=client)))
+    _read_nodes(metrics)
+    _read_allocations(metrics)
+    _read_jobs(metrics, client)
+    _read_events(metrics)
+    _read_incidents(metrics)
+    _read_ledger_and_clock(metrics)
+    return metrics
+
+
+def _read_nodes(metrics: FleetMetrics) -> None:
+    rows = Node.objects.values("accelerator_type__name", "state").annotate(
+        nodes=Count("id"), gpus=Sum("gpus"), healthy=Sum("healthy_gpus")
+    )
+    for row in rows:
+        accelerator = row["accelerator_type__name"]
+        metrics.nodes[(accelerator, row["state"])] = row["nodes"]
+        metrics.capacity_gpus[accelerator] = metrics.capacity_gpus.get(accelerator, 0) + (row["gpus"] or 0)
+        healthy = 0 if row["state"] == Node.State.DOWN else (row["healthy"] or 0)
+        metrics.healthy_gpus[accelerator] = metrics.healthy_gpus.get(accelerator, 0) + healthy
+
+
+def _read_allocations(metrics: FleetMetrics) -> None:
+    rows = (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .values("job__team__slug", "job__accelerator_type__name", "job__kind", "job__borrowing")
+        .annotate(gpus=Sum("gpus"))
+    )
+    for row in rows:
+        team, accelerator = row["job__team__slug"], row["job__accelerator_type__name"]
+        key = (team, accelerator, row["job__kind"])
+        metrics.allocated_gpus[key] = metrics.allocated_gpus.get(key, 0) + row["gpus"]
+        if row["job__borrowing"]:
+            metrics.borrowed_gpus[(team, accelerator)] = metrics.borrowed_gpus.get((team, accelerator), 0) + row["gpus"]
+
+
+def _read_jobs(metrics: FleetMetrics, client: redis.Redis) -> None:
+    rows = (
+        Job.objects.filter(state__in=Job.ACTIVE_STATES)
+        .values("team__slug", "accelerator_type__name", "state")
+        .annotate(jobs=Count("id"))
+    )
+    for row in rows:
+        metrics.jobs[(row["team__slug"], row["accelerator_type__name"], row["state"])] = row["jobs"]
+    # The latest cycle's reason for each pending job (scheduling.services.pending). The label keeps
+    # the reason's kind only ("reserved-for:<job>" counts as "reserved-for"), so that the number of
+    # series stays bounded whatever the queue.
+    raw = client.get(PENDING_KEY)
+    document = json.loads(raw) if raw else {}
+    reasons: Counter[tuple[str, str]] = Counter()
+    for job_id, team in Job.objects.filter(state=Job.State.PENDING).values_list("id", "team__slug"):
+        reason = (document.get(str(job_id)) or [NEW_JOB_REASON])[0]
+        reasons[(team, str(reason).split(":", 1)[0])] += 1
+    metrics.pending_by_reason.update(reasons)
+
+
+def _read_events(metrics: FleetMetrics) -> None:
+    rows = (
+        SchedulerEvent.objects.filter(kind__in=(SchedulerEvent.Kind.STARTED, SchedulerEvent.Kind.EVICTED))
+        .values("team__slug")
+        .annotate(
+            starts=Count("id", filter=Q(kind=SchedulerEvent.Kind.STARTED)),
+            preemptions=Count(
+                "id",
+                filter=Q(kind=SchedulerEvent.Kind.EVICTED) & ~Q(message__startswith=FAILURE_EVICTION_PREFIX),
+            ),
+        )
+    )
+    for row in rows:
+        team = row["team__slug"] or ""
+        metrics.starts[team] = row["starts"]
+        metrics.preemptions[team] = row["preemptions"]
+
+
+def _histogram_counts(bounds: tuple[float, ...], end: str) -> dict[str, Count]:
+    return {
+        f"le_{index}": Count("id", filter=Q(**{f"{end}__isnull": False, f"{end}__lte": F("failed_at") + bound}))
+        for index, bound in enumerate(bounds)
+    }
+
+
+def _read_incidents(metrics: FleetMetrics) -> None:
+    rows = (
+        Incident.objects.values("kind")
+        .annotate(
+            incidents=Count("id"),
+            open=Count("id", filter=Q(resumed_at__isnull=True)),
+            lost_gpu_s=Sum("lost_gpu_s"),
+            detected=Count("detected_at"),
+            detected_sum=Sum(F("detected_at") - F("failed_at")),
+            resumed=Count("resumed_at"),
+            resumed_sum=Sum(F("resumed_at") - F("failed_at")),
+            **{f"d_{k}": v for k, v in _histogram_counts(DETECTION_BUCKETS_S, "detected_at").items()},
+            **{f"r_{k}": v for k, v in _histogram_counts(RECOVERY_BUCKETS_S, "resumed_at").items()},
+        )
+        .order_by("kind")
+    )
+    detection, recovery = [], []
+    for row in rows:
+        kind = row["kind"]
+        metrics.failures[kind] = row["incidents"]
+        metrics.open_incidents[kind] = row["open"]
+        metrics.failure_lost_gpu_hours[kind] = (row["lost_gpu_s"] or 0.0) / 3600.0
+        detection.append(_incident_histogram(row, kind, "d", DETECTION_BUCKETS_S, "detected"))
+        recovery.append(_incident_histogram(row, kind, "r", RECOVERY_BUCKETS_S, "resumed"))
+    metrics.detection = tuple(detection)
+    metrics.recovery = tuple(recovery)
+
+
+def _incident_histogram(row: dict, kind: str, prefix: str, bounds: tuple[float, ...], total: str) -> IncidentHistogram:
+    buckets = [(floatToGoString(bound), row[f"{prefix}_le_{index}"]) for index, bound in enumerate(bounds)]
+    buckets.append(("+Inf", row[total]))
+    return IncidentHistogram(kind=kind, buckets=tuple(buckets), sum_s=row[f"{total}_sum"] or 0.0, count=row[total])
+
+
+def _read_ledger_and_clock(metrics: FleetMetrics) -> None:
+    rows = (
+        UsageSample.objects.filter(lost_gpu_s__gt=0)
+        .values("team__slug", "accelerator_type__name")
+        .annotate(lost=Sum("lost_gpu_s"))
+    )
+    for row in rows:
+        metrics.lost_gpu_hours[(row["team__slug"], row["accelerator_type__name"])] = row["lost"] / 3600.0
+    clock = FleetClock.objects.filter(pk=1).values("sim_now_s", "ticks", "wall_updated_at").first()
+    if clock is not None:
+        metrics.fleet_time_s = clock["sim_now_s"]
+        metrics.ticks = clock["ticks"]
+        if clock["wall_updated_at"] is not None:
+            age_s = (timezone.now() - clock["wall_updated_at"]).total_seconds()
+            metrics.last_tick_age_s = max(0.0, age_s)
