@@ -80,11 +80,17 @@ INSTALLED_APPS = [
     "django_prometheus",
     "rest_framework",
     "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "drf_standardized_errors",
+    "knox",
     "channels",
     "tenants",
     "scheduling",
     "portal",
     "observability",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -287,6 +293,56 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The v1 API's schema: drf-spectacular, with the v1 error format documented per endpoint.
+    "DEFAULT_SCHEMA_CLASS": "drf_standardized_errors.openapi.AutoSchema",
+}
+
+# API v1 (``api/``): personal tokens made on the tokens page, stored as digests (django-rest-knox),
+# sent as "Authorization: Bearer fl_..."; they do not expire until revoked.
+KNOX_TOKEN_MODEL = "api.ApiToken"
+REST_KNOX = {"AUTH_HEADER_PREFIX": "Bearer", "TOKEN_TTL": None, "TOKEN_PREFIX": "fl_"}
+# Per-user request rates of the v1 API ("N/s", "N/min", "N/hour"), counted in the shared Redis so
+# that every web process enforces one budget; submissions have a budget of their own.
+API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "6000/min")
+API_SUBMIT_THROTTLE_RATE = os.environ.get("API_SUBMIT_THROTTLE_RATE", "3000/min")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline") + ":throttle",
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fleetline API",
+    "DESCRIPTION": "Jobs, teams, quotas, policy, the fleet and its incidents, usage reports. "
+    "Authenticate with `Authorization: Bearer <token>` (tokens are made on the API tokens page) or a "
+    "browser session. Errors share one format: `{type, errors: [{code, detail, attr}]}`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "PREPROCESSING_HOOKS": ["api.schema.only_v1_endpoints"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_standardized_errors.openapi_hooks.postprocess_schema_enums",
+        "api.schema.add_websocket_events",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ValidationErrorEnum": "drf_standardized_errors.openapi_serializers.ValidationErrorEnum.choices",
+        "ClientErrorEnum": "drf_standardized_errors.openapi_serializers.ClientErrorEnum.choices",
+        "ServerErrorEnum": "drf_standardized_errors.openapi_serializers.ServerErrorEnum.choices",
+        "ErrorCode401Enum": "drf_standardized_errors.openapi_serializers.ErrorCode401Enum.choices",
+        "ErrorCode403Enum": "drf_standardized_errors.openapi_serializers.ErrorCode403Enum.choices",
+        "ErrorCode404Enum": "drf_standardized_errors.openapi_serializers.ErrorCode404Enum.choices",
+        "ErrorCode405Enum": "drf_standardized_errors.openapi_serializers.ErrorCode405Enum.choices",
+        "ErrorCode406Enum": "drf_standardized_errors.openapi_serializers.ErrorCode406Enum.choices",
+        "ErrorCode415Enum": "drf_standardized_errors.openapi_serializers.ErrorCode415Enum.choices",
+        "ErrorCode429Enum": "drf_standardized_errors.openapi_serializers.ErrorCode429Enum.choices",
+        "ErrorCode500Enum": "drf_standardized_errors.openapi_serializers.ErrorCode500Enum.choices",
+    },
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # One line per record, the same in every process (web, worker, beat, ``manage.py up``):

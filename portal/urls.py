@@ -12,6 +12,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("api.urls")),
+    path("settings/tokens/", include("api.token_urls")),
     path("", include("observability.urls")),
     path("", include("tenants.urls")),
     path("", include("scheduling.urls")),

@@ -1,0 +1,29 @@
+"""``/api/v1/``. Other parts of the product register their resources on ``api.router.router``."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from api.router import router
+from api.views import fleet, jobs, reports, tenants
+
+app_name = "api-v1"
+
+router.register("jobs", jobs.JobViewSet, basename="job")
+router.register("teams", tenants.TeamViewSet, basename="team")
+router.register("quota-requests", tenants.QuotaRequestViewSet, basename="quota-request")
+router.register("priority-classes", tenants.PriorityClassViewSet, basename="priority-class")
+router.register("nodes", fleet.NodeViewSet, basename="node")
+router.register("incidents", fleet.IncidentViewSet, basename="incident")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-v1:schema"), name="swagger"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-v1:schema"), name="redoc"),
+    path("policy/", tenants.PolicyView.as_view(), name="policy"),
+    path("fleet/", fleet.FleetView.as_view(), name="fleet"),
+    path("accelerators/", fleet.AcceleratorListView.as_view(), name="accelerators"),
+    path("reports/usage/", reports.UsageReportView.as_view(), name="usage-report"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,51 @@
+"""What every v1 endpoint shares: bearer tokens (or a session), per-user throttling in Redis,
+cursor pagination, bounded JSON bodies and the one error format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_filters.rest_framework import DjangoFilterBackend
+from knox.auth import TokenAuthentication as BearerTokenAuthentication
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
+
+from api.errors import api_exception_handler
+from api.pagination import IdCursorPagination
+from api.throttling import ApiUserThrottle
+from portal.parsers import BoundedJSONParser
+from tenants.permissions import is_fleet_admin
+
+
+class ApiV1Mixin:
+    # Bearer first: DRF answers an anonymous call with the first class's challenge, so the 401
+    # carries "WWW-Authenticate: Bearer". The older "Token" keys still work while clients move.
+    authentication_classes = [BearerTokenAuthentication, TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [ApiUserThrottle]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+    pagination_class = IdCursorPagination
+    filter_backends = [DjangoFilterBackend]
+
+    def get_exception_handler(self) -> Any:
+        return api_exception_handler
+
+
+class ApiView(ApiV1Mixin, APIView):
+    pass
+
+
+class ApiViewSet(ApiV1Mixin, GenericViewSet):
+    pass
+
+
+def require_fleet_admin(request: Request, message: str) -> None:
+    """Refuse a fleet admin's operation to anyone else (403: the resource itself is not secret),
+    before their input is looked at."""
+    if not is_fleet_admin(request.user):
+        raise PermissionDenied(message)

@@ -1,0 +1,244 @@
+"""Jobs: submit by names, list with filters, detail with the pending reason and estimated start,
+cancel, and the job's events."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import django_filters
+import redis
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.errors import Conflict, validation_error_from_django
+from api.throttling import ApiSubmitThrottle, ApiUserThrottle
+from api.views.base import ApiViewSet
+from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team
+from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
+from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
+from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
+from scheduling.services.pending import NEW_JOB_REASON, PendingInfo, pending_info_for
+from tenants.models import PriorityClass
+
+logger = logging.getLogger(__name__)
+
+# The service's error keys -> the fields of this API.
+FIELD_FOR_ERROR = {
+    "duration": "duration_s",
+    "time_limit": "time_limit_s",
+    "checkpoint_interval": "checkpoint_interval_s",
+    "accelerator_type": "accelerator",
+}
+
+
+class PendingOutput(serializers.Serializer):
+    reason = serializers.CharField(help_text="Why the job waits, as the latest scheduling cycle saw it.")
+    estimated_start_s = serializers.FloatField(
+        allow_null=True, help_text="Fleet-clock second at which it should start; null when unknown."
+    )
+    waits_for = serializers.CharField(allow_null=True, help_text="What it waits for when no estimate is believable.")
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    team = serializers.CharField(source="team.slug")
+    submitted_by = serializers.SerializerMethodField()
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    priority_class = serializers.CharField(source="priority_class.name")
+    accelerator = serializers.CharField(source="accelerator_type.name")
+    gpus = serializers.IntegerField()
+    min_gpus = serializers.IntegerField(allow_null=True)
+    max_gpus = serializers.IntegerField(allow_null=True)
+    state = serializers.ChoiceField(choices=Job.State.choices)
+    duration_s = serializers.FloatField()
+    time_limit_s = serializers.FloatField(allow_null=True)
+    checkpoint_interval_s = serializers.FloatField(allow_null=True)
+    checkpoint_gb = serializers.FloatField()
+    checkpoint_on_preempt = serializers.BooleanField()
+    required_level = serializers.CharField(allow_blank=True)
+    preferred_level = serializers.CharField(allow_blank=True)
+    submit_s = serializers.FloatField(help_text="Fleet-clock second of submission.")
+    started_s = serializers.FloatField(allow_null=True)
+    finished_s = serializers.FloatField(allow_null=True)
+    placement_level = serializers.CharField(allow_blank=True)
+    borrowing = serializers.BooleanField()
+    restarts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    pending = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_submitted_by(self, job: Job) -> str | None:
+        return job.submitted_by.get_username() if job.submitted_by_id and job.submitted_by else None
+
+    @extend_schema_field(PendingOutput(allow_null=True))
+    def get_pending(self, job: Job) -> dict[str, Any] | None:
+        info: PendingInfo | None = self.context.get("pending", {}).get(job.pk)
+        if job.state != Job.State.PENDING or info is None:
+            return None
+        return {"reason": info.reason, "estimated_start_s": info.estimated_start_s, "waits_for": info.waits_for}
+
+
+class JobSubmitInput(serializers.Serializer):
+    """Types only: every bound and cross-field rule is the submission service's, the same as the
+    form's (``scheduling.services.jobs``), so the API and the page cannot disagree."""
+
+    team = serializers.SlugField(help_text="Team slug, one of yours.")
+    name = serializers.CharField(max_length=200)
+    kind = serializers.ChoiceField(choices=JobKind.choices, default=JobKind.TRAINING)
+    priority_class = serializers.CharField(
+        max_length=50, help_text="Priority class name (GET /api/v1/priority-classes/)."
+    )
+    accelerator = serializers.CharField(max_length=50, help_text="Accelerator type name (GET /api/v1/accelerators/).")
+    gpus = serializers.IntegerField(help_text="Gang size.")
+    duration_s = serializers.FloatField(help_text="Work at full size, in seconds.")
+    time_limit_s = serializers.FloatField(required=False, allow_null=True)
+    min_gpus = serializers.IntegerField(required=False, allow_null=True)
+    max_gpus = serializers.IntegerField(required=False, allow_null=True)
+    checkpoint_interval_s = serializers.FloatField(required=False, allow_null=True)
+    checkpoint_gb = serializers.FloatField(default=0.0)
+    checkpoint_on_preempt = serializers.BooleanField(
+        default=False, help_text="The job checkpoints when told it is preempted, within the grace period."
+    )
+    required_level = serializers.ChoiceField(choices=[("", "any"), *Level.choices], required=False, default="")
+    preferred_level = serializers.ChoiceField(choices=[("", "any"), *Level.choices], required=False, default="")
+
+
+class EventOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=SchedulerEvent.Kind.choices)
+    sim_time_s = serializers.FloatField(help_text="Fleet-clock second.")
+    message = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class JobDetailOutput(JobOutput):
+    nodes = serializers.SerializerMethodField()
+
+    @extend_schema_field(
+        serializers.ListField(child=serializers.DictField(), help_text='[{"node": name, "gpus": n}, ...]')
+    )
+    def get_nodes(self, job: Job) -> list[dict[str, Any]]:
+        return [{"node": name, "gpus": gpus} for name, gpus in job_nodes(job=job)]
+
+
+class JobFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=Job.State.choices)
+    team = django_filters.CharFilter(field_name="team__slug", help_text="Team slug.")
+    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="Submitter's username.")
+    kind = django_filters.ChoiceFilter(choices=JobKind.choices)
+    accelerator = django_filters.CharFilter(field_name="accelerator_type__name", help_text="Accelerator type name.")
+    submitted_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    submitted_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
+
+
+def pending_for(jobs: list[Job]) -> dict[int, PendingInfo]:
+    """Pending reasons live in Redis: without it the jobs are still listed, with no reason."""
+    try:
+        return pending_info_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+    except redis.RedisError:
+        logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
+        return {}
+
+
+def _spec(values: dict[str, Any]) -> JobSpec:
+    """The submission with its names resolved to ids; an unknown name is a field error."""
+    priority_id = PriorityClass.objects.filter(name=values["priority_class"]).values_list("pk", flat=True).first()
+    accelerator_id = AcceleratorType.objects.filter(name=values["accelerator"]).values_list("pk", flat=True).first()
+    errors = {}
+    if priority_id is None:
+        errors["priority_class"] = [f"No priority class named {values['priority_class']!r}."]
+    if accelerator_id is None:
+        errors["accelerator"] = [f"No accelerator type named {values['accelerator']!r}."]
+    if errors:
+        raise ValidationError(errors)
+    fields = {key: value for key, value in values.items() if key not in ("team", "priority_class", "accelerator")}
+    return JobSpec(priority_class_id=priority_id, accelerator_type_id=accelerator_id, **fields)
+
+
+class JobViewSet(ApiViewSet):
+    lookup_value_regex = r"\d+"
+    filterset_class = JobFilter
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return jobs_for_user(user=self.request.user).select_related("submitted_by")
+
+    def get_throttles(self) -> list[Any]:
+        if self.action == "create":
+            return [ApiUserThrottle(), ApiSubmitThrottle()]
+        return super().get_throttles()
+
+    def _render(self, jobs: list[Job], *, output: type[JobOutput] = JobOutput, pending: Any = None) -> Any:
+        context = {"pending": pending_for(jobs) if pending is None else pending}
+        return output(jobs, many=True, context=context).data
+
+    @extend_schema(responses=JobOutput(many=True), summary="Jobs you may see, newest first")
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self._render(list(page or [])))
+
+    @extend_schema(responses=JobDetailOutput, summary="One job, with its pending reason and placement")
+    def retrieve(self, request: Request, pk: str) -> Response:
+        job = job_for_user(user=request.user, job_id=int(pk))
+        return Response(self._render([job], output=JobDetailOutput)[0])
+
+    @extend_schema(
+        request=JobSubmitInput,
+        responses={201: JobOutput},
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                location=OpenApiParameter.HEADER,
+                required=False,
+                description="A retry with the same key gets the job the first attempt made, never a second one.",
+            )
+        ],
+        summary="Submit a job",
+    )
+    def create(self, request: Request) -> Response:
+        key = _idempotency_key(request)
+        data = JobSubmitInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        team = _submission_team(user=request.user, slug=values["team"])
+        if team is None:
+            raise ValidationError({"team": ["No such team among yours."]})
+        try:
+            submission = job_submit_idempotent(team=team, spec=_spec(values), user=request.user, idempotency_key=key)
+        except DjangoValidationError as error:
+            raise validation_error_from_django(error, fields=FIELD_FOR_ERROR) from error
+        except IdempotencyKeyReused as error:
+            raise ValidationError({"idempotency_key": [f"{error} Use a new key for a new job."]}) from error
+        headers = {"Location": f"{request.path}{submission.job.pk}/"}
+        if submission.created:
+            # A job made just now has had no cycle yet: its reason is known without asking Redis.
+            pending = {submission.job.pk: PendingInfo(NEW_JOB_REASON, None)}
+            return Response(self._render([submission.job], pending=pending)[0], status=201, headers=headers)
+        headers["Idempotent-Replayed"] = "true"
+        return Response(self._render([submission.job])[0], status=status.HTTP_201_CREATED, headers=headers)
+
+    @extend_schema(request=None, responses={200: JobOutput}, summary="Cancel a pending or running job")
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        job = job_for_user(user=request.user, job_id=int(pk))
+        if not job_cancel(job=job, user=request.user):
+            raise Conflict(f"Job {job.pk} has already ended.")
+        job.refresh_from_db()
+        return Response(self._render([job])[0])
+
+    @extend_schema(responses=EventOutput(many=True), summary="The job's history, newest first (at most 200)")
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def events(self, request: Request, pk: str) -> Response:
+        job = job_for_user(user=request.user, job_id=int(pk))
+        return Response(EventOutput(job_events(job=job), many=True).data)
