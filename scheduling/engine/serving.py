@@ -196,3 +196,11 @@ def combined_attainment(parts: Sequence[Attainment]) -> Attainment:
         sum(p.met_s for p in parts),
         tuple(latency for p in parts for latency in p.start_latencies_s),
     )
+
+
+def withdrawal_order(requests: Sequence[tuple[str, bool]]) -> list[str]:
+    """The order in which falling demand withdraws a deployment's requests, given as `(key,
+    running)` in the order they were asked: pending before running (a replica that serves already
+    stays longest), the newest first within each."""
+    asked = {key: index for index, (key, _) in enumerate(requests)}
+    return [key for key, _ in sorted(requests, key=lambda r: (r[1], -asked[r[0]]))]

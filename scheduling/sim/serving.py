@@ -49,6 +49,7 @@ from scheduling.engine.serving import (
     combined_attainment,
     next_change_s,
     slo_attainment,
+    withdrawal_order,
 )
 
 from .fleet import SpecError
@@ -153,7 +154,7 @@ class ServingHook:
         """The newest requests go first, pending before running (as the live cycle scales down)."""
         active = self.active[index]
         running = sim.state.running
-        surplus = sorted(active, key=lambda job_id: (job_id in running, -active.index(job_id)))[:count]
+        surplus = withdrawal_order([(job_id, job_id in running) for job_id in active])[:count]
         events: list[Event] = []
         for job_id in surplus:
             events.extend(sim.state.withdraw(job_id, now))
