@@ -2,7 +2,8 @@
 
     python -m scheduling.sim --trace a.csv [--trace b.csv ...] --format canonical|itp|helios \
         --fleet 2x8x10x8 [--quotas quotas.json] --policy fifo [--policy easy ...] \
-        --json out.json [--html report.html] [--seed N] [--limit N] [--estimate exact|2.0]
+        --json out.json [--html report.html] [--seed N] [--limit N] [--estimate exact|2.0] \
+        [--serving deployments.json]
 
 Policies: fifo, easy, fleetline and sjf-oracle (shortest true duration first, no quotas, no
 preemption: the unfair bound). Exit codes: 2 for a bad trace, fleet or quota file, 3 when a replay
@@ -21,6 +22,7 @@ from .failures import FailureOptions
 from .fleet import SpecError, load_quotas, parse_fleet
 from .progress import ProgressBar
 from .runner import POLICIES, compare_policies
+from .serving import load_deployments
 from .simulator import SimulationStalled
 from .trace import FORMATS, TraceError, load_trace
 from .workload import parse_estimate
@@ -45,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--estimate", default="exact", help="time limits when the trace has none: exact or a factor")
     parser.add_argument("--cycle-interval", type=float, default=60.0, help="periodic re-plan interval (sim s)")
     parser.add_argument("--failures", help="inject seeded failures: SEED or SEED:RATE_SCALE (e.g. 7:100)")
+    parser.add_argument("--serving", help="serving deployments (JSON or CSV) sharing the fleet over the trace's window")
     parser.add_argument("--max-errors", type=int, default=1, help="trace errors to collect before stopping")
 
 
@@ -55,6 +58,9 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         fleet = parse_fleet(options.fleet)
         quotas = load_quotas(options.quotas, default_accelerator=fleet.accelerators[0]) if options.quotas else None
         trace = load_trace(options.trace, options.format, max_errors=options.max_errors)
+        serving = (
+            load_deployments(options.serving, default_accelerator=fleet.accelerators[0]) if options.serving else ()
+        )
         comparison = compare_policies(
             trace,
             fleet,
@@ -66,6 +72,7 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             cycle_interval_s=options.cycle_interval,
             progress=lambda name: ProgressBar(name, stream=stderr),
             failures=failures,
+            serving=serving,
         )
     except TraceError as error:
         for each in error.errors:

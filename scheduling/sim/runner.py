@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduling.engine import Job, Policy
+from scheduling.engine.serving import Deployment
 
 from .failures import FailureOptions
 from .fleet import Fleet, QuotaSpec, SpecError, teams_for
 from .metrics import WALL_KEYS
+from .serving import serving_hook
 from .simulator import SimResult, run_simulation
 from .trace import TraceJob
 from .workload import build_workload
@@ -98,6 +100,7 @@ def compare_policies(
     progress: Callable[[str], Callable[[float], None] | None] | None = None,
     failures: FailureOptions | None = None,
     variants: dict[str, Preset] | None = None,
+    serving: Sequence[Deployment] = (),
 ) -> Comparison:
     """Replay `trace` on `fleet` under each of `policies` (names of `PRESETS`, or of `variants`:
     extra presets a benchmark defines, e.g. fleetline with another within-team order)."""
@@ -130,7 +133,10 @@ def compare_policies(
             seed=seed,
             cycle_interval_s=cycle_interval_s,
             progress=bar,
-            hooks=[failures.hook(nodes, start_s=w0, until_s=w1)] if failures else (),
+            hooks=[
+                *([failures.hook(nodes, start_s=w0, until_s=w1)] if failures else []),
+                *([serving_hook(serving, nodes, preset.policy(), (w0, w1))] if serving else []),
+            ],
             state_options=failures.state_options() if failures else None,
         )
         done = getattr(bar, "done", None)
@@ -151,5 +157,6 @@ def compare_policies(
         "seed": seed,
         "cycle_interval_s": cycle_interval_s,
         "failures": None if failures is None else {"seed": failures.seed, "rate_scale": failures.rate_scale},
+        "serving_deployments": [deployment.name for deployment in serving],
     }
     return Comparison(meta, tuple(results))

@@ -370,6 +370,20 @@ def layout_nodes(
     return split, tuple(replace(d, accelerator=label) for d in deployments)
 
 
+def serving_hook(
+    deployments: Sequence[Deployment], nodes: Sequence[Node], policy: Policy, window: tuple[float, float]
+) -> ServingHook:
+    """The hook that runs `deployments` on `nodes` over `window` under `policy`'s grace and penalties."""
+    return ServingHook(
+        deployments,
+        capacity_gpus=sum(node.gpus for node in nodes),
+        start_s=window[0],
+        until_s=window[1],
+        grace_s=policy.preemption_grace_s,
+        level_penalty=policy.level_penalty,
+    )
+
+
 def simulate_serving(
     jobs: Sequence[Job],
     nodes: Sequence[Node],
@@ -390,12 +404,5 @@ def simulate_serving(
         window = (min(submits, default=0.0), max(submits, default=0.0))
     profile = demand_profile(deployments, *window)
     laid_out, placed = layout_nodes(nodes, deployments, layout, profile)
-    hook = ServingHook(
-        placed,
-        capacity_gpus=sum(node.gpus for node in laid_out),
-        start_s=window[0],
-        until_s=window[1],
-        grace_s=policy.preemption_grace_s,
-        level_penalty=policy.level_penalty,
-    )
+    hook = serving_hook(placed, laid_out, policy, window)
     return run_simulation(jobs, laid_out, policy, hooks=[hook, *hooks], **options)

@@ -10,6 +10,7 @@ import pytest
 
 from scheduling.engine import Event, Evicted, Started
 from scheduling.engine.serving import Deployment, TraceDemand
+from scheduling.sim.cli import main
 from scheduling.sim.fleet import SpecError, parse_fleet
 from scheduling.sim.serving import load_deployments, simulate_serving
 from scheduling.sim.simulator import SimResult
@@ -171,3 +172,13 @@ def test_a_bad_deployment_file_names_the_row_and_the_field(tmp_path: Path, row: 
     with pytest.raises(SpecError, match="deployment 1") as error:
         load_deployments(path)
     assert message in str(error.value)
+
+
+def test_the_simulator_cli_runs_deployments_from_a_file_next_to_the_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = Path(__file__).resolve().parents[2] / "scheduling" / "sim" / "data" / "itp-sample"
+    args = ["--format", "itp", "--trace", str(sample / "cluster05.csv"), "--fleet", "1x2x4x8", "--json", "-"]
+    assert main([*args, "--serving", str(sample / "serving.json")]) == 0
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert 0.0 < result["serving_slo_attainment"] <= 1.0
+    assert result["serving_utilisation"] > 0.0
+    assert result["training_utilisation"] == pytest.approx(result["utilisation"] - result["serving_utilisation"])
