@@ -11,6 +11,8 @@ from portal.charts import SharePoint, share_figure, utilisation_figure
 from portal.exports import usage_csv, usage_xlsx
 from portal.forms import ReportPeriodForm
 from scheduling.selectors import fleet_samples_recent, fleet_summary, usage_report
+from scheduling.services.jobs import fleet_now_s
+from scheduling.services.serving import SERVING_SLO_S, serving_attainment_last_day
 from tenants.permissions import is_finance, is_fleet_admin
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -31,6 +33,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "latest": latest,
             "share_chart": share_figure(points),
             "utilisation_chart": utilisation_figure(points),
+            "serving": serving_attainment_last_day(sim_now_s=fleet_now_s()),
+            "serving_slo_s": SERVING_SLO_S,
         },
     )
 

@@ -163,6 +163,11 @@ class Attainment:
     def fraction(self) -> float | None:
         return self.met_s / self.demanded_s if self.demanded_s > 0 else None
 
+    @property
+    def percent(self) -> float | None:
+        fraction = self.fraction
+        return None if fraction is None else 100.0 * fraction
+
 
 def _overlap(lo: float, hi: float, a: float, b: float) -> float:
     return max(0.0, min(hi, b) - max(lo, a))

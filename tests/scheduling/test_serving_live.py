@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 
 from scheduling.engine.serving import Deployment
 from scheduling.models import Job, ServingDeployment
@@ -10,7 +11,7 @@ from scheduling.services.serving import SERVING_SLO_S, deployment_demand, servin
 from scheduling.services.snapshot import snapshot_build
 from scheduling.sim.serving import ServingHook
 from scheduling.sim.simulator import run_simulation
-from tests.factories import PriorityClassFactory
+from tests.factories import MembershipFactory, PriorityClassFactory
 from tests.scheduling.conftest import Fleet, build_fleet
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +107,15 @@ def test_a_training_job_never_evicts_a_live_replica(small_fleet: Fleet) -> None:
     assert Job.objects.filter(deployment__isnull=False, state=Job.State.RUNNING).count() == 2
     urgent.refresh_from_db()
     assert urgent.state == Job.State.PENDING
+
+
+def test_the_dashboard_shows_serving_attainment_over_the_last_fleet_day(small_fleet: Fleet, client: Client) -> None:
+    client.force_login(MembershipFactory(team=small_fleet.team).user)
+    assert "Serving SLO attainment" in client.get("/").content.decode()
+    _deployment(small_fleet)
+    for _ in range(60):
+        small_fleet.tick()
+    expected = serving_attainment_over(since_s=0.0, until_s=HOUR_S)
+    page = client.get("/").content.decode()
+    assert expected.percent is not None and expected.percent < 100.0
+    assert f"{expected.percent:.2f}%" in page
