@@ -150,6 +150,9 @@ class FleetClock(models.Model):
     wall_updated_at = models.DateTimeField(null=True, blank=True)
     leader_token = models.BigIntegerField(default=0)
     ticks = models.BigIntegerField(default=0)
+    # The calendar instant of fleet second 0 (``scheduling.fleet_calendar``), fixed by the
+    # ledger's first tick.
+    epoch = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"fleet clock at {self.sim_now_s:.0f} s"
@@ -387,10 +390,36 @@ class UsageSample(models.Model):
     borrowed_gpu_s = models.FloatField(default=0.0)
 
     class Meta:
-        indexes = [models.Index(fields=["recorded_at"], name="usage_recorded_idx")]
+        indexes = [
+            models.Index(fields=["recorded_at"], name="usage_recorded_idx"),
+            models.Index(fields=["sim_time_s"], name="usage_sim_time_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"usage at {self.sim_time_s:.0f} s"
+
+
+class JobUsage(models.Model):
+    """One job's GPU-seconds on one fleet calendar day (the day its ticks end on): the per-job
+    ledger behind the per-job detail. The tick adds to it in one upsert; it sums to the
+    ``UsageSample`` rows of the same ticks. ``useful + lost = allocated`` on every row."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_days")
+    day = models.DateField()
+    team = models.ForeignKey("tenants.Team", on_delete=models.CASCADE, related_name="job_usage")
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT)
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    allocated_gpu_s = models.FloatField(default=0.0)
+    useful_gpu_s = models.FloatField(default=0.0)
+    lost_gpu_s = models.FloatField(default=0.0)
+    borrowed_gpu_s = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "day"], name="job_usage_job_day_unique")]
+        indexes = [models.Index(fields=["day", "team"], name="job_usage_day_team_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} on {self.day}"
 
 
 class FleetSample(models.Model):
@@ -410,7 +439,10 @@ class FleetSample(models.Model):
     running_jobs = models.PositiveIntegerField()
 
     class Meta:
-        indexes = [models.Index(fields=["recorded_at"], name="fleet_sample_recorded_idx")]
+        indexes = [
+            models.Index(fields=["recorded_at"], name="fleet_sample_recorded_idx"),
+            models.Index(fields=["sim_time_s"], name="fleet_sample_sim_time_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"fleet at {self.sim_time_s:.0f} s"

@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, QuerySet, Sum
 from django.http import Http404
 
+from scheduling.fleet_calendar import fleet_epoch, fleet_seconds
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, UsageSample
 from scheduling.services.pending import pending_info_for
 from tenants.models import Membership, Team
@@ -184,10 +185,13 @@ class FleetTotals:
 
 
 def usage_report(*, start: datetime, end: datetime) -> tuple[list[UsageRow], FleetTotals]:
-    """The usage ledger between ``start`` and ``end`` (wall time), per team, accelerator and kind,
-    with the fleet's capacity, idle and down GPU-hours over the same ticks. Two queries."""
+    """The usage ledger between ``start`` and ``end`` on the fleet calendar (ticks ending in
+    ``[start, end)``, ``scheduling.fleet_calendar``), per team, accelerator and kind, with the
+    fleet's capacity, idle and down GPU-hours over the same ticks. Three queries."""
+    epoch = fleet_epoch()
+    from_s, to_s = fleet_seconds(start, epoch=epoch), fleet_seconds(end, epoch=epoch)
     rows = (
-        UsageSample.objects.filter(recorded_at__gte=start, recorded_at__lt=end)
+        UsageSample.objects.filter(sim_time_s__gte=from_s, sim_time_s__lt=to_s)
         .values("team__name", "team__department__name", "accelerator_type__name", "kind")
         .annotate(
             allocated=Sum("allocated_gpu_s"),
@@ -210,7 +214,7 @@ def usage_report(*, start: datetime, end: datetime) -> tuple[list[UsageRow], Fle
         )
         for r in rows
     ]
-    fleet = FleetSample.objects.filter(recorded_at__gte=start, recorded_at__lt=end).aggregate(
+    fleet = FleetSample.objects.filter(sim_time_s__gte=from_s, sim_time_s__lt=to_s).aggregate(
         capacity=Sum(F("capacity_gpus") * F("interval_s")),
         idle=Sum("idle_gpu_s"),
         down=Sum("down_gpu_s"),

@@ -1,14 +1,23 @@
-"""The usage ledger: per tick, GPU-seconds per team, accelerator type and job kind, the fleet's
-idle and down capacity, and the decayed usage that fair share reads."""
+"""The usage ledger: per tick, GPU-seconds per team, accelerator type and job kind, per job and
+fleet calendar day, the fleet's idle and down capacity, and the decayed usage fair share reads.
+
+Two identities hold on every tick, hence on every period of whole ticks:
+Σ allocated + idle + down = capacity x interval (``capacity_split``), and useful + lost =
+allocated on every row (``_charge``). The per-job rows of a day sum to the per-team rows of the
+ticks ending on that day."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+
+from django.db import connection
 
 from scheduling.engine.fairshare import decay_usage
-from scheduling.models import AcceleratorType, FleetSample, TeamUsage, UsageSample
+from scheduling.engine.model import Node
+from scheduling.fleet_calendar import fleet_day, fleet_epoch_record
+from scheduling.models import AcceleratorType, FleetSample, JobUsage, TeamUsage, UsageSample
 from scheduling.services.apply import AppliedTick
 from scheduling.services.snapshot import Loaded
 
@@ -43,64 +52,128 @@ class _Sums:
     lost: float = 0.0
     borrowed: float = 0.0
 
-
-def _charge(
-    sums: _Sums,
-    gpus: int,
-    start_s: float,
-    useful_from_s: float,
-    end_s: float,
-    sim_from_s: float,
-    penalty: float,
-    borrowing: bool,
-) -> None:
-    held = max(0.0, end_s - max(sim_from_s, start_s))
-    working = max(0.0, end_s - max(sim_from_s, start_s, useful_from_s))
-    sums.allocated += gpus * held
-    sums.useful += gpus * working / penalty
-    if borrowing:
-        sums.borrowed += gpus * held
+    def add(self, other: _Sums) -> None:
+        self.allocated += other.allocated
+        self.useful += other.useful
+        self.lost += other.lost
+        self.borrowed += other.borrowed
 
 
-def usage_record(
-    *, loaded: Loaded, applied: AppliedTick, sim_from_s: float, sim_to_s: float, wall_now: datetime
-) -> TickSample:
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """One run's share of the tick: which job, on which GPUs, from when to when."""
+
+    job_id: int
+    key: Key
+    allocation: tuple[tuple[str, int], ...]
+    start_s: float
+    useful_from_s: float
+    end_s: float
+    penalty: float
+    borrowing: bool
+    rolled_back_gpu_s: float = 0.0
+
+
+def _charge(held: _Held, sim_from_s: float) -> _Sums:
+    """What one run did in the tick. Allocated GPU-time splits into useful and lost:
+    lost is the restore before the run's work resumes, the topology slowdown (the share of
+    the time a worse placement wastes), and, when the run is evicted, the work since its
+    last checkpoint that the eviction rolls back: that work was counted useful in the ticks
+    that did it and moves to lost in the tick that loses it, so useful + lost = allocated on
+    every row of every tick (a tick's useful can be below zero when it rolls back more than
+    it ran)."""
+    gpus = sum(g for _, g in held.allocation)
+    seconds = max(0.0, held.end_s - max(sim_from_s, held.start_s))
+    working = max(0.0, held.end_s - max(sim_from_s, held.start_s, held.useful_from_s))
+    allocated = gpus * seconds
+    lost = allocated - gpus * working / held.penalty + held.rolled_back_gpu_s
+    return _Sums(allocated, allocated - lost, lost, allocated if held.borrowing else 0.0)
+
+
+def _runs(loaded: Loaded, applied: AppliedTick, sim_to_s: float) -> list[_Held]:
+    """Every run that held GPUs in the tick: those still running and those that ended in it."""
     state, policy = loaded.state, loaded.policy
-    sums: dict[Key, _Sums] = defaultdict(_Sums)
-    gpus_by_kind: dict[str, int] = defaultdict(int)
+    runs = []
     for job_id in sorted(state.running):
         run = state.run_view(job_id)
         assert run is not None
         job = run.job
-        gpus = sum(g for _, g in run.allocation)
-        gpus_by_kind[job.kind] += gpus
-        _charge(
-            sums[(int(job.team), job.accelerator, job.kind)],
-            gpus,
-            run.start_s,
-            run.anchor_s,
-            sim_to_s,
-            sim_from_s,
-            policy.penalty(run.level),
-            run.borrowing,
+        runs.append(
+            _Held(
+                int(job_id),
+                (int(job.team), job.accelerator, job.kind),
+                run.allocation,
+                run.start_s,
+                run.anchor_s,
+                sim_to_s,
+                policy.penalty(run.level),
+                run.borrowing,
+            )
         )
     for finished in applied.finished:
         row = loaded.jobs[finished.job_id]
         if row.started_s is None:
             continue
-        key = (row.team_id, row.accelerator_type__name, row.kind)
-        gpus = sum(g for _, g in loaded.allocations.get(finished.job_id, ()))
-        _charge(
-            sums[key],
-            gpus,
-            row.started_s,
-            row.anchor_s or row.started_s,
-            finished.end_s,
-            sim_from_s,
-            policy.penalty(row.placement_level or "node"),
-            row.borrowing,
+        runs.append(
+            _Held(
+                int(finished.job_id),
+                (row.team_id, row.accelerator_type__name, row.kind),
+                loaded.allocations.get(finished.job_id, ()),
+                row.started_s,
+                row.anchor_s or row.started_s,
+                finished.end_s,
+                policy.penalty(row.placement_level or "node"),
+                row.borrowing,
+                finished.lost_gpu_s,
+            )
         )
-        sums[key].lost += finished.lost_gpu_s
+    return runs
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySplit:
+    """The tick's capacity (GPUs x seconds) split three ways, node by node: allocated (a job
+    held the GPU, healthy or not: a job on a failed GPU until its eviction is allocated time,
+    and lost), down (a GPU out of service, failed or cordoned, that no job held) and idle (the
+    rest). allocated + idle + down = capacity x interval exactly."""
+
+    allocated_gpu_s: float
+    idle_gpu_s: float
+    down_gpu_s: float
+
+
+def capacity_split(nodes: tuple[Node, ...], held_by_node: dict[str, float], interval_s: float) -> CapacitySplit:
+    allocated = idle = down = 0.0
+    for node in nodes:
+        held = held_by_node.get(node.id, 0.0)
+        free = node.gpus * interval_s - held
+        out = min(max(0.0, free), (node.gpus - node.usable_gpus) * interval_s)
+        allocated += held
+        down += out
+        idle += free - out
+    return CapacitySplit(allocated, idle, down)
+
+
+def usage_record(
+    *, loaded: Loaded, applied: AppliedTick, sim_from_s: float, sim_to_s: float, wall_now: datetime
+) -> TickSample:
+    state = loaded.state
+    by_job: dict[int, tuple[Key, _Sums]] = {}
+    held_by_node: dict[str, float] = defaultdict(float)
+    gpus_by_kind: dict[str, int] = defaultdict(int)
+    for job_id in state.running:
+        run = state.run_view(job_id)
+        assert run is not None
+        gpus_by_kind[run.job.kind] += sum(g for _, g in run.allocation)
+    for held in _runs(loaded, applied, sim_to_s):
+        sums = _charge(held, sim_from_s)
+        seconds = sums.allocated / max(1, sum(g for _, g in held.allocation))
+        for node_id, gpus in held.allocation:
+            held_by_node[node_id] += gpus * seconds
+        if held.job_id in by_job:
+            by_job[held.job_id][1].add(sums)
+        else:
+            by_job[held.job_id] = (held.key, sums)
     interval = max(0.0, sim_to_s - sim_from_s)
     sample = TickSample(
         sim_time_s=sim_to_s,
@@ -114,12 +187,24 @@ def usage_record(
         node_used={node_id: used for node_id, used in state.node_used.items() if used},
     )
     if interval > 0:
-        _samples_write(sums, sample, interval, wall_now)
-        _team_usage_write(loaded, sums, sim_to_s)
+        split = capacity_split(loaded.nodes, held_by_node, interval)
+        epoch = fleet_epoch_record(wall_now=wall_now, sim_now_s=sim_to_s)
+        _samples_write(by_job, sample, split, interval, wall_now)
+        _job_usage_write(by_job, fleet_day(sim_to_s, epoch=epoch))
+        _team_usage_write(loaded, by_job, sim_to_s)
     return sample
 
 
-def _samples_write(sums: dict[Key, _Sums], sample: TickSample, interval: float, wall_now: datetime) -> None:
+def _by_key(by_job: dict[int, tuple[Key, _Sums]]) -> dict[Key, _Sums]:
+    sums: dict[Key, _Sums] = defaultdict(_Sums)
+    for key, job_sums in by_job.values():
+        sums[key].add(job_sums)
+    return sums
+
+
+def _samples_write(
+    by_job: dict[int, tuple[Key, _Sums]], sample: TickSample, split: CapacitySplit, interval: float, wall_now: datetime
+) -> None:
     accelerators = dict(AcceleratorType.objects.values_list("name", "id"))
     UsageSample.objects.bulk_create(
         UsageSample(
@@ -134,7 +219,7 @@ def _samples_write(sums: dict[Key, _Sums], sample: TickSample, interval: float, 
             lost_gpu_s=s.lost,
             borrowed_gpu_s=s.borrowed,
         )
-        for (team_id, accelerator, kind), s in sorted(sums.items())
+        for (team_id, accelerator, kind), s in sorted(_by_key(by_job).items())
         if s.allocated or s.lost
     )
     FleetSample.objects.create(
@@ -146,18 +231,50 @@ def _samples_write(sums: dict[Key, _Sums], sample: TickSample, interval: float, 
         serving_gpus=sample.serving_gpus,
         training_gpus=sample.training_gpus,
         batch_gpus=sample.batch_gpus,
-        idle_gpu_s=max(0, sample.healthy_gpus - sample.allocated_gpus) * interval,
-        down_gpu_s=max(0, sample.capacity_gpus - sample.healthy_gpus) * interval,
+        idle_gpu_s=split.idle_gpu_s,
+        down_gpu_s=split.down_gpu_s,
         pending_jobs=sample.pending_jobs,
         running_jobs=sample.running_jobs,
     )
 
 
-def _team_usage_write(loaded: Loaded, sums: dict[Key, _Sums], sim_to_s: float) -> None:
+# Rows per upsert statement: at most 9 x 500 parameters, within every database's limit.
+_UPSERT_ROWS = 500
+
+
+def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
+    """Add the tick to each job's row for ``day``: one ``INSERT ... ON CONFLICT DO UPDATE``
+    per 500 jobs (PostgreSQL and SQLite both have it), so the tick stays a few statements
+    whatever the number of running jobs."""
+    rows = [(job_id, key, s) for job_id, (key, s) in sorted(by_job.items()) if s.allocated or s.lost]
+    if not rows:
+        return
+    accelerators = dict(AcceleratorType.objects.values_list("name", "id"))
+    table = connection.ops.quote_name(JobUsage._meta.db_table)
+    day_value = connection.ops.adapt_datefield_value(day)
+    added = ("allocated_gpu_s", "useful_gpu_s", "lost_gpu_s", "borrowed_gpu_s")
+    columns = ("job_id", "day", "team_id", "accelerator_type_id", "kind", *added)
+    on_conflict = ", ".join(f"{c} = {table}.{c} + EXCLUDED.{c}" for c in added)
+    with connection.cursor() as cursor:
+        for chunk_at in range(0, len(rows), _UPSERT_ROWS):
+            chunk = rows[chunk_at : chunk_at + _UPSERT_ROWS]
+            values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
+            params: list[object] = []
+            for job_id, (team_id, accelerator, kind), s in chunk:
+                params += [job_id, day_value, team_id, accelerators[accelerator], kind]
+                params += [s.allocated, s.useful, s.lost, s.borrowed]
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values} "
+                f"ON CONFLICT (job_id, day) DO UPDATE SET {on_conflict}",
+                params,
+            )
+
+
+def _team_usage_write(loaded: Loaded, by_job: dict[int, tuple[Key, _Sums]], sim_to_s: float) -> None:
     """Decay every team's usage to ``sim_to_s`` and add what it held in this tick."""
     half_life = loaded.policy.fairshare_half_life_s
     used: dict[int, float] = defaultdict(float)
-    for (team_id, _, _), s in sums.items():
+    for (team_id, _, _), s in by_job.values():
         used[team_id] += s.allocated
     rows = []
     for team in loaded.teams:
