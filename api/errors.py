@@ -4,7 +4,8 @@
      "errors": [{"code": "...", "detail": "...", "attr": "field" | null}]}
 
 Services raise Django's exceptions; they are translated here, once, instead of in each view. While
-the database or Redis is unreachable the answer is 503 with ``Retry-After`` rather than a 500."""
+the database or Redis is unreachable the answer is 503 with ``Retry-After`` rather than a 500.
+``ApiExceptionHandler`` is drf-standardized-errors' handler class (``DRF_STANDARDIZED_ERRORS``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_standardized_errors.handler import ExceptionHandler
-from drf_standardized_errors.types import ExceptionHandlerContext
-from rest_framework import exceptions, status
-from rest_framework.response import Response
+from drf_standardized_errors.openapi_serializers import ClientErrorEnum, ServerErrorEnum
+from rest_framework import exceptions, serializers, status
 
 from scheduling.api import DEPENDENCY_ERRORS, RETRY_AFTER_S
 
@@ -68,5 +68,37 @@ class ApiExceptionHandler(ExceptionHandler):
         return headers
 
 
-def api_exception_handler(exc: Exception, context: ExceptionHandlerContext) -> Response | None:
-    return ApiExceptionHandler(exc, context).run()
+class _Error400(serializers.Serializer):
+    code = serializers.CharField(help_text="Machine-readable: invalid, required, blank, parse_error, ...")
+    detail = serializers.CharField(help_text="What is wrong, in words.")
+    attr = serializers.CharField(allow_null=True, help_text="The field at fault; null for the request as a whole.")
+
+
+class ErrorResponse400Serializer(serializers.Serializer):
+    """One shape for every 400: the body could not be read (client_error) or a field or the
+    request as a whole is invalid (validation_error), each problem with the field it is about."""
+
+    type = serializers.ChoiceField(choices=[("validation_error", "validation_error"), ("client_error", "client_error")])
+    errors = _Error400(many=True)
+
+
+class _Error409(serializers.Serializer):
+    code = serializers.ChoiceField(choices=[("conflict", "conflict")])
+    detail = serializers.CharField()
+    attr = serializers.CharField(allow_null=True)
+
+
+class ErrorResponse409Serializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=ClientErrorEnum.choices)
+    errors = _Error409(many=True)
+
+
+class _Error503(serializers.Serializer):
+    code = serializers.ChoiceField(choices=[("service_unavailable", "service_unavailable")])
+    detail = serializers.CharField()
+    attr = serializers.CharField(allow_null=True)
+
+
+class ErrorResponse503Serializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=ServerErrorEnum.choices)
+    errors = _Error503(many=True)

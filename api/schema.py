@@ -9,7 +9,7 @@ from typing import Any
 WEBSOCKET_EVENTS_VERSION = "1"
 
 _NUMBER = {"type": "number"}
-_NULLABLE_NUMBER = {"type": ["number", "null"]}
+_NULLABLE_NUMBER = {"type": "number", "nullable": True}
 _INTEGER = {"type": "integer"}
 
 
@@ -18,7 +18,7 @@ def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str,
         "type": "object",
         "description": description,
         "required": ["kind", *properties],
-        "properties": {"kind": {"type": "string", "const": kind}, **properties},
+        "properties": {"kind": {"type": "string", "enum": [kind]}, **properties},
     }
 
 

@@ -328,6 +328,13 @@ SPECTACULAR_SETTINGS = {
     ],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "api.enums.JOB_STATES",
+        "NodeStateEnum": "api.enums.NODE_STATES",
+        "IncidentKindEnum": "api.enums.INCIDENT_KINDS",
+        "KindEnum": "scheduling.models.JobKind",
+        "SchedulerEventKindEnum": "api.enums.SCHEDULER_EVENT_KINDS",
+        "QuotaRequestStateEnum": "api.enums.QUOTA_REQUEST_STATES",
+        "LevelEnum": "api.views.jobs.LEVEL_CHOICES",
         "ValidationErrorEnum": "drf_standardized_errors.openapi_serializers.ValidationErrorEnum.choices",
         "ClientErrorEnum": "drf_standardized_errors.openapi_serializers.ClientErrorEnum.choices",
         "ServerErrorEnum": "drf_standardized_errors.openapi_serializers.ServerErrorEnum.choices",
@@ -343,6 +350,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+}
+DRF_STANDARDIZED_ERRORS = {
+    "EXCEPTION_HANDLER_CLASS": "api.errors.ApiExceptionHandler",
+    "ALLOWED_ERROR_STATUS_CODES": ["400", "401", "403", "404", "405", "406", "415", "429", "500", "503"],
+    "ERROR_SCHEMAS": {"400": "api.errors.ErrorResponse400Serializer", "503": "api.errors.ErrorResponse503Serializer"},
 }
 
 # One line per record, the same in every process (web, worker, beat, ``manage.py up``):

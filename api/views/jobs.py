@@ -17,7 +17,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.errors import Conflict, validation_error_from_django
+from api.errors import Conflict, ErrorResponse409Serializer, validation_error_from_django
 from api.throttling import ApiSubmitThrottle, ApiUserThrottle
 from api.views.base import ApiViewSet
 from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team
@@ -28,6 +28,8 @@ from scheduling.services.pending import NEW_JOB_REASON, PendingInfo, pending_inf
 from tenants.models import PriorityClass
 
 logger = logging.getLogger(__name__)
+
+LEVEL_CHOICES = [("", "any"), *Level.choices]
 
 # The service's error keys -> the fields of this API.
 FIELD_FOR_ERROR = {
@@ -107,8 +109,8 @@ class JobSubmitInput(serializers.Serializer):
     checkpoint_on_preempt = serializers.BooleanField(
         default=False, help_text="The job checkpoints when told it is preempted, within the grace period."
     )
-    required_level = serializers.ChoiceField(choices=[("", "any"), *Level.choices], required=False, default="")
-    preferred_level = serializers.ChoiceField(choices=[("", "any"), *Level.choices], required=False, default="")
+    required_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
+    preferred_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
 
 
 class EventOutput(serializers.Serializer):
@@ -228,7 +230,11 @@ class JobViewSet(ApiViewSet):
         headers["Idempotent-Replayed"] = "true"
         return Response(self._render([submission.job])[0], status=status.HTTP_201_CREATED, headers=headers)
 
-    @extend_schema(request=None, responses={200: JobOutput}, summary="Cancel a pending or running job")
+    @extend_schema(
+        request=None,
+        responses={200: JobOutput, 409: ErrorResponse409Serializer},
+        summary="Cancel a pending or running job",
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         job = job_for_user(user=request.user, job_id=int(pk))

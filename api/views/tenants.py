@@ -259,6 +259,7 @@ class PriorityClassViewSet(ApiViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[-a-zA-Z0-9_]+"
     pagination_class = None
+    queryset = PriorityClass.objects.none()  # for the schema: names the model
 
     def _one(self, name: str) -> PriorityClass:
         found = PriorityClass.objects.filter(name=name).first()
