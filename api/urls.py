@@ -23,6 +23,7 @@ urlpatterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api-v1:schema"), name="redoc"),
     path("policy/", tenants.PolicyView.as_view(), name="policy"),
     path("fleet/", fleet.FleetView.as_view(), name="fleet"),
+    path("clock/", fleet.ClockView.as_view(), name="clock"),
     path("accelerators/", fleet.AcceleratorListView.as_view(), name="accelerators"),
     path("reports/usage/", reports.UsageReportView.as_view(), name="usage-report"),
     path("", include(router.urls)),

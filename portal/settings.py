@@ -300,6 +300,9 @@ REST_FRAMEWORK = {
 # API v1 (``api/``): personal tokens made on the tokens page, stored as digests (django-rest-knox),
 # sent as "Authorization: Bearer fl_..."; they do not expire until revoked.
 KNOX_TOKEN_MODEL = "api.ApiToken"
+# knox's own migrations create its default token table even when the model is swapped for ours;
+# without them nothing is created for it (a stray table would also block test database flushes).
+MIGRATION_MODULES = {"knox": None}
 REST_KNOX = {"AUTH_HEADER_PREFIX": "Bearer", "TOKEN_TTL": None, "TOKEN_PREFIX": "fl_"}
 # Per-user request rates of the v1 API ("N/s", "N/min", "N/hour"), counted in the shared Redis so
 # that every web process enforces one budget; submissions have a budget of their own.

@@ -4,6 +4,7 @@ cordon / uncordon / drain, and incidents."""
 from __future__ import annotations
 
 import django_filters
+from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -70,6 +71,17 @@ class FleetView(ApiView):
             "pods": fleet_map(user=request.user),
         }
         return Response(FleetOutput(body).data)
+
+
+class ClockOutput(serializers.Serializer):
+    now_s = serializers.FloatField(help_text="The fleet clock, in fleet seconds: what every *_s time is measured on.")
+    speed = serializers.FloatField(help_text="Fleet seconds per wall second.")
+
+
+class ClockView(ApiView):
+    @extend_schema(responses=ClockOutput, summary="The fleet clock")
+    def get(self, request: Request) -> Response:
+        return Response(ClockOutput({"now_s": fleet_now_s(), "speed": settings.FLEET_CLOCK_SPEED}).data)
 
 
 class NodeFlatOutput(serializers.Serializer):
