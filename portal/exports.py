@@ -1,70 +1,177 @@
-"""Usage report rows out as CSV or XLSX bytes. Plain data in; never touches the ORM."""
+"""The chargeback report out as CSV or XLSX bytes, with the same rounded figures as the page:
+GPU-hours to two decimals, money to the cent, shares to a tenth of a percent. A header block
+names the period, its clock, the charge model and the rates used; a totals row ends the table;
+the reconciliation line follows. Plain data in; never touches the ORM."""
 
 from __future__ import annotations
 
 import csv
 import io
 from collections.abc import Sequence
+from decimal import Decimal
 
 from openpyxl import Workbook
+from openpyxl.styles import Font
+from openpyxl.utils import get_column_letter
 
-from scheduling.selectors import FleetTotals, UsageRow
+from finance.selectors import FinanceReport, JobLine, TeamRow
 
-HEADER = (
-    "team",
-    "department",
-    "accelerator",
-    "kind",
-    "allocated_gpu_h",
-    "useful_gpu_h",
-    "lost_gpu_h",
-    "borrowed_gpu_h",
-)
+GPU_H = "#,##0.00"
+PERCENT = "0.0%"
 
 
-def _cells(row: UsageRow) -> tuple[object, ...]:
+def headers(currency: str) -> tuple[str, ...]:
     return (
-        row.team,
-        row.department,
-        row.accelerator,
-        row.kind,
-        round(row.allocated_gpu_h, 3),
-        round(row.useful_gpu_h, 3),
-        round(row.lost_gpu_h, 3),
-        round(row.borrowed_gpu_h, 3),
+        "Team",
+        "Department",
+        "Guarantee (GPU-h)",
+        "Used (GPU-h)",
+        "Utilisation of guarantee",
+        "Borrowed (GPU-h)",
+        "Useful (GPU-h)",
+        "Lost (GPU-h)",
+        "Serving (GPU-h)",
+        "Training (GPU-h)",
+        "Batch (GPU-h)",
+        f"Cost ({currency})",
+        "Budget",
+        "Budget unit",
+        "Budget used",
     )
 
 
-def _totals(totals: FleetTotals) -> list[tuple[object, ...]]:
+def _share(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def cells(row: TeamRow, currency: str) -> list[object]:
+    """One team's figures, rounded as the page shows them."""
+    unit = {"money": currency, "gpu_h": "GPU-h"}.get(row.budget_unit, "")
     return [
-        ("fleet capacity_gpu_h", round(totals.capacity_gpu_h, 3)),
-        ("fleet allocated_gpu_h", round(totals.allocated_gpu_h, 3)),
-        ("fleet idle_gpu_h", round(totals.idle_gpu_h, 3)),
-        ("fleet down_gpu_h", round(totals.down_gpu_h, 3)),
-        ("fleet utilisation", round(totals.utilisation, 4)),
+        row.team,
+        row.department,
+        round(row.guarantee_gpu_h, 2),
+        round(row.used_gpu_h, 2),
+        _share(row.utilisation),
+        round(row.borrowed_gpu_h, 2),
+        round(row.useful_gpu_h, 2),
+        round(row.lost_gpu_h, 2),
+        round(row.serving_gpu_h, 2),
+        round(row.training_gpu_h, 2),
+        round(row.batch_gpu_h, 2),
+        row.cost,
+        row.budget,
+        unit,
+        _share(row.budget_used),
     ]
 
 
-def usage_csv(rows: Sequence[UsageRow], totals: FleetTotals) -> bytes:
+def header_block(report: FinanceReport) -> list[list[object]]:
+    lines: list[list[object]] = [
+        ["Fleetline chargeback report"],
+        ["Period", f"{report.first:%Y-%m-%d} to {report.last:%Y-%m-%d} (whole days, fleet calendar)"],
+        ["Charge model", report.charge_model_label],
+        ["Currency", report.currency],
+    ]
+    if report.closed:
+        lines.append(["Closed", f"{report.closed.closed_at} by {report.closed.closed_by}"])
+    for rate in report.rates:
+        lines.append(["Rate", f"{rate.accelerator} from {rate.effective_from:%Y-%m-%d}", rate.price_per_gpu_hour])
+    if not report.rates:
+        lines.append(["Rate", "no rates set: costs are zero"])
+    return lines
+
+
+def reconciliation(report: FinanceReport) -> list[list[object]]:
+    if report.fleet is None:
+        return []
+    f = report.fleet
+    return [
+        ["Fleet capacity (GPU-h)", round(f.capacity_gpu_h, 2)],
+        ["Allocated (GPU-h)", round(f.allocated_gpu_h, 2)],
+        ["Idle (GPU-h)", round(f.idle_gpu_h, 2)],
+        ["Down (GPU-h)", round(f.down_gpu_h, 2)],
+        ["Unaccounted (GPU-h)", round(f.unaccounted_gpu_h, 2)],
+    ]
+
+
+def _text(value: object) -> object:
+    return "" if value is None else str(value) if isinstance(value, Decimal) else value
+
+
+def report_csv(report: FinanceReport) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(HEADER)
-    writer.writerows(_cells(row) for row in rows)
+    writer.writerows(header_block(report))
     writer.writerow(())
-    writer.writerows(_totals(totals))
+    writer.writerow(headers(report.currency))
+    for row in [*report.rows, report.totals]:
+        writer.writerow([_text(cell) for cell in cells(row, report.currency)])
+    writer.writerow(())
+    writer.writerows(reconciliation(report))
     return out.getvalue().encode()
 
 
-def usage_xlsx(rows: Sequence[UsageRow], totals: FleetTotals) -> bytes:
+def _money_format(currency: str) -> str:
+    return f'#,##0.00 "{currency}"'
+
+
+def report_xlsx(report: FinanceReport) -> bytes:
     book = Workbook()
     sheet = book.active
-    sheet.title = "usage"
-    sheet.append(HEADER)
-    for row in rows:
-        sheet.append(_cells(row))
-    fleet = book.create_sheet("fleet")
-    for line in _totals(totals):
-        fleet.append(line)
+    sheet.title = "Chargeback"
+    for line in header_block(report):
+        sheet.append(line)
+    sheet["A1"].font = Font(bold=True, size=13)
+    sheet.append([])
+    head_at = sheet.max_row + 1
+    sheet.append(headers(report.currency))
+    for cell in sheet[head_at]:
+        cell.font = Font(bold=True)
+    for row in [*report.rows, report.totals]:
+        sheet.append(cells(row, report.currency))
+    money, last = _money_format(report.currency), sheet.max_row
+    for number in range(head_at + 1, last + 1):
+        for column in (3, 4, 6, 7, 8, 9, 10, 11):
+            sheet.cell(number, column).number_format = GPU_H
+        for column in (5, 15):
+            sheet.cell(number, column).number_format = PERCENT
+        sheet.cell(number, 12).number_format = money
+        sheet.cell(number, 13).number_format = "#,##0.00"
+    for cell in sheet[last]:
+        cell.font = Font(bold=True)
+    sheet.append([])
+    for line in reconciliation(report):
+        sheet.append(line)
+        sheet.cell(sheet.max_row, 2).number_format = GPU_H
+    for column in range(1, 16):
+        sheet.column_dimensions[get_column_letter(column)].width = 30 if column <= 2 else 16
+    sheet.freeze_panes = sheet.cell(head_at + 1, 2)
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
+
+
+JOB_HEADERS = ("Job", "Name", "Team", "User", "Accelerator", "Kind", "GPU-h", "Useful GPU-h", "Lost GPU-h")
+
+
+def jobs_csv(lines: Sequence[JobLine], currency: str) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow((*JOB_HEADERS, f"Cost at usage rates ({currency})"))
+    for line in lines:
+        writer.writerow(
+            (
+                line.job_id,
+                line.name,
+                line.team,
+                line.user,
+                line.accelerator,
+                line.kind,
+                f"{line.gpu_h:.2f}",
+                f"{line.useful_gpu_h:.2f}",
+                f"{line.lost_gpu_h:.2f}",
+                line.cost,
+            )
+        )
+    return out.getvalue().encode()

@@ -1,19 +1,18 @@
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
-
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
 
+from finance.selectors import finance_report, report_team_ids_for
+from finance.services import report_export_request
+from finance.views import report_page_context, report_period_choose
 from portal.charts import SharePoint, share_figure, utilisation_figure
-from portal.exports import usage_csv, usage_xlsx
-from portal.forms import ReportPeriodForm
-from scheduling.selectors import fleet_samples_recent, fleet_summary, usage_report
+from portal.exports import report_csv, report_xlsx
+from scheduling.selectors import fleet_samples_recent, fleet_summary
 from scheduling.services.jobs import fleet_now_s
 from scheduling.services.serving import SERVING_SLO_S, serving_attainment_last_day
-from tenants.permissions import is_finance, is_fleet_admin
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -41,28 +40,35 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def usage_report_view(request: HttpRequest) -> HttpResponse:
-    """Utilisation and chargeback per team for a period: a table, or CSV / XLSX downloads."""
-    if not (is_finance(request.user) or is_fleet_admin(request.user)):
-        raise Http404("No such page.")
-    form = ReportPeriodForm(request.GET or None)
+    """The chargeback report: a month (the current fleet month by default) or a custom range of
+    whole fleet calendar days, as a page, CSV or XLSX; long ranges are exported by a worker.
+    Finance and fleet admins see every team, a lead their own teams, anyone else a 404."""
+    team_ids = report_team_ids_for(user=request.user)
     export = request.GET.get("format")
-    if not form.is_valid():
+    choice = report_period_choose(request.GET)
+    if choice.errors:
         if export in ("csv", "xlsx"):
             # A download was asked for: say what is wrong in plain text, not in a page.
-            problems = dict.fromkeys(message for messages in form.errors.values() for message in messages)
-            return HttpResponseBadRequest("\n".join(problems) + "\n", content_type="text/plain; charset=utf-8")
-        return render(request, "portal/report.html", {"form": form}, status=400 if request.GET else 200)
-    start, end = form.cleaned_data["start"], form.cleaned_data["end"]
-    zone = timezone.get_current_timezone()
-    rows, totals = usage_report(
-        start=datetime.combine(start, time.min, zone), end=datetime.combine(end + timedelta(days=1), time.min, zone)
-    )
-    name = f"fleetline-usage-{start}-{end}"
+            return HttpResponseBadRequest("\n".join(choice.errors) + "\n", content_type="text/plain; charset=utf-8")
+        return render(request, "portal/report.html", {"choice": choice}, status=400)
+    first, last = choice.first, choice.last
+    if export in ("csv", "xlsx") and (last - first).days + 1 > settings.FINANCE_SYNC_EXPORT_MAX_DAYS:
+        if team_ids is not None:
+            return HttpResponseBadRequest(
+                f"Exports of more than {settings.FINANCE_SYNC_EXPORT_MAX_DAYS} days are for finance.\n",
+                content_type="text/plain; charset=utf-8",
+            )
+        queued = report_export_request(actor=request.user, first=first, last=last, file_format=export)
+        return redirect("finance:export", pk=queued.pk)
+    report = finance_report(user=request.user, first=first, last=last)
+    name = f"fleetline-chargeback-{first}-{last}"
     if export == "csv":
-        response = HttpResponse(usage_csv(rows, totals), content_type="text/csv")
+        response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
     elif export == "xlsx":
-        response = HttpResponse(usage_xlsx(rows, totals), content_type=XLSX)
+        response = HttpResponse(report_xlsx(report), content_type=XLSX)
     else:
-        return render(request, "portal/report.html", {"form": form, "rows": rows, "totals": totals})
+        return render(
+            request, "portal/report.html", report_page_context(user=request.user, choice=choice, report=report)
+        )
     response["Content-Disposition"] = f'attachment; filename="{name}.{export}"'
     return response

@@ -76,6 +76,7 @@ class FleetPolicyForm(forms.ModelForm):
             "dead_after_missed_heartbeats",
             "slow_threshold",
             "slow_consecutive_steps",
+            "charge_model",
         ]
 
 

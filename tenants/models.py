@@ -171,6 +171,10 @@ class FleetPolicy(models.Model):
         SHORTEST_LIMIT = "shortest_limit", "Shortest time limit first"
         LAS = "las", "Least attained service"
 
+    class ChargeModel(models.TextChoices):
+        USAGE = "usage", "Usage: allocated GPU-hours x rate"
+        GUARANTEE = "guarantee", "Guarantee: reserved GPUs x hours x rate, plus borrowed GPU-hours x rate"
+
     fairshare_half_life_s = models.FloatField(default=7 * 86400.0, validators=[validate_positive])
     fairshare_age_weight = models.FloatField(
         default=2.0,
@@ -225,6 +229,13 @@ class FleetPolicy(models.Model):
         help_text="Step time over the gang's median that counts as slow.",
     )
     slow_consecutive_steps = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
+    charge_model = models.CharField(
+        max_length=10,
+        choices=ChargeModel.choices,
+        default=ChargeModel.USAGE,
+        help_text="How reports charge teams: for what they used, or for the capacity reserved for them "
+        "whether used or not plus what they borrowed beyond it.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -255,6 +266,10 @@ class AuditEvent(models.Model):
         NODE_CORDONED = "node.cordon", "Node cordoned"
         NODE_UNCORDONED = "node.uncordon", "Node uncordoned"
         NODE_DRAINED = "node.drain", "Node drained"
+        RATE_SET = "finance.rate_set", "Rate set"
+        BUDGET_SET = "finance.budget_set", "Budget set"
+        MONTH_CLOSED = "finance.month_closed", "Month closed"
+        MONTH_REOPENED = "finance.month_reopened", "Month reopened"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,

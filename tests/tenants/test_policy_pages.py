@@ -32,6 +32,7 @@ POLICY = {
     "dead_after_missed_heartbeats": "3",
     "slow_threshold": "1.3",
     "slow_consecutive_steps": "5",
+    "charge_model": "usage",
 }
 CLASS = {"name": "research", "value": "400", "kind": "training", "preemptible": "on"}
 

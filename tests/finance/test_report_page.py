@@ -1,0 +1,172 @@
+"""The chargeback report page and its exports: who sees what, the numbers, bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from openpyxl import load_workbook
+
+from finance.models import Budget
+from tests.finance.ledger import Books, books_build
+
+JANUARY = {"month": "2026-01"}
+
+
+@pytest.fixture
+def books(db: None) -> Books:
+    books = books_build()
+    Budget.objects.create(team=books.vision, unit=Budget.Unit.MONEY, monthly_amount=Decimal("500"))
+    return books
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _page_rows(response: object) -> list[list[object]]:
+    """The table's figures as the page shows them (rounded as the template rounds them)."""
+    report = response.context["report"]  # type: ignore[attr-defined]
+    return [
+        [row.team, round(row.used_gpu_h, 2), round(row.borrowed_gpu_h, 2), round(row.lost_gpu_h, 2), row.cost]
+        for row in [*report.rows, report.totals]
+    ]
+
+
+def test_finance_sees_every_team_and_the_reconciliation_line(books: Books) -> None:
+    response = _client(books.finance).get("/reports/usage/", JANUARY)
+
+    assert response.status_code == 200
+    assert [row.team for row in response.context["report"].rows] == ["Search", "Vision"]
+    html = response.content.decode()
+    assert "Reconciliation: capacity 2304.00 GPU-h = allocated 248.00 + idle 2032.00 + down 24.00" in html
+    assert "fleet calendar" in html
+
+
+def test_the_page_opens_on_the_current_fleet_month_without_asking(books: Books) -> None:
+    # The fleet clock stands at 40 days from 2026-01-01: the 10th of February.
+    response = _client(books.admin).get("/reports/usage/")
+
+    assert response.status_code == 200
+    assert response.context["choice"].month == "2026-02"
+    assert response.context["report"] is not None
+    assert "February 2026" in response.content.decode()
+
+
+def test_a_lead_sees_only_their_own_teams_without_the_fleet_line(books: Books) -> None:
+    response = _client(books.lead).get("/reports/usage/", JANUARY)
+
+    assert response.status_code == 200
+    assert [row.team for row in response.context["report"].rows] == ["Vision"]
+    assert response.context["report"].fleet is None
+    assert "Search" not in response.content.decode()
+
+
+@pytest.mark.parametrize("who", ["member", "outsider"])
+def test_members_and_outsiders_get_a_404_with_the_sites_navigation(books: Books, who: str) -> None:
+    response = _client(getattr(books, who)).get("/reports/usage/", JANUARY)
+
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("who", ["member", "outsider"])
+def test_members_and_outsiders_cannot_see_the_per_job_detail(books: Books, who: str) -> None:
+    assert _client(getattr(books, who)).get("/finance/jobs/").status_code == 404
+
+
+def test_the_csv_export_parses_back_to_the_pages_numbers(books: Books) -> None:
+    client = _client(books.finance)
+    page = _page_rows(client.get("/reports/usage/", JANUARY))
+
+    response = client.get("/reports/usage/", {**JANUARY, "format": "csv"})
+
+    assert response["Content-Disposition"] == 'attachment; filename="fleetline-chargeback-2026-01-01-2026-01-31.csv"'
+    lines = list(csv.reader(io.StringIO(response.content.decode())))
+    assert lines[1] == ["Period", "2026-01-01 to 2026-01-31 (whole days, fleet calendar)"]
+    assert ["Rate", "H100 from 2026-01-16", "3.0000"] in lines
+    head = lines.index(next(line for line in lines if line and line[0] == "Team"))
+    assert lines[head][3] == "Used (GPU-h)" and lines[head][11] == "Cost (EUR)"
+    parsed = []
+    for line in lines[head + 1 :]:
+        if not line:
+            break
+        parsed.append([line[0], float(line[3]), float(line[5]), float(line[7]), Decimal(line[11])])
+    assert parsed == page
+    assert parsed[-1][0] == "Total"
+
+
+def test_the_xlsx_export_parses_back_to_the_pages_numbers_with_formats(books: Books) -> None:
+    client = _client(books.finance)
+    page = _page_rows(client.get("/reports/usage/", JANUARY))
+
+    response = client.get("/reports/usage/", {**JANUARY, "format": "xlsx"})
+
+    sheet = load_workbook(io.BytesIO(response.content))["Chargeback"]
+    values = list(sheet.iter_rows(values_only=True))
+    head = next(n for n, row in enumerate(values) if row[0] == "Team")
+    parsed = []
+    for row in values[head + 1 :]:
+        if row[0] is None:
+            break
+        parsed.append([row[0], row[3], row[5], row[7], Decimal(str(row[11])).quantize(Decimal("0.01"))])
+    assert parsed == page
+    cost_cell = sheet.cell(head + 2, 12)
+    assert cost_cell.number_format == '#,##0.00 "EUR"'
+    assert sheet.cell(head + 2, 4).number_format == "#,##0.00"
+    assert sheet.cell(head + 2, 5).number_format == "0.0%"
+    assert values[1][1] == "2026-01-01 to 2026-01-31 (whole days, fleet calendar)"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"start": "2026-02-01", "end": "2026-01-01"},
+        {"start": "2020-01-01", "end": "2026-01-01"},
+        {"start": "9999-12-30", "end": "9999-12-31"},
+        {"month": "9999-12"},
+        {"month": "2026-13"},
+        {"month": "soon"},
+    ],
+)
+@pytest.mark.parametrize("export", [None, "csv", "xlsx"])
+def test_a_bad_period_is_refused_with_a_message_not_a_500(
+    books: Books, query: dict[str, str], export: str | None
+) -> None:
+    response = _client(books.finance).get("/reports/usage/", query if export is None else {**query, "format": export})
+
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert any(
+        message in body
+        for message in (
+            "The period must start on or before its end.",
+            "A report covers at most one year.",
+            "Reports cover days from 1970-01-01 to 9998-12-31.",
+            "A month is numbered 01 to 12.",
+            "A month is written YYYY-MM",
+        )
+    )
+
+
+def test_the_last_day_reports_can_cover_is_accepted(books: Books) -> None:
+    client = _client(books.finance)
+    for query in ({"start": "9998-12-01", "end": "9998-12-31"}, {"month": "9998-12"}):
+        assert client.get("/reports/usage/", query).status_code == 200
+        assert client.get("/reports/usage/", {**query, "format": "csv"}).status_code == 200
+
+
+def test_the_per_job_csv_carries_the_detail(books: Books) -> None:
+    response = _client(books.finance).get(
+        "/finance/jobs/", {"start": "2026-01-01", "end": "2026-01-31", "team": books.vision.pk, "format": "csv"}
+    )
+
+    lines = list(csv.reader(io.StringIO(response.content.decode())))
+    assert lines[0][:4] == ["Job", "Name", "Team", "User"]
+    assert sorted(line[1] for line in lines[1:]) == ["long-run", "sweep"]
+    assert sum(Decimal(line[9]) for line in lines[1:]) == Decimal("376.00")
