@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "scheduling",
     "portal",
     "observability",
+    "simulations",
     "api",
 ]
 
@@ -284,6 +285,13 @@ FLEETLINE_METRICS_ALLOWED_NETWORKS = _env_list("FLEETLINE_METRICS_ALLOWED_NETWOR
 FLEETLINE_READY_TICK_MAX_AGE_S = float(os.environ.get("FLEETLINE_READY_TICK_MAX_AGE_S") or 30)
 # Probes and scrapers speak plain HTTP inside the deployment.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+
+# What-if replays (the simulations queue): bounds on what one replay may take.
+SIMULATION_MAX_TRACE_BYTES = int(os.environ.get("SIMULATION_MAX_TRACE_BYTES") or 5 * 1024 * 1024)
+SIMULATION_MAX_JOBS = int(os.environ.get("SIMULATION_MAX_JOBS") or 20_000)
+SIMULATION_MAX_WALL_S = float(os.environ.get("SIMULATION_MAX_WALL_S") or 600)
+SIMULATION_MAX_HISTORY_DAYS = float(os.environ.get("SIMULATION_MAX_HISTORY_DAYS") or 90)
+SIMULATION_MAX_NODES = int(os.environ.get("SIMULATION_MAX_NODES") or 4096)
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated call with the first class's challenge, so

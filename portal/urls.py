@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/v1/", include("api.urls")),
     path("settings/tokens/", include("api.token_urls")),
     path("", include("observability.urls")),
+    path("", include("simulations.urls")),
     path("", include("finance.urls")),
     path("", include("tenants.urls")),
     path("", include("scheduling.urls")),

@@ -1,0 +1,75 @@
+"""The replay form: shapes only; ``simulation_start`` decides (bounds, trace errors, permissions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from scheduling.sim.runner import PRESETS
+from scheduling.sim.trace import FORMATS
+from simulations.inputs import POLICY_SETTINGS
+from simulations.models import Simulation
+from tenants.models import Team
+
+KEEP = ""
+TRI_STATE = [(KEEP, "as the policy has it"), ("on", "on"), ("off", "off")]
+FLEET_WIDE = ""
+
+
+class SimulationForm(forms.Form):
+    team = forms.ChoiceField(required=False, help_text="A team's replay uses that team's jobs and quotas only.")
+    source = forms.ChoiceField(choices=Simulation.Source.choices, widget=forms.RadioSelect, initial="history")
+    trace = forms.FileField(required=False, label="Trace file", help_text="CSV, at most the size shown below.")
+    trace_format = forms.ChoiceField(choices=[(f, f) for f in FORMATS], initial="canonical")
+    history_days = forms.FloatField(required=False, initial=7, label="Days of the fleet's jobs (fleet days)")
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial="fleetline", label="Policy")
+    fleet_spec = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Fleet shape",
+        help_text="PODSxRACKSxNODESxGPUS[:accelerator], groups joined by +; empty: the live fleet's shape.",
+    )
+    seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1)
+    # Policy settings, each optional: empty keeps the chosen policy's own value.
+    backfill = forms.ChoiceField(choices=TRI_STATE, required=False)
+    reservation_depth = forms.IntegerField(required=False)
+    topology_aware = forms.ChoiceField(choices=TRI_STATE, required=False)
+    preemption = forms.ChoiceField(choices=TRI_STATE, required=False)
+    preemption_grace_s = forms.FloatField(required=False, label="Preemption grace (s)")
+    reclaim_after_s = forms.FloatField(required=False, label="Evict for an owner after waiting (s)")
+    fairshare = forms.ChoiceField(choices=TRI_STATE, required=False, label="Fair share")
+    fairshare_half_life_s = forms.FloatField(required=False, label="Fair-share half-life (s)")
+    age_weight = forms.FloatField(required=False)
+    max_age_s = forms.FloatField(required=False, label="Max age (s)")
+    within_team_order = forms.ChoiceField(
+        choices=[
+            (KEEP, "as the policy has it"),
+            ("submit", "submit"),
+            ("shortest_limit", "shortest_limit"),
+            ("las", "las"),
+        ],
+        required=False,
+    )
+    elastic = forms.ChoiceField(choices=TRI_STATE, required=False)
+    gang_spread_after_s = forms.FloatField(required=False, label="Gangs spread after (s)")
+
+    def __init__(self, *args: Any, teams: list[Team], fleet_wide: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(FLEET_WIDE, "The whole fleet")] if fleet_wide else []
+        self.fields["team"].choices = choices + [(team.slug, team.name) for team in teams]
+        self.fields["team"].required = not fleet_wide
+        self.teams = {team.slug: team for team in teams}
+
+    def chosen_team(self) -> Team | None:
+        return self.teams.get(self.cleaned_data.get("team") or "")
+
+    def policy_settings(self) -> dict[str, Any]:
+        """The settings the user changed, typed for ``policy_settings_clean``."""
+        chosen: dict[str, Any] = {}
+        for name in POLICY_SETTINGS:
+            value = self.cleaned_data.get(name)
+            if value in (None, KEEP):
+                continue
+            chosen[name] = {"on": True, "off": False}.get(value, value) if isinstance(value, str) else value
+        return chosen
