@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "tenants",
     "scheduling",
     "portal",
+    "finance",
     "observability",
     "simulations",
     "api",
@@ -238,6 +239,9 @@ CELERY_TASK_ROUTES = {
     "scheduling.tasks.fleet_heartbeat": {"queue": "cycle"},
     "scheduling.tasks.fleet_cycle": {"queue": "cycle"},
     "scheduling.tasks.demo_load": {"queue": "default"},
+    "finance.tasks.report_export_build": {"queue": "reports"},
+    "finance.tasks.month_report_mail": {"queue": "reports"},
+    "finance.tasks.budgets_check": {"queue": "reports"},
 }
 CELERY_WORKER_QUEUES = "default,cycle,reports,simulations"
 CELERY_TASK_ACKS_LATE = True
@@ -270,6 +274,19 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 5 * FLEET_CYCLE_INTERVAL_S},
     },
 }
+# Finance (README "Finance"): budgets are checked against spend this often (wall seconds).
+CELERY_BEAT_SCHEDULE["finance-budgets"] = {
+    "task": "finance.tasks.budgets_check",
+    "schedule": float(os.environ.get("FINANCE_BUDGET_CHECK_INTERVAL_S") or 60),
+    "options": {"expires": 60},
+}
+# The currency rates and budgets are kept in (ISO 4217), and the fleet calendar's epoch: the
+# instant of fleet second 0, ISO 8601; empty: the wall time of the first recorded tick.
+FINANCE_CURRENCY = os.environ.get("FINANCE_CURRENCY", "EUR")
+FLEET_EPOCH = os.environ.get("FLEET_EPOCH", "")
+# Report periods longer than this many days are built by a worker on the reports queue.
+FINANCE_SYNC_EXPORT_MAX_DAYS = int(os.environ.get("FINANCE_SYNC_EXPORT_MAX_DAYS") or 92)
+
 if FLEET_DEMO_WORKLOAD:
     CELERY_BEAT_SCHEDULE["demo-load"] = {
         "task": "scheduling.tasks.demo_load",
