@@ -14,8 +14,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
+from api.socket_auth import socket_user_for_token
 from portal.groups import ACCESS_CHANGED
-from portal.socket_access import SocketAccess, socket_access_for, socket_access_for_session, socket_payload_for
+from portal.socket_access import (
+    SocketAccess,
+    socket_access_for,
+    socket_access_for_session,
+    socket_access_for_token,
+    socket_payload_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +48,19 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
     access: SocketAccess | None = None
     session_key: str | None = None
+    token_digest: str | None = None  # opened with an API token rather than a session
     groups_joined: set[str]
     recheck_timer: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
+            # Scripts authenticate with "Authorization: Bearer <API token>" instead of a session.
+            found = await database_sync_to_async(socket_user_for_token)(headers=self.scope.get("headers", []))
+            if found is None:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            user, self.token_digest = found
         # The session the socket was opened with: re-checks ask whether it still logs the user in.
         self.session_key = getattr(self.scope.get("session"), "session_key", None)
         self.groups_joined = set()
@@ -74,9 +86,14 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         if self.access is None:
             return
         try:
-            access = await database_sync_to_async(socket_access_for_session)(
-                session_key=self.session_key, user_id=self.access.user_id
-            )
+            if self.token_digest is not None:
+                access = await database_sync_to_async(socket_access_for_token)(
+                    token_digest=self.token_digest, user_id=self.access.user_id
+                )
+            else:
+                access = await database_sync_to_async(socket_access_for_session)(
+                    session_key=self.session_key, user_id=self.access.user_id
+                )
         except DatabaseError:
             # Unable to tell what the user may read now: close cleanly, the page reconnects.
             logger.warning("Could not re-check a socket's access", exc_info=True)

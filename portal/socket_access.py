@@ -59,6 +59,14 @@ def socket_access_for_session(*, session_key: str | None, user_id: int) -> Socke
     return socket_access_for(user=user)
 
 
+def socket_access_for_token(*, token_digest: str, user_id: int) -> SocketAccess | None:
+    """The access of the API token a socket was opened with; ``None`` once it is revoked."""
+    from api.socket_auth import socket_token_user  # the API app builds on this one
+
+    user = socket_token_user(token_digest=token_digest, user_id=user_id)
+    return None if user is None else socket_access_for(user=user)
+
+
 def socket_payload_for(*, access: SocketAccess, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The part of an event this socket may forward, or ``None`` for nothing. A batch of job
     changes keeps the jobs of teams the user may read; any other event that names a team goes

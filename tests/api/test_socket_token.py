@@ -1,0 +1,66 @@
+"""The live websocket accepts an API token as well as the session; revoking the token closes it."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from api.models import ApiToken
+from api.services import api_token_create, api_token_revoke
+from portal.asgi import application
+from portal.consumers import CLOSE_SESSION_ENDED, CLOSE_UNAUTHENTICATED
+from portal.groups import ACCESS_CHANGED, FLEET_GROUP, team_group, user_group
+from tests.factories import MembershipFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("children_disconnected")]
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+async def _open(secret: str) -> tuple[bool, int | None, WebsocketCommunicator]:
+    socket = WebsocketCommunicator(
+        application, "/ws/fleet/", headers=[ORIGIN, (b"authorization", f"Bearer {secret}".encode())]
+    )
+    connected, code = await socket.connect(timeout=10)
+    return connected, code, socket
+
+
+async def test_a_script_opens_the_socket_with_a_token_and_gets_its_teams_events() -> None:
+    membership = await database_sync_to_async(MembershipFactory)()
+    secret = (await database_sync_to_async(api_token_create)(user=membership.user, name="feed")).secret
+
+    connected, _, socket = await _open(secret)
+
+    assert connected
+    layer = get_channel_layer()
+    await layer.group_send(FLEET_GROUP, {"type": "fleet.event", "payload": {"kind": "heartbeat", "seq": 1}})
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "heartbeat"
+    job = {"id": 1, "team": membership.team_id, "state": "running", "event": "started", "message": "", "sim_time_s": 0}
+    await layer.group_send(
+        team_group(membership.team_id), {"type": "fleet.event", "payload": {"kind": "jobs", "jobs": [job]}}
+    )
+    assert (await socket.receive_json_from(timeout=5))["jobs"] == [job]
+    await socket.disconnect()
+
+
+async def test_a_wrong_token_is_closed_as_unauthenticated() -> None:
+    connected, code, socket = await _open("fl_wrong")
+
+    assert not connected
+    assert code == CLOSE_UNAUTHENTICATED
+    await socket.disconnect()
+
+
+async def test_revoking_the_token_closes_its_open_socket_at_the_next_check() -> None:
+    membership = await database_sync_to_async(MembershipFactory)()
+    secret = (await database_sync_to_async(api_token_create)(user=membership.user, name="feed")).secret
+    connected, _, socket = await _open(secret)
+    assert connected
+    key = await database_sync_to_async(lambda: ApiToken.objects.get().token_key)()
+
+    await database_sync_to_async(api_token_revoke)(user=membership.user, token_key=key)
+    await get_channel_layer().group_send(user_group(membership.user_id), {"type": ACCESS_CHANGED})
+
+    assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": CLOSE_SESSION_ENDED}
+    await socket.disconnect()
