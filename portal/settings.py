@@ -363,6 +363,8 @@ SPECTACULAR_SETTINGS = {
         "SchedulerEventKindEnum": "api.enums.SCHEDULER_EVENT_KINDS",
         "QuotaRequestStateEnum": "api.enums.QUOTA_REQUEST_STATES",
         "LevelEnum": "api.views.jobs.LEVEL_CHOICES",
+        "SimulationStateEnum": "simulations.models.Simulation.State",
+        "SimulationSourceEnum": "simulations.models.Simulation.Source",
         "ValidationErrorEnum": "drf_standardized_errors.openapi_serializers.ValidationErrorEnum.choices",
         "ClientErrorEnum": "drf_standardized_errors.openapi_serializers.ClientErrorEnum.choices",
         "ServerErrorEnum": "drf_standardized_errors.openapi_serializers.ServerErrorEnum.choices",
