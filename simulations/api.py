@@ -107,6 +107,7 @@ class SimulationDetailOutput(SimulationOutput):
 
 class SimulationViewSet(ApiViewSet):
     queryset = Simulation.objects.none()  # for the schema; requests use the selectors
+    lookup_value_regex = "[0-9]+"
 
     def get_queryset(self) -> Any:
         return simulations_for_user(user=self.request.user)

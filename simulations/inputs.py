@@ -63,6 +63,13 @@ POLICY_SETTINGS: dict[str, Setting] = {
 assert set(POLICY_SETTINGS) <= {f.name for f in fields(engine.Policy)}
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 def _setting_value(name: str, spec: Setting, value: Any) -> Any:
     if value is None:
         if spec.nullable:
@@ -76,7 +83,7 @@ def _setting_value(name: str, spec: Setting, value: Any) -> Any:
         if value not in spec.choices:
             raise ValidationError({name: f"Must be one of {', '.join(spec.choices)}."})
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise ValidationError({name: "Must be a finite number."})
     if spec.kind is int and value != int(value):
         raise ValidationError({name: "Must be a whole number."})

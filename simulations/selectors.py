@@ -47,6 +47,8 @@ def simulations_for_user(*, user: AnyUser) -> QuerySet[Simulation]:
 
 def simulation_for_user(*, user: AnyUser, simulation_id: int) -> Simulation:
     """One replay the user may see, results included; 404 otherwise (its existence stays private)."""
+    if not 0 < simulation_id < 2**63:  # beyond the id column: nothing there
+        raise Http404("No such simulation.")
     visible = simulations_for_user(user=user).values("id")
     try:
         return Simulation.objects.select_related("team", "created_by").get(pk=simulation_id, id__in=visible)

@@ -112,3 +112,8 @@ def test_anonymous_calls_get_401(db: None) -> None:
     response = APIClient().get(URL)
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_ids_beyond_the_id_column_are_not_found(people: People) -> None:
+    assert _api(people.admin).get(f"{URL}{2**70}/").status_code == 404
+    assert _api(people.admin).get(f"{URL}abc/").status_code == 404

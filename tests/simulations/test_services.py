@@ -82,6 +82,7 @@ def test_a_bad_trace_gets_the_importers_line_numbered_errors_and_writes_nothing(
         ({"policy_settings": {"reservation_depth": 99}}, "reservation_depth", "between 0 and 16"),
         ({"policy_settings": {"backfill": "yes"}}, "backfill", "true or false"),
         ({"policy_settings": {"age_weight": float("nan")}}, "age_weight", "finite"),
+        ({"policy_settings": {"age_weight": 10**400}}, "age_weight", "finite"),
         ({"policy_settings": {"within_team_order": "random"}}, "within_team_order", "one of"),
         ({"fleet_spec": "/etc/fleet.json"}, "fleet_spec", "PODSxRACKSxNODESxGPUS"),
         ({"fleet_spec": "64x64x64x8"}, "fleet_spec", "At most 4,096 nodes"),
