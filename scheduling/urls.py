@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/new/", views.job_submit_view, name="job-submit"),
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/live/", views.job_live, name="job-live"),
     path("jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job-cancel"),
     path("fleet/", views.fleet_map_view, name="fleet-map"),
     path("fleet/node-action/", views.node_action_view, name="node-action"),

@@ -1,16 +1,21 @@
 """Job pages: list with pending reasons and estimated starts, detail with history, submit, cancel,
-and the fleet map."""
+and the fleet map. The list and the job page each have a part that the page re-reads when its
+live connection (re)opens and on each event for it, so what they show is never older than a tick."""
 
 from __future__ import annotations
+
+import csv
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from api.views.jobs import JobFilter
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import fleet_map, job_events, job_for_user, job_nodes, jobs_for_user
@@ -25,38 +30,153 @@ STATE_FILTERS = {
     "pending": (Job.State.PENDING,),
     "running": (Job.State.RUNNING,),
     "ended": (Job.State.COMPLETED, Job.State.CANCELLED, Job.State.TIMED_OUT),
+    "all": None,
 }
+# Sortable columns: the query parameter's value -> the ordering (newest first breaks ties).
+SORTS = {
+    "id": ("id",),
+    "name": ("name", "-id"),
+    "team": ("team__name", "-id"),
+    "user": ("submitted_by__username", "-id"),
+    "submitted": ("submit_s", "id"),
+    "gpus": ("gpus", "-id"),
+    "state": ("state", "-id"),
+}
+SORT_COLUMNS = [
+    ("id", "#"),
+    ("name", "Name"),
+    ("team", "Team"),
+    ("user", "Submitted by"),
+    ("submitted", "Submitted"),
+    ("gpus", "GPUs"),
+    ("state", "State"),
+    ("", "Why pending / placement"),
+    ("", "When"),
+]
+# Cancelling a gang at least this large asks first: it may hold most of a rack.
+CONFIRM_CANCEL_GPUS = 16
+CSV_MAX_ROWS = 100_000
+
+
+def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, JobFilter]:
+    """The user's jobs as the list's query string selects them: a state group (``show``), the
+    API's filters (team, user, kind, accelerator, state, submission dates), a search over name and
+    id (``q``) and a sort (``sort``, ``-`` first for descending)."""
+    show = request.GET.get("show", "active")
+    show = show if show in STATE_FILTERS else "active"
+    jobs = jobs_for_user(user=request.user, states=STATE_FILTERS[show]).select_related("submitted_by")
+    filters = JobFilter(request.GET, queryset=jobs)
+    jobs = filters.qs if filters.is_valid() else jobs.none()
+    query = request.GET.get("q", "").strip()[:200]
+    if query:
+        match = Q(name__icontains=query)
+        if query.lstrip("#").isdigit():
+            match |= Q(pk=int(query.lstrip("#")))
+        jobs = jobs.filter(match)
+    sort = request.GET.get("sort", "-id")
+    if sort.removeprefix("-") not in SORTS:
+        sort = "-id"
+    first, *ties = SORTS[sort.removeprefix("-")]
+    return jobs.order_by(f"-{first}" if sort.startswith("-") else first, *ties), show, sort, filters
 
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    show = request.GET.get("show", "active")
-    jobs = jobs_for_user(user=request.user, states=STATE_FILTERS.get(show, Job.ACTIVE_STATES)).order_by("-id")
+    jobs, show, sort, filters = _jobs_listed(request)
+    if request.GET.get("format") == "csv":
+        return _jobs_csv(jobs)
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    now_s = fleet_now_s()
     pending = pending_info_for(job_ids=[job.pk for job in page if job.state == Job.State.PENDING])
     for job in page:
         job.pending = pending.get(job.pk)
-    return render(
-        request,
-        "scheduling/job_list.html",
-        {"page": page, "show": show, "filters": list(STATE_FILTERS), "now_s": fleet_now_s()},
-    )
+    context = {
+        "page": page,
+        "show": show,
+        "sort": sort,
+        "query": request.GET.get("q", ""),
+        "filters": list(STATE_FILTERS),
+        "sort_columns": SORT_COLUMNS,
+        "filter_errors": filters.errors,
+        "now_s": now_s,
+        "may_submit": teams_for_user(user=request.user).exists(),
+        "querystring": _querystring(request, drop=("page", "part", "format")),
+    }
+    template = "scheduling/_job_rows.html" if request.GET.get("part") == "rows" else "scheduling/job_list.html"
+    return render(request, template, context)
+
+
+def _querystring(request: HttpRequest, *, drop: tuple[str, ...]) -> str:
+    params = request.GET.copy()
+    for name in drop:
+        params.pop(name, None)
+    return params.urlencode()
+
+
+def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
+    """The filtered history as CSV, streamed: fleet-clock seconds, as the ledger keeps them."""
+
+    class Echo:
+        def write(self, value: str) -> str:
+            return value
+
+    writer = csv.writer(Echo())
+    header = ["id", "name", "team", "submitted_by", "kind", "priority_class", "accelerator", "gpus", "state"]
+    header += ["submit_s", "started_s", "finished_s", "duration_s", "time_limit_s", "restarts"]
+
+    def rows() -> object:
+        yield writer.writerow(header)
+        for job in jobs[:CSV_MAX_ROWS].iterator(chunk_size=2000):
+            yield writer.writerow(
+                [
+                    job.pk,
+                    job.name,
+                    job.team.slug,
+                    job.submitted_by.get_username() if job.submitted_by else "",
+                    job.kind,
+                    job.priority_class.name,
+                    job.accelerator_type.name,
+                    job.gpus,
+                    job.state,
+                    job.submit_s,
+                    job.started_s,
+                    job.finished_s,
+                    job.duration_s,
+                    job.time_limit_s,
+                    job.restarts,
+                ]
+            )
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="fleetline-jobs.csv"'
+    return response
+
+
+def _job_context(request: HttpRequest, job_id: int) -> dict[str, object]:
+    # The clock first: a tick that commits between the two reads then shows in the job, never
+    # the other way round (a job older than the time it is shown at).
+    now_s = fleet_now_s()
+    job = job_for_user(user=request.user, job_id=job_id)
+    job.pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
+    return {
+        "job": job,
+        "events": job_events(job=job),
+        "nodes": job_nodes(job=job),
+        "now_s": now_s,
+        "confirm_cancel_gpus": CONFIRM_CANCEL_GPUS,
+    }
 
 
 @login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = job_for_user(user=request.user, job_id=job_id)
-    job.pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
-    return render(
-        request,
-        "scheduling/job_detail.html",
-        {
-            "job": job,
-            "events": job_events(job=job),
-            "nodes": job_nodes(job=job),
-            "now_s": fleet_now_s(),
-        },
-    )
+    return render(request, "scheduling/job_detail.html", _job_context(request, job_id))
+
+
+@login_required
+def job_live(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job page's live part alone: the page fetches it when its socket (re)connects and on
+    each of the job's events."""
+    return render(request, "scheduling/_job_live.html", _job_context(request, job_id))
 
 
 @login_required

@@ -3,11 +3,18 @@
 window.Fleetline = window.Fleetline || {};
 Fleetline.live = (function () {
   var handlers = {};
+  var openHandlers = [];
   var delayMs = 500;
   function connect() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + "/ws/fleet/");
-    socket.onopen = function () { delayMs = 500; document.body.dataset.live = "open"; };
+    socket.onopen = function () {
+      delayMs = 500;
+      document.body.dataset.live = "open";
+      // Events sent while the socket was not connected (before it first opened, or between a
+      // drop and this reconnect) never arrive: pages re-read their state now instead.
+      openHandlers.forEach(function (fn) { fn(); });
+    };
     socket.onmessage = function (message) {
       var event = JSON.parse(message.data);
       // A tick's job changes arrive as one batch; handlers see them one job at a time.
@@ -25,8 +32,39 @@ Fleetline.live = (function () {
   document.addEventListener("DOMContentLoaded", connect);
   return {
     on: function (kind, fn) { (handlers[kind] = handlers[kind] || []).push(fn); },
+    onOpen: function (fn) { openHandlers.push(fn); },
   };
 })();
+
+// Keeps one server-rendered part of a page current: `refresh()` fetches `url()` and swaps the
+// element's content for the answer. One fetch at a time, and a refresh asked for while one is
+// in flight runs after it, so an older answer never replaces a newer one. The server renders
+// the same template as the full page, so controls follow the state (no Cancel on an ended job).
+Fleetline.Part = function (elementId, url, afterSwap) {
+  var busy = false, again = false;
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true; again = false;
+    fetch(url(), { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        var element = document.getElementById(elementId);
+        if (html !== null && element) {
+          element.innerHTML = html;
+          if (afterSwap) afterSwap(element);
+        }
+      })
+      .catch(function () { /* the next event or reconnect refreshes again */ })
+      .finally(function () { busy = false; if (again) refresh(); });
+  }
+  return { refresh: refresh };
+};
+
+// Says a short sentence in the page's polite live region, for screen readers.
+Fleetline.announce = function (text) {
+  var region = document.getElementById("live-announcer");
+  if (region && region.textContent !== text) region.textContent = text;
+};
 
 // Fleet-clock seconds as "day 3, 14:05", matching the server's fleet_time filter.
 Fleetline.fleetTime = function (seconds) {
@@ -40,3 +78,10 @@ Fleetline.stateLabel = function (state) {
   var text = state.replace("_", " ");
   return text.charAt(0).toUpperCase() + text.slice(1);
 };
+
+// Forms with data-confirm ask first (cancelling a large job, removing a member). Delegated,
+// so forms inside refreshed parts of a page ask too.
+document.addEventListener("submit", function (event) {
+  var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+  if (question && !window.confirm(question)) event.preventDefault();
+});

@@ -183,3 +183,78 @@ def test_the_team_page_shows_usage_and_each_pending_job_with_its_reason(fleet: F
     html = response.content.decode()
     assert "queued-run" in html
     assert "in 10m" in html or "in 9m" in html
+
+
+def test_the_job_pages_live_part_follows_the_job_and_hides_cancel_once_it_ends(fleet: Fleet, member: Client) -> None:
+    job = fleet.submit(gpus=8, duration_s=600.0, name="short")
+    fleet.tick()
+
+    running = member.get(f"/jobs/{job.pk}/live/").content.decode()
+    assert 'id="job-state">Running' in running
+    assert "Started" in running and "Cancel job" in running
+    assert "<html" not in running  # the part alone, for the page to swap in
+
+    for _ in range(3):
+        fleet.tick(5.0)
+    ended = member.get(f"/jobs/{job.pk}/live/").content.decode()
+    assert 'id="job-state">Completed' in ended
+    assert "Cancel job" not in ended and "Estimated start" not in ended and "Ended" in ended
+
+
+def test_an_outsider_cannot_read_another_teams_job_part(fleet: Fleet, outsider: Client) -> None:
+    job = fleet.submit(gpus=8)
+    assert outsider.get(f"/jobs/{job.pk}/live/").status_code == 404
+
+
+def test_only_a_large_jobs_cancel_button_asks_for_confirmation(fleet: Fleet, member: Client) -> None:
+    small, large = fleet.submit(gpus=8), fleet.submit(gpus=16, name="large")
+    assert "data-confirm" not in member.get(f"/jobs/{small.pk}/").content.decode()
+    assert "16-GPU gang" in member.get(f"/jobs/{large.pk}/").content.decode()
+
+
+def test_the_job_list_shows_submitter_and_times_and_searches_by_name_or_number(fleet: Fleet, member: Client) -> None:
+    alpha, beta = fleet.submit(gpus=8, name="alpha-run"), fleet.submit(gpus=32, name="beta-run")
+    fleet.tick()
+
+    page = member.get("/jobs/").content.decode()
+    assert "Submitted by" in page and "started day 1" in page and "elapsed" in page
+
+    found = member.get("/jobs/", {"q": "alpha"}).content.decode()
+    assert "alpha-run" in found and "beta-run" not in found
+    by_number = member.get("/jobs/", {"q": f"#{beta.pk}"}).content.decode()
+    assert "beta-run" in by_number and "alpha-run" not in by_number
+    assert alpha.pk != beta.pk
+
+
+def test_the_job_list_takes_the_apis_filters_and_sorts(fleet: Fleet, member: Client) -> None:
+    fleet.submit(gpus=8, name="small-train")
+    fleet.submit(gpus=8, name="serve-one", kind="serving", priority_class_id=fleet.serving.pk)
+
+    serving_only = member.get("/jobs/", {"kind": "serving"}).content.decode()
+    assert "serve-one" in serving_only and "small-train" not in serving_only
+    by_name = member.get("/jobs/", {"sort": "name", "part": "rows"}).content.decode()
+    assert by_name.index("serve-one") < by_name.index("small-train")
+    by_name_desc = member.get("/jobs/", {"sort": "-name", "part": "rows"}).content.decode()
+    assert by_name_desc.index("small-train") < by_name_desc.index("serve-one")
+    assert member.get("/jobs/", {"sort": "password"}).status_code == 200  # unknown sorts fall back
+
+
+def test_the_job_list_exports_the_filtered_history_as_csv(fleet: Fleet, member: Client, outsider: Client) -> None:
+    fleet.submit(gpus=8, name="kept")
+    fleet.submit(gpus=8, name="other", kind="serving", priority_class_id=fleet.serving.pk)
+
+    response = member.get("/jobs/", {"show": "all", "kind": "training", "format": "csv"})
+    body = b"".join(response.streaming_content).decode()
+    assert response["Content-Type"] == "text/csv"
+    assert body.splitlines()[0].startswith("id,name,team,submitted_by")
+    assert "kept" in body and "other" not in body
+    outsider_body = b"".join(outsider.get("/jobs/", {"show": "all", "format": "csv"}).streaming_content).decode()
+    assert "kept" not in outsider_body
+
+
+def test_someone_in_no_team_sees_no_submit_button_on_the_job_list(fleet: Fleet) -> None:
+    client = Client()
+    client.force_login(UserFactory())
+    page = client.get("/jobs/").content.decode()
+    assert "Submit a job" not in page and "No jobs here yet" not in page
+    assert "you are in none" in page
