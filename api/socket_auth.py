@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from knox.auth import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from api.authentication import BearerTokenAuthentication
 from api.models import ApiToken
 
 
@@ -29,7 +29,7 @@ def socket_user_for_token(*, headers: Iterable[tuple[bytes, bytes]]) -> tuple[Ab
     if secret is None:
         return None
     try:
-        user, token = TokenAuthentication().authenticate_credentials(secret.encode())
+        user, token = BearerTokenAuthentication().authenticate_credentials(secret.encode())
     except AuthenticationFailed:
         return None
     return user, token.digest

@@ -22,7 +22,7 @@ class ApiUserThrottle(UserRateThrottle):
 
 
 class ApiSubmitThrottle(ApiUserThrottle):
-    """Submissions: a budget of their own beside the general one."""
+    """Submissions: a budget of their own instead of the general one."""
 
     scope = "api-submit"
     setting = "API_SUBMIT_THROTTLE_RATE"

@@ -330,7 +330,7 @@ KNOX_TOKEN_MODEL = "api.ApiToken"
 MIGRATION_MODULES = {"knox": None}
 REST_KNOX = {"AUTH_HEADER_PREFIX": "Bearer", "TOKEN_TTL": None, "TOKEN_PREFIX": "fl_"}
 # Per-user request rates of the v1 API ("N/s", "N/min", "N/hour"), counted in the shared Redis so
-# that every web process enforces one budget; submissions have a budget of their own.
+# that every web process enforces one budget; submissions count against a budget of their own.
 API_THROTTLE_RATE = os.environ.get("API_THROTTLE_RATE", "6000/min")
 API_SUBMIT_THROTTLE_RATE = os.environ.get("API_SUBMIT_THROTTLE_RATE", "3000/min")
 CACHES = {

@@ -7,7 +7,6 @@ from typing import Any
 
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_standardized_errors.handler import exception_handler
-from knox.auth import TokenAuthentication as BearerTokenAuthentication
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -16,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
+from api.authentication import BearerTokenAuthentication
 from api.pagination import IdCursorPagination
 from api.throttling import ApiUserThrottle
 from portal.parsers import BoundedJSONParser
