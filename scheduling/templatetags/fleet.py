@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from django import template
+from datetime import datetime
 
+from django import template
+from django.conf import settings
+from django.utils import timezone
+
+from scheduling import fleet_calendar as calendar
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
 from scheduling.services.pending import PendingInfo
 
@@ -33,6 +38,41 @@ def fleet_time(seconds: float | None) -> str:
     total = int(seconds // 60)
     days, rest = divmod(total, 24 * 60)
     return f"day {days + 1}, {rest // 60:02d}:{rest % 60:02d}"
+
+
+@register.filter
+def fleet_datetime(seconds: float | None) -> str:
+    """A fleet-clock instant on the fleet calendar, labelled: ``2026-01-03 14:05 fleet time``
+    (``scheduling.fleet_calendar``; on a real fleet at clock speed 1 it is wall time)."""
+    if seconds is None:
+        return "—"
+    return f"{calendar.fleet_datetime(seconds):%Y-%m-%d %H:%M} fleet time"
+
+
+@register.filter
+def fleet_date(seconds: float | None) -> str:
+    """The fleet calendar day of a fleet-clock instant: ``2026-01-03``."""
+    if seconds is None:
+        return "—"
+    return f"{calendar.fleet_datetime(seconds):%Y-%m-%d}"
+
+
+@register.filter
+def wall_time(moment: datetime | None) -> str:
+    """A wall-clock instant (audit log, notices), labelled: ``2026-11-30 14:05 wall time (UTC)``."""
+    if moment is None:
+        return "—"
+    local = timezone.localtime(moment)
+    return f"{local:%Y-%m-%d %H:%M} wall time ({local.tzname()})"
+
+
+@register.simple_tag
+def fleet_clock_note() -> str:
+    """One line for a page that shows times: which clock is which."""
+    return (
+        f"Fleet times are on the fleet calendar (fleet second 0 = {calendar.fleet_epoch():%Y-%m-%d %H:%M %Z}, "
+        f"clock speed {settings.FLEET_CLOCK_SPEED:g}x); wall times are real time."
+    )
 
 
 @register.filter

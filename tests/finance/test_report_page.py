@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -12,6 +13,7 @@ from django.test import Client
 from openpyxl import load_workbook
 
 from finance.models import Budget
+from scheduling.models import JobUsage
 from tests.finance.ledger import Books, books_build
 
 JANUARY = {"month": "2026-01"}
@@ -170,3 +172,21 @@ def test_the_per_job_csv_carries_the_detail(books: Books) -> None:
     assert lines[0][:4] == ["Job", "Name", "Team", "User"]
     assert sorted(line[1] for line in lines[1:]) == ["long-run", "sweep"]
     assert sum(Decimal(line[9]) for line in lines[1:]) == Decimal("376.00")
+
+
+def test_a_lead_sees_their_teams_spend_against_budget_on_the_team_page(books: Books) -> None:
+    # Move January's 10th into the fleet's current month, February: 80 GPU-h at 3.00.
+    JobUsage.objects.filter(day=date(2026, 1, 10)).update(day=date(2026, 2, 10))
+
+    response = _client(books.lead).get(f"/teams/{books.vision.slug}/")
+
+    html = response.content.decode()
+    assert 'id="team-budget"' in html
+    assert '240.00</strong> of <span id="budget-amount">500.00</span> EUR spent (48 %)' in html
+
+
+def test_a_member_sees_no_money_on_the_team_page(books: Books) -> None:
+    response = _client(books.member).get(f"/teams/{books.vision.slug}/")
+
+    assert response.status_code == 200
+    assert 'id="team-budget"' not in response.content.decode()

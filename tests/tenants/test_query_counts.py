@@ -10,8 +10,9 @@ from tests.tenants.conftest import World, client_for
 pytestmark = pytest.mark.django_db
 
 # session, user, groups, team, membership role, quotas, capacity, accelerator types (table and form),
-# request history, current usage, pending jobs, the fleet clock, and the nav's unread-notice count
-TEAM_PAGE_QUERIES = 13
+# request history, current usage, pending jobs, the fleet clock, the nav's unread-notice count, and
+# the budget block's role check and budget lookup
+TEAM_PAGE_QUERIES = 15
 # session, user, groups, pending requests, quotas, capacity, policy, unread-notice count
 QUEUE_QUERIES = 8
 
