@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
+from finance.demo import finance_demo_seed
 from scheduling.models import AcceleratorType, Node, Pod, Rack, ServingDeployment
 from tenants.models import Department, Membership, PriorityClass, Team
 from tenants.roles import FINANCE, FLEET_ADMIN
@@ -40,6 +41,7 @@ def demo_seed(*, gpus_per_node: int = 8) -> None:
     _seed_users(first_team=teams[0])
     demo_quotas_seed()
     _seed_deployments()
+    finance_demo_seed()
 
 
 def _seed_fleet(*, gpus_per_node: int) -> None:
