@@ -17,7 +17,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -138,15 +138,22 @@ def simulation_start(*, user: AbstractBaseUser, request: SimulationRequest) -> S
     return simulation
 
 
+def _abandoned_before() -> datetime:
+    """A replay still running after its wall-time bound and a margin lost its worker (killed, or
+    stopped by the task's hard time limit) and will not report again."""
+    return timezone.now() - timedelta(seconds=settings.SIMULATION_MAX_WALL_S + 120)
+
+
 def simulation_cancel(*, simulation: Simulation) -> Simulation:
-    """A queued replay is cancelled at once; a running one stops at its next progress report."""
+    """A queued replay, or one whose worker is gone, is cancelled at once; a running one stops at
+    its next progress report."""
     now = timezone.now()
-    if Simulation.objects.filter(pk=simulation.pk, state=Simulation.State.QUEUED).update(
-        state=Simulation.State.CANCELLED, cancel_requested=True, finished_at=now
-    ):
-        simulation.refresh_from_db()
-        return simulation
-    Simulation.objects.filter(pk=simulation.pk, state=Simulation.State.RUNNING).update(cancel_requested=True)
+    stopped = Simulation.objects.filter(
+        Q(state=Simulation.State.QUEUED) | Q(state=Simulation.State.RUNNING, started_at__lt=_abandoned_before()),
+        pk=simulation.pk,
+    ).update(state=Simulation.State.CANCELLED, cancel_requested=True, finished_at=now)
+    if not stopped:
+        Simulation.objects.filter(pk=simulation.pk, state=Simulation.State.RUNNING).update(cancel_requested=True)
     simulation.refresh_from_db()
     return simulation
 
@@ -200,12 +207,12 @@ class _Progress:
 def _claim(simulation_id: int) -> bool:
     """Queued -> running, once. A replay still marked running long after its wall-time bound lost
     its worker (the task is delivered again after a worker dies): it is claimed again."""
-    now = timezone.now()
-    abandoned = now - timedelta(seconds=settings.SIMULATION_MAX_WALL_S + 120)
     return bool(
         Simulation.objects.filter(pk=simulation_id, cancel_requested=False)
-        .filter(Q(state=Simulation.State.QUEUED) | Q(state=Simulation.State.RUNNING, started_at__lt=abandoned))
-        .update(state=Simulation.State.RUNNING, started_at=now, progress=0.0)
+        .filter(
+            Q(state=Simulation.State.QUEUED) | Q(state=Simulation.State.RUNNING, started_at__lt=_abandoned_before())
+        )
+        .update(state=Simulation.State.RUNNING, started_at=timezone.now(), progress=0.0)
     )
 
 

@@ -4,6 +4,7 @@ before anything is written, and a replay ends succeeded, failed or cancelled wit
 from __future__ import annotations
 
 import zlib
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -203,3 +204,15 @@ def test_a_replay_is_run_once_even_when_its_task_is_delivered_twice(people: Peop
     simulation = simulation_start(user=people.admin, request=trace_request(trace_data=GOOD_TRACE))
     assert simulation_run(simulation_id=simulation.pk) == "succeeded"
     assert simulation_run(simulation_id=simulation.pk) is None
+
+
+def test_a_replay_whose_worker_died_is_cancelled_at_once_or_run_again(people: People, settings: Any) -> None:
+    simulation = simulation_start(user=people.admin, request=trace_request())
+    long_ago = timezone.now() - timedelta(seconds=settings.SIMULATION_MAX_WALL_S + 300)
+    Simulation.objects.filter(pk=simulation.pk).update(state="running", started_at=long_ago)
+    # Delivered again after its worker died: claimed again and run to its end.
+    assert simulation_run(simulation_id=simulation.pk) == "succeeded"
+
+    other = simulation_start(user=people.admin, request=trace_request())
+    Simulation.objects.filter(pk=other.pk).update(state="running", started_at=long_ago)
+    assert simulation_cancel(simulation=other).state == "cancelled"
