@@ -185,6 +185,11 @@ def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType, lo
 
 
 @transaction.atomic
+def job_spec_errors(*, team: Team, spec: JobSpec) -> dict[str, str]:
+    """What `job_submit` would refuse in ``spec`` for ``team``, by field; writes nothing."""
+    return _spec_errors(spec, team, _lookups(spec, team))
+
+
 def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> Job:
     """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field.
 
