@@ -32,24 +32,91 @@ FIELD_FOR_ERROR = {
 LEVEL_CHOICES = [("", "any")] + list(Level.choices)
 
 
+class PriorityClassSelect(forms.Select):
+    """Each option says which job kind its class is for, so the page can offer only the classes
+    that fit the chosen kind."""
+
+    kinds: dict[str, str]
+
+    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, *args, **kwargs)
+        kind = getattr(self, "kinds", {}).get(str(value))
+        if kind:
+            option["attrs"]["data-kind"] = kind
+        return option
+
+
 class JobSubmitForm(forms.Form):
-    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
-    name = forms.CharField(max_length=200)
-    kind = forms.ChoiceField(choices=JobKind.choices, initial=JobKind.TRAINING)
-    priority_class = forms.ModelChoiceField(queryset=PriorityClass.objects.order_by("-value"), empty_label=None)
-    accelerator_type = forms.ModelChoiceField(queryset=AcceleratorType.objects.order_by("name"), empty_label=None)
-    gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, label="GPUs (gang size)")
-    min_gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, label="Elastic: minimum GPUs")
-    max_gpus = forms.IntegerField(min_value=1, max_value=MAX_GANG_GPUS, required=False, label="Elastic: maximum GPUs")
-    duration_h = forms.FloatField(min_value=0.01, max_value=MAX_DURATION_S / 3600, label="Work at full size (hours)")
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None, help_text="Whose quota it runs on.")
+    name = forms.CharField(max_length=200, help_text="For you and your team; it need not be unique.")
+    kind = forms.ChoiceField(
+        choices=JobKind.choices,
+        initial=JobKind.TRAINING,
+        help_text="Training and batch yield to serving; serving scales with demand and is not preempted.",
+    )
+    priority_class = forms.ModelChoiceField(
+        queryset=PriorityClass.objects.order_by("-value"),
+        empty_label=None,
+        widget=PriorityClassSelect,
+        help_text="Only the classes for the chosen kind are offered. Higher classes go first.",
+    )
+    accelerator_type = forms.ModelChoiceField(
+        queryset=AcceleratorType.objects.order_by("name"),
+        empty_label=None,
+        label="Accelerator",
+        help_text="Defaults to the type your team has the most quota for.",
+    )
+    gpus = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_GANG_GPUS,
+        label="GPUs (gang size)",
+        help_text="All start together or none does. Above one node's GPUs, whole nodes are taken.",
+    )
+    min_gpus = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_GANG_GPUS,
+        required=False,
+        label="Elastic: minimum GPUs",
+        help_text="Optional. The job may start, or shrink under pressure, down to this many GPUs; it runs "
+        "slower in proportion.",
+    )
+    max_gpus = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_GANG_GPUS,
+        required=False,
+        label="Elastic: maximum GPUs",
+        help_text="Optional. The job may grow up to this many GPUs when they are idle.",
+    )
+    duration_h = forms.FloatField(
+        min_value=0.01,
+        max_value=MAX_DURATION_S / 3600,
+        label="Work at full size (hours)",
+        help_text="How long the job computes on its full gang. It takes longer when shrunk, spread over "
+        "pods, or preempted.",
+    )
     time_limit_h = forms.FloatField(
-        min_value=0.01, max_value=MAX_TIME_LIMIT_S / 3600, required=False, label="Time limit (hours)"
+        min_value=0.01,
+        max_value=MAX_TIME_LIMIT_S / 3600,
+        required=False,
+        label="Time limit (hours)",
+        help_text="Optional. The job is stopped at this point of its run. A tight limit lets it fill gaps "
+        "sooner (backfill); within your team, shorter limits go first.",
     )
     checkpoint_interval_min = forms.FloatField(
-        min_value=1, max_value=MAX_CHECKPOINT_INTERVAL_S / 60, required=False, label="Checkpoint every (minutes)"
+        min_value=1,
+        max_value=MAX_CHECKPOINT_INTERVAL_S / 60,
+        required=False,
+        label="Checkpoint every (minutes)",
+        help_text="Optional. After a preemption or failure the job resumes from its last checkpoint; "
+        "without checkpoints it starts over.",
     )
     checkpoint_gb = forms.FloatField(
-        min_value=0, max_value=MAX_CHECKPOINT_GB, required=False, initial=0, label="Checkpoint size (GB)"
+        min_value=0,
+        max_value=MAX_CHECKPOINT_GB,
+        required=False,
+        initial=0,
+        label="Checkpoint size (GB)",
+        help_text="What a restart reads back from shared storage: larger checkpoints restore slower.",
     )
     checkpoint_on_preempt = forms.BooleanField(
         required=False,
@@ -57,12 +124,39 @@ class JobSubmitForm(forms.Form):
         help_text="It saves its state within the grace period when told to stop, so a preemption costs only "
         "that period.",
     )
-    required_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Must fit within")
-    preferred_level = forms.ChoiceField(choices=LEVEL_CHOICES, required=False, label="Prefer within")
+    required_level = forms.ChoiceField(
+        choices=LEVEL_CHOICES,
+        required=False,
+        label="Must fit within",
+        help_text="The job waits until its whole gang fits in one domain of this size (node, rack, pod). "
+        "Wider gangs run slower.",
+    )
+    preferred_level = forms.ChoiceField(
+        choices=LEVEL_CHOICES,
+        required=False,
+        label="Prefer within",
+        help_text="The scheduler tries this domain size first, then spreads wider rather than wait long.",
+    )
 
-    def __init__(self, *args: Any, teams: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, teams: Any, default_accelerators: dict[int, int] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams
+        classes = list(PriorityClass.objects.order_by("-value").values_list("pk", "kind"))
+        self.fields["priority_class"].widget.kinds = {str(pk): kind for pk, kind in classes}
+        # Defaults that submit as they are: the highest class for the default kind, and the
+        # accelerator the first team has the most quota for.
+        kind = self.fields["kind"].initial
+        self.fields["priority_class"].initial = next((pk for pk, k in classes if k == kind), None)
+        first_team = teams.first()
+        if first_team is not None and default_accelerators:
+            self.fields["accelerator_type"].initial = default_accelerators.get(first_team.pk)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        priority, kind = data.get("priority_class"), data.get("kind")
+        if priority is not None and kind and priority.kind != kind:
+            self.add_error("priority_class", f"Priority class {priority.name} is for {priority.kind} jobs, not {kind}.")
+        return data
 
     def spec(self) -> JobSpec:
         data = self.cleaned_data

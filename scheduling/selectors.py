@@ -14,6 +14,7 @@ from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, Sch
 from scheduling.services.pending import pending_info_for
 from tenants.models import Membership, Team
 from tenants.permissions import is_fleet_admin
+from tenants.selectors import quota_overview_for_team
 
 AnyUser = AbstractBaseUser | AnonymousUser
 
@@ -224,3 +225,41 @@ def usage_report(*, start: datetime, end: datetime) -> tuple[list[UsageRow], Fle
         (fleet["capacity"] or 0.0) / 3600, allocated, (fleet["idle"] or 0.0) / 3600, (fleet["down"] or 0.0) / 3600
     )
     return usage, totals
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaLeft:
+    """What a team may still start on one accelerator type: within its guarantee (never
+    preempted for quota) and with borrowing (None: unlimited)."""
+
+    accelerator_type_id: int
+    accelerator: str
+    guaranteed: int
+    in_use: int
+    guaranteed_left: int
+    borrow_left: int | None
+
+
+def quota_left_for_teams(*, teams: QuerySet[Team]) -> dict[int, list[QuotaLeft]]:
+    """Per team of ``teams`` (already scoped to the user), per accelerator type, the quota left
+    now; four queries per team."""
+    left: dict[int, list[QuotaLeft]] = {}
+    for team in teams:
+        left[team.pk] = [
+            QuotaLeft(
+                row.accelerator_type_id,
+                row.accelerator_type,
+                row.guaranteed,
+                row.in_use,
+                max(0, row.guaranteed - row.in_use),
+                None if row.borrow_limit is None else max(0, row.guaranteed + row.borrow_limit - row.in_use),
+            )
+            for row in quota_overview_for_team(team=team)
+        ]
+    return left
+
+
+def default_accelerator_for(left: list[QuotaLeft]) -> int | None:
+    """The accelerator type a team most likely runs on: its largest guarantee, then its largest use."""
+    best = max(left, key=lambda row: (row.guaranteed, row.in_use), default=None)
+    return None if best is None else best.accelerator_type_id

@@ -18,10 +18,20 @@ from django.views.decorators.http import require_POST
 from api.views.jobs import JobFilter
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
-from scheduling.selectors import fleet_map, job_events, job_for_user, job_nodes, jobs_for_user
+from scheduling.selectors import (
+    QuotaLeft,
+    default_accelerator_for,
+    fleet_map,
+    job_events,
+    job_for_user,
+    job_nodes,
+    jobs_for_user,
+    quota_left_for_teams,
+)
 from scheduling.services.failures import NODE_ACTIONS, node_action
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
 from scheduling.services.pending import pending_info_for
+from scheduling.services.preview import job_start_preview
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import teams_for_user
 
@@ -179,10 +189,17 @@ def job_live(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "scheduling/_job_live.html", _job_context(request, job_id))
 
 
+def _submit_form(request: HttpRequest, data: object | None) -> tuple[JobSubmitForm, dict[int, list[QuotaLeft]]]:
+    teams = teams_for_user(user=request.user)
+    left = quota_left_for_teams(teams=teams)
+    defaults = {team_id: default_accelerator_for(rows) for team_id, rows in left.items()}
+    form = JobSubmitForm(data, teams=teams, default_accelerators={k: v for k, v in defaults.items() if v})
+    return form, left
+
+
 @login_required
 def job_submit_view(request: HttpRequest) -> HttpResponse:
-    teams = teams_for_user(user=request.user)
-    form = JobSubmitForm(request.POST or None, teams=teams)
+    form, left = _submit_form(request, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             job = job_submit(team=form.cleaned_data["team"], spec=form.spec(), user=request.user)
@@ -191,7 +208,27 @@ def job_submit_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Submitted {job.name}.")
             return redirect("job-detail", job_id=job.pk)
-    return render(request, "scheduling/job_submit.html", {"form": form, "has_teams": teams.exists()})
+    hints = {
+        str(team_id): {
+            "default": default_accelerator_for(rows),
+            "left": {str(row.accelerator_type_id): [row.guaranteed_left, row.borrow_left, row.in_use] for row in rows},
+        }
+        for team_id, rows in left.items()
+    }
+    return render(request, "scheduling/job_submit.html", {"form": form, "has_teams": bool(left), "quota_hints": hints})
+
+
+@login_required
+def job_submit_estimate(request: HttpRequest) -> HttpResponse:
+    """When the job on the submit form would start if submitted now (a part of the form page)."""
+    data = request.GET.copy()
+    if not data.get("name", "").strip():
+        data["name"] = "preview"  # the name does not change when a job starts
+    form, _ = _submit_form(request, data)
+    preview = None
+    if form.is_valid():
+        preview = job_start_preview(team=form.cleaned_data["team"], spec=form.spec())
+    return render(request, "scheduling/_start_preview.html", {"form": form, "preview": preview})
 
 
 @login_required

@@ -258,3 +258,54 @@ def test_someone_in_no_team_sees_no_submit_button_on_the_job_list(fleet: Fleet) 
     page = client.get("/jobs/").content.decode()
     assert "Submit a job" not in page and "No jobs here yet" not in page
     assert "you are in none" in page
+
+
+def test_the_submit_form_defaults_to_a_class_of_the_default_kind_and_the_teams_accelerator(
+    fleet: Fleet, member: Client
+) -> None:
+    from tests.factories import AcceleratorTypeFactory
+
+    AcceleratorTypeFactory(name="A100")  # first by name, but the team has no quota for it
+    form = member.get("/jobs/new/").context["form"]
+
+    assert form["kind"].value() == "training"
+    assert form["priority_class"].value() == fleet.training.pk
+    assert form["accelerator_type"].value() == fleet.accelerator.pk
+    page = member.get("/jobs/new/").content.decode()
+    assert f'value="{fleet.serving.pk}" data-kind="serving"' in page
+    assert "Work at full size" in page and "Must fit within" in page and "Checkpoints when preempted" in page
+    assert all(field.help_text for field in form)
+
+
+def test_the_submit_form_refuses_a_class_of_another_kind_on_the_class_field(fleet: Fleet, member: Client) -> None:
+    response = member.post("/jobs/new/", _form(fleet, priority_class=fleet.serving.pk))
+    assert response.status_code == 200
+    assert "is for serving jobs, not training" in response.context["form"].errors["priority_class"][0]
+    assert not Job.objects.exists()
+
+
+def test_the_start_preview_says_a_job_that_fits_would_start_at_the_next_cycle(fleet: Fleet, member: Client) -> None:
+    answer = member.get("/jobs/new/estimate/", _form(fleet, gpus=8, name=""))
+    assert "Would start at the next scheduling cycle" in answer.content.decode()
+    assert not Job.objects.exists()  # a preview writes nothing
+
+
+def test_the_start_preview_gives_the_engines_reason_and_estimate_for_a_job_that_would_wait(
+    fleet: Fleet, member: Client
+) -> None:
+    fleet.submit(gpus=32, duration_s=7200.0, time_limit_s=7200.0)
+    fleet.tick()
+
+    text = member.get("/jobs/new/estimate/", _form(fleet, gpus=16)).content.decode()
+    assert "Would wait:" in text and "waiting for free GPUs" in text
+    assert "Estimated start <strong>in 2h" in text
+
+
+def test_the_start_preview_shows_what_the_submission_would_refuse(fleet: Fleet, member: Client) -> None:
+    text = member.get("/jobs/new/estimate/", _form(fleet, gpus=64)).content.decode()
+    assert "would be refused" in text and "only 32 H100 GPUs" in text
+
+
+def test_an_outsider_cannot_preview_a_job_for_another_team(fleet: Fleet, outsider: Client) -> None:
+    text = outsider.get("/jobs/new/estimate/", _form(fleet, gpus=8)).content.decode()
+    assert "Would start" not in text and "Still to fix: Team" in text

@@ -1,0 +1,55 @@
+// The submit form helps: priority classes follow the job kind, the accelerator follows the team
+// (until the user picks one), the quota left for the chosen team and accelerator is shown, and
+// the scheduler's answer to "when would it start if I submitted now" is fetched as fields change.
+(function () {
+  var form = document.getElementById("submit-form");
+  if (!form) return;
+  var hints = JSON.parse(document.getElementById("quota-hints").textContent);
+  var kind = form.elements.kind, klass = form.elements.priority_class;
+  var team = form.elements.team, accelerator = form.elements.accelerator_type;
+  var acceleratorChosen = form.hasAttribute("data-bound");  // a re-shown form keeps its choice
+
+  function offerClassesForKind() {
+    var firstFit = null;
+    Array.prototype.forEach.call(klass.options, function (option) {
+      var fits = !option.dataset.kind || option.dataset.kind === kind.value;
+      option.hidden = !fits;
+      option.disabled = !fits;
+      if (fits && firstFit === null) firstFit = option;
+    });
+    var selected = klass.options[klass.selectedIndex];
+    if ((!selected || selected.disabled) && firstFit) klass.value = firstFit.value;
+  }
+
+  function showQuotaLeft() {
+    var teamHints = hints[team.value] || { left: {} };
+    if (!acceleratorChosen && teamHints["default"]) accelerator.value = String(teamHints["default"]);
+    var left = teamHints.left[accelerator.value];
+    var name = accelerator.options[accelerator.selectedIndex].text;
+    var text;
+    if (!left) text = "";
+    else {
+      var borrow = left[1] === null ? "no borrowing limit" : left[1] + " with borrowing";
+      text = "Your team uses " + left[2] + " " + name + " GPUs: " + left[0] + " more within its guarantee, " + borrow + ".";
+    }
+    document.getElementById("quota-left").textContent = text;
+  }
+
+  var preview = Fleetline.Part("start-preview", function () {
+    var params = new URLSearchParams(new FormData(form));
+    params["delete"]("csrfmiddlewaretoken");
+    return form.dataset.estimateUrl + "?" + params.toString();
+  });
+  var timer = null;
+  function previewSoon() { clearTimeout(timer); timer = setTimeout(preview.refresh, 300); }
+
+  kind.addEventListener("change", offerClassesForKind);
+  accelerator.addEventListener("change", function () { acceleratorChosen = true; });
+  team.addEventListener("change", showQuotaLeft);
+  accelerator.addEventListener("change", showQuotaLeft);
+  form.addEventListener("input", previewSoon);
+  form.addEventListener("change", previewSoon);
+  offerClassesForKind();
+  showQuotaLeft();
+  previewSoon();
+})();
