@@ -7,7 +7,7 @@
     fleetline cancel 42
     fleetline quota [TEAM]
     fleetline request-quota --team language-models --accelerator H100 --guaranteed 64 --justification "..."
-    fleetline usage --start 2026-01-01 --end 2026-01-31
+    fleetline usage --start 2026-01-01 --end 2026-01-31   # finance, admins; leads see their own teams
 
 The server and token come from ``--url`` / ``--token``, else ``FLEETLINE_URL`` / ``FLEETLINE_TOKEN``,
 else the config file (``FLEETLINE_CONFIG``, default ``~/.config/fleetline/config.toml``) with
@@ -395,26 +395,31 @@ def cmd_usage(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     report = api.call("GET", "reports/usage/?" + _query(start=args.start, end=args.end))
 
     def render() -> None:
+        currency = report["currency"]
         table(
             [
                 [
                     r["team"],
-                    r["accelerator"],
-                    r["kind"],
-                    f"{r['allocated_gpu_h']:.1f}",
+                    f"{r['used_gpu_h']:.1f}",
                     f"{r['useful_gpu_h']:.1f}",
                     f"{r['lost_gpu_h']:.1f}",
                     f"{r['borrowed_gpu_h']:.1f}",
+                    f"{r['guarantee_gpu_h']:.1f}",
+                    f"{r['cost']} {currency}",
                 ]
                 for r in report["rows"]
             ],
-            ("TEAM", "ACCEL", "KIND", "ALLOCATED_H", "USEFUL_H", "LOST_H", "BORROWED_H"),
+            ("TEAM", "USED_H", "USEFUL_H", "LOST_H", "BORROWED_H", "GUARANTEE_H", "COST"),
             out,
         )
+        period = f"{report['start']}..{report['end']}" + (" (closed month)" if report["closed"] else "")
         fleet = report["fleet"]
+        if fleet is None:
+            out.write(f"\n{period}\n")
+            return
         out.write(
-            f"\nFleet {report['start']}..{report['end']}: capacity {fleet['capacity_gpu_h']:.1f} GPU-h, "
-            f"utilisation {fleet['utilisation']:.1%}, idle {fleet['idle_gpu_h']:.1f}, down {fleet['down_gpu_h']:.1f}\n"
+            f"\nFleet {period}: capacity {fleet['capacity_gpu_h']:.1f} GPU-h, utilisation "
+            f"{fleet['utilisation']:.1%}, idle {fleet['idle_gpu_h']:.1f}, down {fleet['down_gpu_h']:.1f}\n"
         )
 
     emit(args, out, report, render)
@@ -498,7 +503,7 @@ def parser() -> argparse.ArgumentParser:
     request.add_argument("--justification", required=True)
     request.set_defaults(run=cmd_request_quota)
 
-    usage = commands.add_parser("usage", parents=[common], help="GPU-hours per team (finance, admins)")
+    usage = commands.add_parser("usage", parents=[common], help="GPU-hours and cost per team (finance, admins, leads)")
     usage.add_argument("--start", required=True, help="YYYY-MM-DD")
     usage.add_argument("--end", required=True, help="YYYY-MM-DD")
     usage.set_defaults(run=cmd_usage)

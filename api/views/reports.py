@@ -1,26 +1,24 @@
-"""Usage reports for finance and fleet admins: the same selector as the usage report page."""
+"""Usage and chargeback reports: the finance report the report page and its exports show
+(``finance.selectors.finance_report``), with the same rule on who sees what."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date
 
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.views.base import ApiView
-from scheduling.selectors import usage_report
-from tenants.permissions import is_finance, is_fleet_admin
+from finance.selectors import finance_report, report_team_ids_for
 
 MAX_PERIOD_DAYS = 366
 
 
 class UsageQuery(serializers.Serializer):
-    start = serializers.DateField(help_text="First day, inclusive (YYYY-MM-DD).")
-    end = serializers.DateField(help_text="Last day, inclusive (YYYY-MM-DD).")
+    start = serializers.DateField(help_text="First fleet calendar day, inclusive (YYYY-MM-DD).")
+    end = serializers.DateField(help_text="Last fleet calendar day, inclusive (YYYY-MM-DD).")
 
     def validate(self, attrs: dict[str, date]) -> dict[str, date]:
         if attrs["end"] < attrs["start"]:
@@ -30,18 +28,26 @@ class UsageQuery(serializers.Serializer):
         return attrs
 
 
-class UsageRowOutput(serializers.Serializer):
+def _money() -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=None, decimal_places=None, help_text="In the report's currency.")
+
+
+class TeamRowOutput(serializers.Serializer):
     team = serializers.CharField()
     department = serializers.CharField()
-    accelerator = serializers.CharField()
-    kind = serializers.CharField()
-    allocated_gpu_h = serializers.FloatField()
+    guarantee_gpu_h = serializers.FloatField()
+    used_gpu_h = serializers.FloatField()
     useful_gpu_h = serializers.FloatField()
     lost_gpu_h = serializers.FloatField()
     borrowed_gpu_h = serializers.FloatField()
+    serving_gpu_h = serializers.FloatField()
+    training_gpu_h = serializers.FloatField()
+    batch_gpu_h = serializers.FloatField()
+    cost = _money()
+    budget = serializers.DecimalField(max_digits=None, decimal_places=None, allow_null=True)
 
 
-class FleetTotalsOutput(serializers.Serializer):
+class FleetLineOutput(serializers.Serializer):
     capacity_gpu_h = serializers.FloatField()
     allocated_gpu_h = serializers.FloatField()
     idle_gpu_h = serializers.FloatField()
@@ -49,23 +55,44 @@ class FleetTotalsOutput(serializers.Serializer):
     utilisation = serializers.FloatField()
 
 
+class RateOutput(serializers.Serializer):
+    accelerator = serializers.CharField()
+    price_per_gpu_hour = _money()
+    effective_from = serializers.DateField()
+
+
 class UsageOutput(serializers.Serializer):
-    start = serializers.DateField()
-    end = serializers.DateField()
-    rows = UsageRowOutput(many=True)
-    fleet = FleetTotalsOutput()
+    start = serializers.DateField(source="first")
+    end = serializers.DateField(source="last")
+    currency = serializers.CharField()
+    charge_model = serializers.CharField()
+    closed = serializers.BooleanField(help_text="A closed month: figures as they were when it was closed.")
+    rows = TeamRowOutput(many=True)
+    fleet = FleetLineOutput(allow_null=True, help_text="Fleet totals: for finance and fleet admins only.")
+    rates = RateOutput(many=True)
 
 
 class UsageReportView(ApiView):
-    @extend_schema(parameters=[UsageQuery], responses=UsageOutput, summary="GPU-hours per team (finance, admins)")
+    @extend_schema(
+        parameters=[UsageQuery],
+        responses=UsageOutput,
+        summary="GPU-hours and cost per team (finance and fleet admins: every team; leads: their own)",
+    )
     def get(self, request: Request) -> Response:
-        if not (is_finance(request.user) or is_fleet_admin(request.user)):
-            raise PermissionDenied("Usage reports are for finance and fleet admins.")
+        report_team_ids_for(user=request.user)  # who may see no report gets 404 before any check
         query = UsageQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        start, end = query.validated_data["start"], query.validated_data["end"]
-        zone = timezone.get_current_timezone()
-        rows, totals = usage_report(
-            start=datetime.combine(start, time.min, zone), end=datetime.combine(end + timedelta(days=1), time.min, zone)
+        report = finance_report(
+            user=request.user, first=query.validated_data["start"], last=query.validated_data["end"]
         )
-        return Response(UsageOutput({"start": start, "end": end, "rows": rows, "fleet": totals}).data)
+        body = {
+            "first": report.first,
+            "last": report.last,
+            "currency": report.currency,
+            "charge_model": report.charge_model,
+            "closed": report.closed is not None,
+            "rows": report.rows,
+            "fleet": report.fleet,
+            "rates": report.rates,
+        }
+        return Response(UsageOutput(body).data)

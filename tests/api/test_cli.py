@@ -14,6 +14,7 @@ import pytest
 
 from api import cli
 from api.services import api_token_create
+from scheduling.fleet_calendar import fleet_today
 from scheduling.models import Job
 from tenants.models import QuotaRequest
 from tests.api.conftest import People
@@ -87,10 +88,14 @@ def test_quota_request_quota_and_usage(people: People, as_lead: Run, live_server
     assert code == 0 and "Requested 24 guaranteed H100 GPUs" in out
     assert QuotaRequest.objects.get().guaranteed == 24
 
-    code, _, err = as_lead("usage", "--start", "2026-01-01", "--end", "2026-01-31")
-    assert code == cli.EXIT_REFUSED and "finance" in err
+    today = fleet_today().isoformat()
+    code, table, _ = as_lead("usage", "--start", today, "--end", today)
+    assert code == 0 and table.startswith("TEAM")
+    member = Run(live_server.url, api_token_create(user=people.member, name="cli").secret)
+    code, _, err = member("usage", "--start", today, "--end", today)
+    assert code == cli.EXIT_NOT_FOUND
     finance = Run(live_server.url, api_token_create(user=people.finance, name="cli").secret)
-    assert finance.json("usage", "--start", "2026-01-01", "--end", "2026-01-31")["fleet"]["capacity_gpu_h"] >= 0
+    assert finance.json("usage", "--start", today, "--end", today)["fleet"]["capacity_gpu_h"] >= 0
 
 
 def test_other_teams_jobs_are_not_found(people: People, as_outsider: Run) -> None:
