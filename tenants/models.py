@@ -270,6 +270,9 @@ class AuditEvent(models.Model):
         BUDGET_SET = "finance.budget_set", "Budget set"
         MONTH_CLOSED = "finance.month_closed", "Month closed"
         MONTH_REOPENED = "finance.month_reopened", "Month reopened"
+        MEMBER_ADDED = "membership.added", "Member added"
+        MEMBER_REMOVED = "membership.removed", "Member removed"
+        MEMBER_ROLE_CHANGED = "membership.role", "Member role changed"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
