@@ -37,6 +37,8 @@ from tenants.permissions import is_finance, is_fleet_admin
 
 AnyUser = AbstractBaseUser | AnonymousUser
 CENT = Decimal("0.01")
+# The totals row's budget: the sum of the money budgets, not compared with the total spend.
+TOTAL_BUDGETS = "total"
 ZERO = Decimal("0")
 
 
@@ -77,7 +79,8 @@ class TeamRow:
 
     @property
     def budget_used(self) -> float | None:
-        if self.budget is None or self.budget == 0:
+        """Spend over budget; none for the totals row, whose spend includes teams without one."""
+        if self.budget is None or self.budget == 0 or self.budget_unit not in Budget.Unit.values:
             return None
         return float(self.spend / self.budget)
 
@@ -144,7 +147,7 @@ class FinanceReport:
             team="Total",
             department="",
             budget=sum(budgets, start=ZERO) if budgets else None,
-            budget_unit=Budget.Unit.MONEY if budgets else "",
+            budget_unit=TOTAL_BUDGETS if budgets else "",
             **{name: total(name) for name in names},
         )
 

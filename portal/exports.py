@@ -46,7 +46,7 @@ def _share(value: float | None) -> float | None:
 
 def cells(row: TeamRow, currency: str) -> list[object]:
     """One team's figures, rounded as the page shows them."""
-    unit = {"money": currency, "gpu_h": "GPU-h"}.get(row.budget_unit, "")
+    unit = {"money": currency, "gpu_h": "GPU-h", "total": f"{currency} (money budgets)"}.get(row.budget_unit, "")
     return [
         row.team,
         row.department,
