@@ -122,6 +122,8 @@ def report_xlsx(report: FinanceReport) -> bytes:
     sheet.title = "Chargeback"
     for line in header_block(report):
         sheet.append(line)
+        if line[0] == "Rate" and len(line) > 2:
+            sheet.cell(sheet.max_row, 3).number_format = f'#,##0.0000 "{report.currency}/GPU-h"'
     sheet["A1"].font = Font(bold=True, size=13)
     sheet.append([])
     head_at = sheet.max_row + 1
