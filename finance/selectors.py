@@ -31,7 +31,7 @@ from django.http import Http404
 
 from finance.models import Budget, MonthClose, Rate
 from scheduling.fleet_calendar import FleetPeriod, fleet_epoch, fleet_period, month_bounds
-from scheduling.models import AcceleratorType, FleetClock, FleetSample, JobUsage
+from scheduling.models import FleetClock, FleetSample, JobUsage
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_finance, is_fleet_admin
 
@@ -250,13 +250,15 @@ def rate_book() -> RateBook:
 
 def rates_in_force(*, first: date, last: date) -> list[RateUsed]:
     """The rates that price some day of the period: the one in force on its first day and any
-    that start inside it."""
+    that start inside it. One query."""
+    by_type: dict[str, list[Rate]] = defaultdict(list)
+    for rate in Rate.objects.select_related("accelerator_type").order_by("accelerator_type__name", "effective_from"):
+        by_type[rate.accelerator_type.name].append(rate)
     used = []
-    for accelerator in AcceleratorType.objects.order_by("name"):
-        rates = list(Rate.objects.filter(accelerator_type=accelerator).order_by("effective_from"))
+    for name, rates in sorted(by_type.items()):
         starting = [r for r in rates if r.effective_from <= first]
         chosen = ([starting[-1]] if starting else []) + [r for r in rates if first < r.effective_from <= last]
-        used += [RateUsed(accelerator.name, r.price_per_gpu_hour, r.effective_from) for r in chosen]
+        used += [RateUsed(name, r.price_per_gpu_hour, r.effective_from) for r in chosen]
     return used
 
 

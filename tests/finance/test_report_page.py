@@ -14,6 +14,7 @@ from openpyxl import load_workbook
 
 from finance.models import Budget
 from scheduling.models import JobUsage
+from tests.factories import QuotaFactory, TeamFactory
 from tests.finance.ledger import Books, books_build
 
 JANUARY = {"month": "2026-01"}
@@ -190,3 +191,22 @@ def test_a_member_sees_no_money_on_the_team_page(books: Books) -> None:
 
     assert response.status_code == 200
     assert 'id="team-budget"' not in response.content.decode()
+
+
+@pytest.mark.parametrize("extra_teams", [0, 5])
+def test_the_report_page_costs_a_fixed_number_of_queries(
+    books: Books, django_assert_max_num_queries: object, extra_teams: int
+) -> None:
+    for n in range(extra_teams):
+        team = TeamFactory(name=f"Extra {n}", slug=f"extra-{n}")
+        QuotaFactory(team=team, accelerator_type=books.h100, guaranteed=1)
+        Budget.objects.create(team=team, unit=Budget.Unit.GPU_HOURS, monthly_amount=Decimal("10"))
+    client = _client(books.finance)
+    client.get("/reports/usage/", JANUARY)  # the session and the cached fleet epoch
+
+    # session, user, groups x2, fleet clock x3 (today, now, policy row), the charge model, rates x2,
+    # usage by day, quotas, budgets, teams, fleet samples, allocated, the close, unread notices
+    with django_assert_max_num_queries(17):  # type: ignore[operator]
+        response = client.get("/reports/usage/", JANUARY)
+
+    assert len(response.context["report"].rows) == 2 + extra_teams
