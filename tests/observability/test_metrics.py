@@ -90,7 +90,7 @@ def test_a_cycle_run_by_the_leader_records_its_step_times(known_fleet: dict) -> 
 
 
 def test_the_fleet_figures_take_a_fixed_number_of_queries(known_fleet: dict, django_assert_num_queries: Any) -> None:
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(14):
         fleet_metrics_read()
 
 
