@@ -158,9 +158,15 @@ def _spec(values: dict[str, Any]) -> JobSpec:
     """The submission with its names resolved to ids (in one query); an unknown name is a field
     error."""
     ids = dict(
+        # Without the models' default ordering: SQLite refuses ORDER BY inside a UNION's parts.
         PriorityClass.objects.filter(name=values["priority_class"])
+        .order_by()
         .values_list(Value("priority_class"), "pk")
-        .union(AcceleratorType.objects.filter(name=values["accelerator"]).values_list(Value("accelerator"), "pk"))
+        .union(
+            AcceleratorType.objects.filter(name=values["accelerator"])
+            .order_by()
+            .values_list(Value("accelerator"), "pk")
+        )
     )
     errors = {}
     if "priority_class" not in ids:
