@@ -65,6 +65,7 @@ def _gauges(metrics: FleetMetrics) -> Iterator[Metric]:
         metrics.pending_by_reason,
     )
     yield _gauge("fleetline_incidents_open", "Incidents not yet recovered.", ["kind"], metrics.open_incidents)
+    yield _gauge("fleetline_redis_up", "1 when Redis answered this scrape.", [], {(): int(metrics.redis_up)})
     yield _gauge("fleetline_fleet_time_seconds", "The fleet clock (fleet seconds).", [], {(): metrics.fleet_time_s})
     if metrics.last_tick_age_s is not None:
         yield _gauge(

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 from prometheus_client.utils import floatToGoString
+from redis.exceptions import RedisError
 
 from observability.counters import EVENTS, LEDGER, counter_totals
 from scheduling.models import AcceleratorType, Allocation, FleetClock, Incident, Job, Node
@@ -73,20 +74,36 @@ class FleetMetrics:
     fleet_time_s: float = 0.0
     ticks: int = 0
     last_tick_age_s: float | None = None
+    redis_up: bool = True
+
+
+REDIS_TIMEOUT_S = 1.0
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return redis.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
+    )
 
 
 def fleet_metrics_read() -> FleetMetrics:
     """The whole fleet's figures: fourteen database queries (four more when history settles into
     the counters' checkpoints) and two Redis reads."""
+    metrics = FleetMetrics()
+    # Without Redis the database's figures are still worth reporting: the Redis-held ones (step
+    # timings, pending reasons) are left out and fleetline_redis_up says why.
     client = _redis()
-    metrics = FleetMetrics(cycle_steps=tuple(cycle_timings_read(client=client)))
+    try:
+        metrics.cycle_steps = tuple(cycle_timings_read(client=client))
+        raw_pending = client.get(PENDING_KEY)
+    except RedisError:
+        metrics.redis_up = False
+        raw_pending = None
+    finally:
+        client.close()
     _read_nodes(metrics)
     _read_allocations(metrics)
-    _read_jobs(metrics, client)
+    _read_jobs(metrics, raw_pending)
     _read_counters(metrics)
     _read_incidents(metrics)
     _read_clock(metrics)
@@ -119,7 +136,7 @@ def _read_allocations(metrics: FleetMetrics) -> None:
             metrics.borrowed_gpus[(team, accelerator)] = metrics.borrowed_gpus.get((team, accelerator), 0) + row["gpus"]
 
 
-def _read_jobs(metrics: FleetMetrics, client: redis.Redis) -> None:
+def _read_jobs(metrics: FleetMetrics, raw_pending: bytes | None) -> None:
     rows = (
         Job.objects.filter(state__in=Job.ACTIVE_STATES)
         .values("team__slug", "accelerator_type__name", "state")
@@ -130,8 +147,9 @@ def _read_jobs(metrics: FleetMetrics, client: redis.Redis) -> None:
     # The latest cycle's reason for each pending job (scheduling.services.pending). The label keeps
     # the reason's kind only ("reserved-for:<job>" counts as "reserved-for"), so that the number of
     # series stays bounded whatever the queue.
-    raw = client.get(PENDING_KEY)
-    document = json.loads(raw) if raw else {}
+    if not metrics.redis_up:
+        return
+    document = json.loads(raw_pending) if raw_pending else {}
     reasons: Counter[tuple[str, str]] = Counter()
     for job_id, team in Job.objects.filter(state=Job.State.PENDING).values_list("id", "team__slug"):
         reason = (document.get(str(job_id)) or [NEW_JOB_REASON])[0]

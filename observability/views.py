@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -37,7 +38,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     fleet = CollectorRegistry(auto_describe=False)
     fleet.register(FleetCollector())
-    body = generate_latest(_process_registry()) + generate_latest(fleet)
+    try:
+        body = generate_latest(_process_registry()) + generate_latest(fleet)
+    except DatabaseError:
+        # Prometheus records the failed scrape (up == 0); /readyz says what is down.
+        return HttpResponse("The database is unreachable.\n", status=503, content_type="text/plain")
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -37,6 +37,7 @@ def test_the_gauges_describe_the_fleet_as_it_stands(client: Client, known_fleet:
     assert _value(samples, "fleetline_incidents_open", kind="slow") == 1
     assert _value(samples, "fleetline_incidents_open", kind="dead") == 0
     assert _value(samples, "fleetline_fleet_time_seconds") == 5000
+    assert _value(samples, "fleetline_redis_up") == 1
     assert 4 <= _value(samples, "fleetline_cycle_last_tick_age_seconds") < 60
 
 
@@ -123,3 +124,14 @@ def test_an_allowed_network_needs_no_token(client: Client, known_fleet: dict, se
     settings.FLEETLINE_METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 200
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 401
+
+
+def test_without_redis_the_database_figures_are_still_served(
+    client: Client, known_fleet: dict, settings: Any, tmp_path: Any
+) -> None:
+    settings.REDIS_URL = f"unix://{tmp_path / 'nobody-listens.sock'}"
+    samples = scrape(client)
+    assert _value(samples, "fleetline_redis_up") == 0
+    assert _value(samples, "fleetline_gpus_capacity", accelerator="H100") == 24
+    assert not any(name == "fleetline_jobs_pending_by_reason" for name, _ in samples)
+    assert not any(name.startswith("fleetline_cycle_step_duration_seconds") for name, _ in samples)
