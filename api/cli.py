@@ -314,6 +314,7 @@ def cmd_jobs(api: Api, args: argparse.Namespace, out: TextIO) -> int:
 def cmd_show(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     job = api.call("GET", f"jobs/{args.job}/")
     events = api.call("GET", f"jobs/{args.job}/events/")
+    now_s = api.call("GET", "clock/")["now_s"] if job.get("pending") else 0.0
 
     def render() -> None:
         pending = job.get("pending") or {}
@@ -327,6 +328,7 @@ def cmd_show(api: Api, args: argparse.Namespace, out: TextIO) -> int:
             ("time limit", duration_text(job["time_limit_s"])),
             ("submitted by", job["submitted_by"] or "-"),
             ("waits because", pending.get("reason") or "-"),
+            ("starts", _start_text(job, now_s) if pending else "-"),
             ("nodes", ", ".join(f"{n['node']} ({n['gpus']})" for n in job.get("nodes", [])) or "-"),
         ]
         for name, value in fields:

@@ -69,6 +69,25 @@ def test_submit_then_queue_jobs_show_and_cancel(people: People, as_lead: Run) ->
     assert code == cli.EXIT_INVALID and "already ended" in err
 
 
+def test_the_queue_says_why_a_job_waits_and_when_it_should_start(people: People, as_lead: Run) -> None:
+    people.fleet.submit(gpus=32, name="fills-the-fleet", time_limit_s=3600.0)
+    people.fleet.tick()
+    waiting = people.fleet.submit(gpus=8, name="waits")
+    people.fleet.tick()
+
+    rows = as_lead.json("queue")
+    code, table, _ = as_lead("queue")
+    shown = as_lead("show", str(waiting.pk))[1]
+
+    assert [row["id"] for row in rows] == [waiting.pk]
+    reason = rows[0]["pending"]["reason"]
+    assert reason not in ("", "new")
+    line = next(line for line in table.splitlines() if line.startswith(str(waiting.pk)))
+    assert reason in line
+    assert "in " in line or (rows[0]["pending"]["waits_for"] or "") in line
+    assert f"waits because: {reason}" in shown
+
+
 def test_an_invalid_submission_names_the_field_and_exits_7(as_lead: Run) -> None:
     code, _, err = as_lead("submit", "--team", "language-models", "--name", "x", "--gpus", "12", "--duration", "1h")
 
