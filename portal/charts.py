@@ -87,3 +87,41 @@ def utilisation_figure(points: Sequence[SharePoint]) -> str:
         )
     )
     return figure.to_json()
+
+
+KIND_COLOURS = {"serving": SERVING_COLOUR, "training": TRAINING_COLOUR, "batch": BATCH_COLOUR}
+
+
+@dataclass(frozen=True, slots=True)
+class KindSeries:
+    """Mean GPUs per job kind over consecutive fleet-time buckets (starts in seconds)."""
+
+    starts_s: Sequence[float]
+    gpus_by_kind: Sequence[dict[str, float]]
+
+
+def team_usage_figure(series: KindSeries, *, title: str) -> str:
+    """A team's GPUs in use over time, stacked by job kind."""
+    hours = [start / 3600 for start in series.starts_s]
+    figure = go.Figure(layout=_layout(title, "GPUs in use", yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"}))
+    for kind, colour in KIND_COLOURS.items():
+        values = [round(bucket.get(kind, 0.0), 2) for bucket in series.gpus_by_kind]
+        if any(values):
+            figure.add_trace(
+                go.Scatter(
+                    x=hours, y=values, name=kind, stackgroup="gpus", mode="lines", line={"width": 0.5, "color": colour}
+                )
+            )
+    return figure.to_json()
+
+
+def usage_summary_text(series: KindSeries) -> str:
+    """The figure in one sentence, for readers who cannot see it."""
+    if not series.gpus_by_kind:
+        return "No usage recorded yet."
+    totals = [sum(bucket.values()) for bucket in series.gpus_by_kind]
+    hours = (series.starts_s[-1] - series.starts_s[0]) / 3600 if len(series.starts_s) > 1 else 0
+    return (
+        f"Over the last {hours:.0f} fleet hours the team used {sum(totals) / len(totals):.1f} GPUs on average, "
+        f"{max(totals):.1f} at most; now {totals[-1]:.1f}."
+    )

@@ -9,10 +9,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, QuerySet, Sum
 from django.http import Http404
 
+from scheduling import engine
+from scheduling.convert import policy_from_row, quota_from_row, team_from_row
+from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
 from scheduling.fleet_calendar import fleet_epoch, fleet_seconds
-from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, UsageSample
+from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
 from scheduling.services.pending import pending_info_for
-from tenants.models import Membership, Team
+from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import quota_overview_for_team
 
@@ -263,3 +266,115 @@ def default_accelerator_for(left: list[QuotaLeft]) -> int | None:
     """The accelerator type a team most likely runs on: its largest guarantee, then its largest use."""
     best = max(left, key=lambda row: (row.guaranteed, row.in_use), default=None)
     return None if best is None else best.accelerator_type_id
+
+
+@dataclass(frozen=True, slots=True)
+class FairshareStanding:
+    """A team's place in the fair-share order: lower usage per entitlement goes first."""
+
+    rank: int  # 1 goes first among teams of the same priority class
+    teams: int
+    decayed_gpu_h: float
+    entitlement: float  # guaranteed GPUs times fair-share weight (at least one GPU)
+    factor: float  # Slurm's 2^(-U/S): 1.0 nothing used, 0.5 exactly its share, towards 0 beyond
+
+
+def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
+    """Every team's fair-share standing now, computed by the engine's own functions from the
+    decayed usage the cycle keeps. Four queries."""
+    policy = policy_from_row(FleetPolicy.objects.order_by("pk").first())
+    teams: tuple[engine.Team, ...] = tuple(
+        team_from_row(row) for row in Team.objects.order_by("id").values("id", "department_id", "fairshare_weight")
+    )
+    quotas = tuple(
+        quota_from_row(row)
+        for row in Quota.objects.order_by("id").values(
+            "team_id", "accelerator_type__name", "guaranteed", "borrow_limit", "lend_limit"
+        )
+    )
+    used = {team.id: 0.0 for team in teams}
+    for team_id, value, as_of in TeamUsage.objects.values_list("team_id", "decayed_gpu_s", "as_of_s"):
+        used[str(team_id)] = decay_usage(value, sim_now_s - as_of, policy.fairshare_half_life_s)
+    entitled = entitlements(teams, quotas)
+    priorities = fairshare_priorities(fairshare_factors(sorted(used.items()), teams, quotas))
+    order = sorted(priorities, key=lambda team_id: (-priorities[team_id], int(team_id)))
+    return {
+        int(team_id): FairshareStanding(
+            rank=order.index(team_id) + 1,
+            teams=len(order),
+            decayed_gpu_h=used[team_id] / 3600,
+            entitlement=entitled.get(team_id, 1.0),
+            factor=priorities[team_id],
+        )
+        for team_id in order
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TeamUsagePoint:
+    sim_time_s: float  # the start of the bucket
+    gpus_by_kind: dict[str, float]  # mean GPUs allocated over the bucket, per job kind
+
+
+def team_usage_series(
+    *, team: Team, sim_now_s: float, window_s: float = 86_400.0, buckets: int = 96
+) -> list[TeamUsagePoint]:
+    """The team's mean allocated GPUs per job kind over the last ``window_s`` of fleet time, in
+    ``buckets`` equal buckets, from the usage ledger. One query."""
+    start_s = max(0.0, sim_now_s - window_s)
+    width_s = max(window_s / buckets, 1.0)
+    totals: dict[int, dict[str, float]] = {}
+    for sim_time_s, kind, allocated in UsageSample.objects.filter(team=team, sim_time_s__gt=start_s).values_list(
+        "sim_time_s", "kind", "allocated_gpu_s"
+    ):
+        bucket = totals.setdefault(int((sim_time_s - start_s) // width_s), {})
+        bucket[kind] = bucket.get(kind, 0.0) + allocated
+    filled = int(min(buckets, (sim_now_s - start_s) // width_s + 1))
+    return [
+        TeamUsagePoint(start_s + i * width_s, {kind: gpu_s / width_s for kind, gpu_s in totals.get(i, {}).items()})
+        for i in range(filled)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamOverviewRow:
+    team: Team
+    guaranteed_gpus: int
+    in_use_gpus: int
+    pending_jobs: int
+    pending_gpus: int
+
+
+def team_overview_rows(*, teams: QuerySet[Team]) -> list[TeamOverviewRow]:
+    """Per team of ``teams`` (already scoped to the user): GPUs guaranteed over every accelerator
+    type, GPUs in use, and the queue (jobs and GPUs). Four queries, whatever the number of teams."""
+    listed = list(teams.order_by("name"))
+    ids = [team.pk for team in listed]
+    guaranteed = dict(
+        Quota.objects.filter(team_id__in=ids)
+        .values("team_id")
+        .annotate(total=Sum("guaranteed"))
+        .values_list("team_id", "total")
+    )
+    in_use = dict(
+        Allocation.objects.filter(job__team_id__in=ids, job__state=Job.State.RUNNING)
+        .values("job__team_id")
+        .annotate(total=Sum("gpus"))
+        .values_list("job__team_id", "total")
+    )
+    queued = {
+        row["team_id"]: (row["jobs"], row["gpus"] or 0)
+        for row in Job.objects.filter(team_id__in=ids, state=Job.State.PENDING)
+        .values("team_id")
+        .annotate(jobs=Count("id"), gpus=Sum("gpus"))
+    }
+    return [
+        TeamOverviewRow(
+            team,
+            guaranteed.get(team.pk) or 0,
+            in_use.get(team.pk) or 0,
+            queued.get(team.pk, (0, 0))[0],
+            queued.get(team.pk, (0, 0))[1],
+        )
+        for team in listed
+    ]

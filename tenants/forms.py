@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
 
 from scheduling.models import AcceleratorType
-from tenants.models import AuditEvent, FleetPolicy, PriorityClass, Team
+from tenants.models import AuditEvent, FleetPolicy, Membership, PriorityClass, Team
 
 MAX_GPUS = 1_000_000
 
@@ -85,3 +86,24 @@ class AuditFilterForm(forms.Form):
     team = forms.ModelChoiceField(
         queryset=Team.objects.order_by("name"), required=False, empty_label="Any team", to_field_name="slug"
     )
+
+
+class MemberAddForm(forms.Form):
+    username = forms.CharField(max_length=150, help_text="Their login name.")
+    role = forms.ChoiceField(
+        choices=Membership.Role.choices,
+        initial=Membership.Role.MEMBER,
+        help_text="Leads submit, request quota and manage members; only fleet admins appoint leads.",
+    )
+
+    def __init__(self, *args: Any, may_appoint_leads: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not may_appoint_leads:
+            del self.fields["role"]
+
+    def clean_username(self) -> Any:
+        username = self.cleaned_data["username"].strip()
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise forms.ValidationError(f"No user is called {username!r}.")
+        return user

@@ -1,5 +1,6 @@
-"""Who belongs to which team. Each change also reaches the user's open websockets once it
-commits: they re-check which teams' events they may read and leave the others."""
+"""Who belongs to which team. Fleet admins manage every membership; a team's leads add and
+remove its members (not its leads). Every change is audited, and reaches the user's open
+websockets once it commits: they re-check which teams' events they may read and leave the others."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from portal.socket_events import socket_access_changed_publish
-from tenants.models import Membership, Team
-from tenants.permissions import is_fleet_admin
+from tenants.models import AuditEvent, Membership, Team
+from tenants.permissions import is_fleet_admin, team_role
+from tenants.services.audit import audit_record
 
 
 def _require_admin(actor: AbstractBaseUser | None) -> None:
@@ -17,14 +19,34 @@ def _require_admin(actor: AbstractBaseUser | None) -> None:
         raise PermissionDenied("Only fleet admins change team memberships.")
 
 
+def _require_may_manage(actor: AbstractBaseUser | None, team: Team, role: str) -> None:
+    """The system (no actor) and fleet admins manage anyone; a lead manages the team's members."""
+    if actor is None or is_fleet_admin(actor):
+        return
+    if team_role(actor, team) == Membership.Role.LEAD and role == Membership.Role.MEMBER:
+        return
+    raise PermissionDenied("Only fleet admins and the team's leads change its members; only fleet admins manage leads.")
+
+
+def _picture(membership: Membership, username: str) -> dict[str, str]:
+    return {"user": username, "role": membership.role}
+
+
 def membership_add(
     *, actor: AbstractBaseUser | None, team: Team, user: AbstractBaseUser, role: str = Membership.Role.MEMBER
 ) -> Membership:
-    _require_admin(actor)
+    _require_may_manage(actor, team, role)
     with transaction.atomic():
         membership = Membership(team=team, user=user, role=role)
         membership.full_clean()
         membership.save()
+        audit_record(
+            actor=actor,
+            kind=AuditEvent.Kind.MEMBER_ADDED,
+            object_repr=f"{user.get_username()} in {team.name}",
+            team=team,
+            after=_picture(membership, user.get_username()),
+        )
         socket_access_changed_publish(user_ids=[user.pk])
     return membership
 
@@ -32,20 +54,44 @@ def membership_add(
 def membership_role_change(*, actor: AbstractBaseUser | None, membership_id: int, role: str) -> Membership:
     _require_admin(actor)
     with transaction.atomic():
-        membership = Membership.objects.select_for_update().get(pk=membership_id)
+        membership = (
+            Membership.objects.select_for_update(of=("self",)).select_related("user", "team").get(pk=membership_id)
+        )
+        before = _picture(membership, membership.user.get_username())
         membership.role = role
         membership.full_clean()
         membership.save(update_fields=["role"])
+        if before["role"] != role:
+            audit_record(
+                actor=actor,
+                kind=AuditEvent.Kind.MEMBER_ROLE_CHANGED,
+                object_repr=f"{before['user']} in {membership.team.name}",
+                team=membership.team,
+                before=before,
+                after=_picture(membership, before["user"]),
+            )
         socket_access_changed_publish(user_ids=[membership.user_id])
     return membership
 
 
 def membership_remove(*, actor: AbstractBaseUser | None, membership_id: int) -> None:
     """Take the user out of the team; their open sockets stop receiving its job events."""
-    _require_admin(actor)
     with transaction.atomic():
-        membership = Membership.objects.select_for_update().filter(pk=membership_id).first()
+        membership = (
+            Membership.objects.select_for_update(of=("self",))
+            .select_related("user", "team")
+            .filter(pk=membership_id)
+            .first()
+        )
         if membership is None:
             return
+        _require_may_manage(actor, membership.team, membership.role)
         membership.delete()
+        audit_record(
+            actor=actor,
+            kind=AuditEvent.Kind.MEMBER_REMOVED,
+            object_repr=f"{membership.user.get_username()} in {membership.team.name}",
+            team=membership.team,
+            before=_picture(membership, membership.user.get_username()),
+        )
         socket_access_changed_publish(user_ids=[membership.user_id])

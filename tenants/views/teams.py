@@ -1,4 +1,6 @@
-"""Team pages: the quota table, the request history and the lead's request form."""
+"""Team pages: the quota table, usage over time, fair-share standing, members (leads add and
+remove members, admins also leads), the request history and the lead's request form; for fleet
+admins, every team's quota, use and queue at a glance."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from scheduling.selectors import pending_jobs_for_team
+from portal.charts import KindSeries, team_usage_figure, usage_summary_text
+from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
 from scheduling.services.jobs import fleet_now_s
 from tenants import selectors, services
-from tenants.forms import QuotaRequestForm
-from tenants.models import QuotaRequest
-from tenants.permissions import can_manage_team_quota
+from tenants.forms import MemberAddForm, QuotaRequestForm
+from tenants.models import Membership, QuotaRequest, Team
+from tenants.permissions import can_manage_team_quota, is_fleet_admin
 
 
 def _posted(request: HttpRequest) -> QueryDict | None:
@@ -23,7 +26,8 @@ def _posted(request: HttpRequest) -> QueryDict | None:
 
 @login_required
 def team_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "tenants/team_list.html", {"teams": selectors.teams_for_user(user=request.user)})
+    teams = selectors.teams_for_user(user=request.user).select_related("department")
+    return render(request, "tenants/team_list.html", {"rows": team_overview_rows(teams=teams)})
 
 
 @login_required
@@ -45,16 +49,102 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             else:
                 messages.success(request, "Quota request filed; a fleet admin will decide it.")
                 return redirect("tenants:team_detail", slug=team.slug)
+    status = 400 if form and form.errors else 200
+    return _team_page(request, team, is_lead=can_manage, quotas=quotas, quota_form=form, status=status)
+
+
+def _team_page(
+    request: HttpRequest,
+    team: Team,
+    *,
+    is_lead: bool | None = None,
+    quotas: list[selectors.QuotaRow] | None = None,
+    quota_form: QuotaRequestForm | None = None,
+    member_form: MemberAddForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    can_manage = can_manage_team_quota(request.user, team) if is_lead is None else is_lead
+    if quotas is None:
+        quotas = selectors.quota_overview_for_team(team=team)
+    if quota_form is None and can_manage:
+        choices = [(row.accelerator_type_id, row.accelerator_type) for row in quotas]
+        quota_form = QuotaRequestForm(accelerator_choices=choices)
     context = {
         "team": team,
         "can_manage": can_manage,
-        "form": form,
+        "form": quota_form,
         "quotas": quotas,
         "quota_requests": selectors.quota_requests_for_team(team=team),
         "pending_jobs": pending_jobs_for_team(team=team),
-        "now_s": fleet_now_s(),
+        **_members_context(request, team, is_lead=can_manage, member_form=member_form),
+        **_usage_context(team),
     }
-    return render(request, "tenants/team_detail.html", context, status=400 if form and form.errors else 200)
+    return render(request, "tenants/team_detail.html", context, status=status)
+
+
+def _members_context(
+    request: HttpRequest, team: Team, *, is_lead: bool, member_form: MemberAddForm | None
+) -> dict[str, object]:
+    admin = is_fleet_admin(request.user)
+    may_manage = admin or is_lead
+    return {
+        "members": Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username"),
+        "may_manage_members": may_manage,
+        "may_appoint_leads": admin,
+        "member_form": member_form or (MemberAddForm(may_appoint_leads=admin) if may_manage else None),
+    }
+
+
+def _usage_context(team: Team) -> dict[str, object]:
+    now_s = fleet_now_s()
+    points = team_usage_series(team=team, sim_now_s=now_s)
+    series = KindSeries([p.sim_time_s for p in points], [p.gpus_by_kind for p in points])
+    return {
+        "now_s": now_s,
+        "usage_chart": team_usage_figure(series, title=f"{team.name}: GPUs in use, last fleet day"),
+        "usage_summary": usage_summary_text(series),
+        "standing": fairshare_standings(sim_now_s=now_s).get(team.pk),
+    }
+
+
+@login_required
+@require_POST
+def team_member_add(request: HttpRequest, slug: str) -> HttpResponse:
+    team = selectors.team_for_user(user=request.user, slug=slug)
+    admin = is_fleet_admin(request.user)
+    if not (admin or can_manage_team_quota(request.user, team)):
+        raise Http404("No such page.")
+    form = MemberAddForm(request.POST, may_appoint_leads=admin)
+    if form.is_valid():
+        user = form.cleaned_data["username"]
+        try:
+            services.membership_add(
+                actor=request.user, team=team, user=user, role=form.cleaned_data.get("role", Membership.Role.MEMBER)
+            )
+        except ValidationError as exc:
+            form.add_error("username", " ".join(exc.messages))
+        except PermissionDenied as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Added {user.get_username()} to {team.name}.")
+            return redirect("tenants:team_detail", slug=team.slug)
+    return _team_page(request, team, member_form=form, status=400)
+
+
+@login_required
+@require_POST
+def team_member_remove(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    team = selectors.team_for_user(user=request.user, slug=slug)
+    membership = Membership.objects.filter(pk=pk, team=team).select_related("user").first()
+    if membership is None:
+        raise Http404("No such member.")
+    try:
+        services.membership_remove(actor=request.user, membership_id=membership.pk)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Removed {membership.user.get_username()} from {team.name}.")
+    return redirect("tenants:team_detail", slug=team.slug)
 
 
 @login_required

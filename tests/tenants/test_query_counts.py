@@ -11,8 +11,9 @@ pytestmark = pytest.mark.django_db
 
 # session, user, groups, team, membership role, quotas, capacity, accelerator types (table and form),
 # request history, current usage, pending jobs, the fleet clock, the nav's unread-notice count, and
-# the budget block's role check and budget lookup
-TEAM_PAGE_QUERIES = 15
+# the budget block's role check and budget lookup, the member list, the usage ledger for the
+# usage chart, and the fair-share standing (policy, teams, quotas, decayed usage)
+TEAM_PAGE_QUERIES = 21
 # session, user, groups, pending requests, quotas, capacity, policy, unread-notice count
 QUEUE_QUERIES = 8
 
