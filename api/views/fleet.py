@@ -181,10 +181,12 @@ class IncidentOutput(serializers.Serializer):
     restored_at = serializers.FloatField(allow_null=True)
     resumed_at = serializers.FloatField(allow_null=True)
     lost_gpu_s = serializers.FloatField()
-    jobs = serializers.SerializerMethodField()
+    jobs_affected = serializers.SerializerMethodField(
+        help_text="How many jobs the failure hit (a count, as on the incidents page: which jobs is each team's own)."
+    )
 
-    def get_jobs(self, incident: Incident) -> list[int]:
-        return [job.pk for job in incident.jobs.all()]
+    def get_jobs_affected(self, incident: Incident) -> int:
+        return len(incident.jobs.all())
 
 
 class IncidentFilter(django_filters.FilterSet):

@@ -71,7 +71,7 @@ def test_everyone_reads_accelerators_and_incidents(people: People, who: str) -> 
     incidents = client.get("/api/v1/incidents/?open=true").json()["results"]
 
     assert client.get("/api/v1/accelerators/").json() == [{"name": "H100", "memory_gb": 80}]
-    assert [(row["node"], row["kind"]) for row in incidents] == [("pod-a-r1-n1", "dead")]
+    assert [(row["node"], row["kind"], row["jobs_affected"]) for row in incidents] == [("pod-a-r1-n1", "dead", 0)]
     assert client.get(f"/api/v1/incidents/{Incident.objects.get().pk}/").status_code == 200
 
 
