@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from api.errors import Conflict, ErrorResponse409Serializer, validation_error_from_django
 from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
-from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team
+from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
 from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
