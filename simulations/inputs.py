@@ -172,6 +172,14 @@ def jobs_check(*, count: int, field: str) -> None:
         raise ValidationError({field: f"{count:,} jobs; a replay takes at most {limit:,}."})
 
 
+def _replayed_duration_s(duration_s: float, submit_s: float, now_s: float, *, serving: bool) -> float:
+    """A serving deployment's replica runs until the deployment scales it down, recorded as a
+    year of work: replayed, it serves until the end of the period, not for a year after it."""
+    if not serving:
+        return duration_s
+    return min(duration_s, max(60.0, now_s - submit_s))
+
+
 def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
     """The jobs submitted in the last ``days`` fleet days (one team's, or the whole fleet's), as a
     trace starting at the first of them. Each keeps its size, work, time limit, checkpoints,
@@ -180,7 +188,8 @@ def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
         raise ValidationError(
             {"history_days": f"Must be more than 0 and at most {settings.SIMULATION_MAX_HISTORY_DAYS:g} days."}
         )
-    since_s = fleet_now_s() - days * DAY_S
+    now_s = fleet_now_s()
+    since_s = now_s - days * DAY_S
     rows = Job.objects.filter(submit_s__gte=since_s).order_by("submit_s", "id")
     if team is not None:
         rows = rows.filter(team=team)
@@ -198,6 +207,7 @@ def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
         "checkpoint_interval_s",
         "checkpoint_gb",
         "accelerator_type__name",
+        "deployment_id",
         named=True,
     )[: settings.SIMULATION_MAX_JOBS + 1]
     rows = list(rows)
@@ -206,7 +216,7 @@ def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
         TraceJob(
             job_id=str(row.id),
             submit_s=row.submit_s - start_s,
-            duration_s=row.duration_s,
+            duration_s=_replayed_duration_s(row.duration_s, row.submit_s, now_s, serving=row.deployment_id is not None),
             gpus=row.gpus,
             team=row.team__slug,
             kind=row.kind,

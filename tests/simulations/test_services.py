@@ -216,3 +216,21 @@ def test_a_replay_whose_worker_died_is_cancelled_at_once_or_run_again(people: Pe
     other = simulation_start(user=people.admin, request=trace_request())
     Simulation.objects.filter(pk=other.pk).update(state="running", started_at=long_ago)
     assert simulation_cancel(simulation=other).state == "cancelled"
+
+
+def test_serving_replicas_are_replayed_until_the_end_of_the_period_not_for_a_year(people: People) -> None:
+    from scheduling.models import ServingDeployment
+    from simulations.inputs import history_trace
+
+    h100 = AcceleratorTypeFactory(name="H100")
+    serving = PriorityClassFactory(name="serving", kind="serving", value=900, preemptible=False)
+    FleetClock.objects.update_or_create(pk=1, defaults={"sim_now_s": 10 * 86400.0})
+    deployment = ServingDeployment.objects.create(
+        team=people.alpha, name="chat", priority_class=serving, accelerator_type=h100
+    )
+    common = {"team": people.alpha, "gpus": 8, "priority_class": serving, "accelerator_type": h100}
+    Job.objects.create(name="replica", kind="serving", deployment=deployment, duration_s=365 * 86400.0,
+                       submit_s=9.5 * 86400, **common)  # fmt: skip
+    Job.objects.create(name="one-off", kind="serving", duration_s=7200.0, submit_s=9.6 * 86400, **common)
+    trace = history_trace(days=1, team=people.alpha)
+    assert [(job.job_id != "", job.duration_s) for job in trace] == [(True, 0.5 * 86400), (True, 7200.0)]
