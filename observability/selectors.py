@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -95,7 +96,7 @@ def fleet_metrics_read() -> FleetMetrics:
     client = _redis()
     try:
         metrics.cycle_steps = tuple(cycle_timings_read(client=client))
-        raw_pending = client.get(PENDING_KEY)
+        raw_pending: Any = client.get(PENDING_KEY)
     except RedisError:
         metrics.redis_up = False
         raw_pending = None

@@ -27,7 +27,8 @@ from tenants.models import Team
 
 
 class SimulationInput(serializers.Serializer):
-    source = serializers.ChoiceField(choices=Simulation.Source.choices)
+    # A declared field, not Field.source: DRF takes declared fields off the class.
+    source = serializers.ChoiceField(choices=Simulation.Source.choices)  # type: ignore[assignment]
     team = serializers.SlugField(
         required=False, allow_blank=True, help_text="A team you lead; fleet admins may leave it out (whole fleet)."
     )

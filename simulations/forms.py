@@ -57,7 +57,7 @@ class SimulationForm(forms.Form):
     def __init__(self, *args: Any, teams: list[Team], fleet_wide: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         choices = [(FLEET_WIDE, "The whole fleet")] if fleet_wide else []
-        self.fields["team"].choices = choices + [(team.slug, team.name) for team in teams]
+        self.fields["team"].choices = choices + [(team.slug, team.name) for team in teams]  # type: ignore[attr-defined]
         self.fields["team"].required = not fleet_wide
         self.teams = {team.slug: team for team in teams}
 

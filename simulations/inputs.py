@@ -190,10 +190,10 @@ def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
         )
     now_s = fleet_now_s()
     since_s = now_s - days * DAY_S
-    rows = Job.objects.filter(submit_s__gte=since_s).order_by("submit_s", "id")
+    jobs = Job.objects.filter(submit_s__gte=since_s).order_by("submit_s", "id")
     if team is not None:
-        rows = rows.filter(team=team)
-    rows = rows.values_list(
+        jobs = jobs.filter(team=team)
+    query = jobs.values_list(
         "id",
         "submit_s",
         "duration_s",
@@ -210,7 +210,7 @@ def history_trace(*, days: float, team: Team | None) -> list[TraceJob]:
         "deployment_id",
         named=True,
     )[: settings.SIMULATION_MAX_JOBS + 1]
-    rows = list(rows)
+    rows: list[Any] = list(query)
     start_s = rows[0].submit_s if rows else 0.0
     return [
         TraceJob(

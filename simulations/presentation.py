@@ -45,7 +45,8 @@ def metric_rows(results: dict[str, Any] | None) -> list[MetricRow]:
         if key == "policy":
             continue
         a, b = candidate.get(key), current.get(key)
-        numeric = isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool)
-        difference = a - b if numeric else None
+        difference = None
+        if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+            difference = a - b
         rows.append(MetricRow(key, a, b, difference, _verdict(key, difference)))
     return rows

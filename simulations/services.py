@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -46,7 +45,7 @@ from simulations.inputs import (
 )
 from simulations.models import Simulation
 from tenants.models import Team
-from tenants.permissions import can_manage_team_quota, is_fleet_admin
+from tenants.permissions import AnyUser, can_manage_team_quota, is_fleet_admin
 
 logger = logging.getLogger("fleetline.simulations")
 
@@ -72,7 +71,7 @@ class SimulationRequest:
     seed: int = 0
 
 
-def can_start_simulation(*, user: AbstractBaseUser, team: Team | None) -> bool:
+def can_start_simulation(*, user: AnyUser, team: Team | None) -> bool:
     """Fleet admins replay anything; a team's leads replay their own team's work."""
     if is_fleet_admin(user):
         return True
@@ -108,7 +107,7 @@ def _trace_for(request: SimulationRequest) -> tuple[list[TraceJob], str]:
     raise ValidationError({"source": f"Unknown source {request.source!r}: expected trace or history."})
 
 
-def simulation_start(*, user: AbstractBaseUser, request: SimulationRequest) -> Simulation:
+def simulation_start(*, user: AnyUser, request: SimulationRequest) -> Simulation:
     if not can_start_simulation(user=user, team=request.team):
         raise PermissionDenied("Only fleet admins, and a team's leads for their own team, start replays.")
     preset_check(preset=request.preset)
@@ -118,7 +117,7 @@ def simulation_start(*, user: AbstractBaseUser, request: SimulationRequest) -> S
     _quotas_for(fleet_spec_check(spec=fleet_spec), request.team)
     with transaction.atomic():
         simulation = Simulation.objects.create(
-            created_by=user,
+            created_by=user if user.is_authenticated else None,
             team=request.team,
             source=request.source,
             trace_name=request.trace_name[:200] if request.source == Simulation.Source.TRACE else "",

@@ -60,7 +60,8 @@ def cycle_timings_record(*, client: redis.Redis, timings_ms: Mapping[str, float]
 
 def cycle_timings_read(*, client: redis.Redis) -> list[StepHistogram]:
     """Every step's histogram, steps in name order."""
-    raw = {key.decode(): value.decode() for key, value in client.hgetall(CYCLE_TIMINGS_KEY).items()}
+    stored: dict[bytes, bytes] = client.hgetall(CYCLE_TIMINGS_KEY)  # type: ignore[assignment]
+    raw = {key.decode(): value.decode() for key, value in stored.items()}
     steps = sorted({key.rsplit(":", 1)[0] for key in raw})
     histograms = []
     bounds = [*(floatToGoString(bound) for bound in STEP_BUCKETS_S), "+Inf"]
