@@ -31,7 +31,7 @@ from django.db.models import F
 from scheduling.engine.detector import DetectorPolicy
 from scheduling.engine.failures import CRASH, GPU_LOSS, Failure, FailureRates, failures_between
 from scheduling.models import Allocation, Incident, Job, Node
-from tenants.models import FleetPolicy
+from tenants.models import AuditEvent, FleetPolicy
 from tenants.services.audit import audit_record
 
 # The demo fleet is a few dozen nodes: at the published rates it would see a failure every few
@@ -137,7 +137,15 @@ def _detect_dead(policy: DetectorPolicy, now_s: float, wall_now: datetime, speed
             incident = Incident.objects.create(node=node, kind=Incident.Kind.DEAD, failed_at=now_s - silent_s)
         Node.objects.filter(pk=node.pk).update(state=Node.State.DOWN, healthy_gpus=0)
         Incident.objects.filter(pk=incident.pk).update(detected_at=now_s)
-        _take_jobs(incident, incident.failed_at, now_s)
+        jobs = _take_jobs(incident, incident.failed_at, now_s)
+        # The detector acts as the system (no actor): its drains are audited like an admin's.
+        audit_record(
+            actor=None,
+            kind=AuditEvent.Kind.NODE_DRAINED,
+            object_repr=f"node {node.name}: no heartbeat for {silent_s:.0f} s",
+            before={"state": node.state, "healthy_gpus": node.healthy_gpus},
+            after={"state": Node.State.DOWN, "healthy_gpus": 0, "jobs_restarted": len(jobs)},
+        )
         changed.add(incident.pk)
     return changed
 
@@ -150,7 +158,14 @@ def _detect_slow(policy: DetectorPolicy, now_s: float) -> set[int]:
         detected_s = incident.failed_at + policy.slow_consecutive_steps * STEP_S * incident.slowdown
         if detected_s > now_s:
             continue
-        Node.objects.filter(pk=incident.node_id, state=Node.State.UP).update(state=Node.State.CORDONED)
+        if Node.objects.filter(pk=incident.node_id, state=Node.State.UP).update(state=Node.State.CORDONED):
+            audit_record(
+                actor=None,
+                kind=AuditEvent.Kind.NODE_CORDONED,
+                object_repr=f"node {incident.node.name}: steps {incident.slowdown:.2f}x the gang's median",
+                before={"state": Node.State.UP},
+                after={"state": Node.State.CORDONED},
+            )
         Incident.objects.filter(pk=incident.pk).update(detected_at=now_s)
         for job in _take_jobs(incident, now_s, now_s):
             leave_s = now_s if incident.slowdown >= policy.severe_slowdown else _next_checkpoint_s(job, now_s)
