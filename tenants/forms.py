@@ -6,8 +6,11 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import models
 
 from scheduling.models import AcceleratorType
+from tenants import policy_units
 from tenants.models import AuditEvent, FleetPolicy, Membership, PriorityClass, Team
 
 MAX_GPUS = 1_000_000
@@ -54,31 +57,61 @@ class PriorityClassForm(forms.ModelForm):
         fields = ["name", "value", "kind", "preemptible", "may_preempt"]
 
 
-class FleetPolicyForm(forms.ModelForm):
-    class Meta:
-        model = FleetPolicy
-        fields = [
-            "fairshare_half_life_s",
-            "fairshare_age_weight",
-            "fairshare_max_age_s",
-            "gang_spread_after_s",
-            "backfill",
-            "reservation_depth",
-            "preemption",
-            "preemption_grace_s",
-            "reclaim_after_s",
-            "within_team_order",
-            "topology_penalty_node",
-            "topology_penalty_rack",
-            "topology_penalty_pod",
-            "topology_penalty_fleet",
-            "guarantee_overcommit_ratio",
-            "heartbeat_interval_s",
-            "dead_after_missed_heartbeats",
-            "slow_threshold",
-            "slow_consecutive_steps",
-            "charge_model",
-        ]
+class FleetPolicyForm(forms.Form):
+    """The fleet policy in people's units (days, hours, percentages; `tenants.policy_units`).
+    Bound or not it starts from ``instance``; once valid, ``cleaned_data`` holds the model's
+    field names and units, ready for `fleet_policy_update`. A policy field missing from the
+    units table still gets the model's own form field."""
+
+    def __init__(self, data: Any = None, *, instance: FleetPolicy, **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.model_names: dict[str, str] = {}  # form field -> model field
+        for model_field in FleetPolicy._meta.concrete_fields:
+            if model_field.name in ("id", "updated_at"):
+                continue
+            described = policy_units.BY_NAME.get(model_field.name)
+            stored = getattr(instance, model_field.attname)
+            if described is None or described.unit is None:
+                field = model_field.formfield()
+                name, initial = model_field.name, stored
+                if described is not None:
+                    field.label, field.help_text = described.label, described.help
+            else:
+                unit, name = described.unit, described.form_name
+                whole = isinstance(model_field, models.PositiveIntegerField | models.IntegerField)
+                kind = forms.IntegerField if whole else forms.FloatField
+                field = kind(
+                    required=not model_field.null,
+                    min_value=1 if whole else 0,
+                    label=f"{described.label} ({unit.suffix})" if unit.suffix else described.label,
+                    help_text=described.help + (" Leave empty for none." if model_field.null else ""),
+                )
+                if not whole:
+                    field.widget.attrs["step"] = "any"
+                shown = unit.to_shown(stored) if stored is not None else None
+                initial = int(shown) if shown is not None and float(shown).is_integer() else shown
+            self.fields[name] = field
+            self.initial.setdefault(name, initial)
+            self.model_names[name] = model_field.name
+
+    def clean(self) -> dict[str, Any]:
+        shown = super().clean()
+        stored: dict[str, Any] = {}
+        for name, value in shown.items():
+            model_name = self.model_names[name]
+            described = policy_units.BY_NAME.get(model_name)
+            unit = described.unit if described is not None else None
+            stored[model_name] = unit.to_stored(value) if unit is not None and value is not None else value
+        return stored
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """Errors the service raised by model field, on the form fields that show them."""
+        form_names = {model: form for form, model in self.model_names.items()}
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for model_name, messages in error.message_dict.items():
+            self.add_error(form_names.get(model_name), messages)
 
 
 class AuditFilterForm(forms.Form):

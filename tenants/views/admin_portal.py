@@ -64,7 +64,7 @@ def policy(request: HttpRequest) -> HttpResponse:
         try:
             services.fleet_policy_update(actor=request.user, changes=form.cleaned_data)
         except ValidationError as exc:
-            form.add_error(None, exc)
+            form.add_service_errors(exc)
         else:
             messages.success(request, "Fleet policy saved; it applies from the next scheduling cycle.")
             return redirect("tenants:policy")

@@ -12,25 +12,26 @@ from tests.tenants.conftest import World, client_for
 
 pytestmark = pytest.mark.django_db
 
+# The policy page speaks days, hours and percentages; the stored values are seconds and ratios.
 POLICY = {
-    "fairshare_half_life_s": "604800",
+    "fairshare_half_life_days": "7",
     "fairshare_age_weight": "1.5",
-    "fairshare_max_age_s": "86400",
-    "gang_spread_after_s": "3600",
+    "fairshare_max_age_hours": "24",
+    "gang_spread_after_hours": "1",
     "backfill": "on",
     "reservation_depth": "2",
     "preemption": "on",
     "preemption_grace_s": "60",
-    "reclaim_after_s": "14400",
+    "reclaim_after_hours": "4",
     "within_team_order": "las",
-    "topology_penalty_node": "1.0",
-    "topology_penalty_rack": "1.0",
-    "topology_penalty_pod": "1.2",
-    "topology_penalty_fleet": "1.5",
-    "guarantee_overcommit_ratio": "1.0",
+    "topology_penalty_node_percent": "0",
+    "topology_penalty_rack_percent": "0",
+    "topology_penalty_pod_percent": "20",
+    "topology_penalty_fleet_percent": "50",
+    "guarantee_overcommit_percent": "100",
     "heartbeat_interval_s": "10",
     "dead_after_missed_heartbeats": "3",
-    "slow_threshold": "1.3",
+    "slow_threshold_percent": "30",
     "slow_consecutive_steps": "5",
     "charge_model": "usage",
 }
@@ -101,23 +102,23 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
     [
         ("reservation_depth", "0", "greater than or equal to 1"),
         ("reservation_depth", "", "This field is required"),
-        ("topology_penalty_node", "0.9", "Must be at least 1.0"),
-        ("topology_penalty_rack", "0.5", "Must be at least 1.0"),
-        ("topology_penalty_pod", "0.99", "Must be at least 1.0"),
-        ("topology_penalty_fleet", "-1", "Must be at least 1.0"),
-        ("fairshare_half_life_s", "0", "Must be greater than zero"),
-        ("fairshare_half_life_s", "soon", "Enter a number"),
+        ("topology_penalty_node_percent", "-10", "greater than or equal to 0"),
+        ("topology_penalty_rack_percent", "-50", "greater than or equal to 0"),
+        ("topology_penalty_pod_percent", "-1", "greater than or equal to 0"),
+        ("topology_penalty_fleet_percent", "soon", "Enter a number"),
+        ("fairshare_half_life_days", "0", "Must be greater than zero"),
+        ("fairshare_half_life_days", "soon", "Enter a number"),
         ("fairshare_age_weight", "-0.5", "greater than or equal to 0"),
-        ("fairshare_max_age_s", "0", "Must be greater than zero"),
-        ("gang_spread_after_s", "-1", "greater than or equal to 0"),
+        ("fairshare_max_age_hours", "0", "Must be greater than zero"),
+        ("gang_spread_after_hours", "-1", "greater than or equal to 0"),
         ("preemption_grace_s", "-1", "greater than or equal to 0"),
-        ("reclaim_after_s", "-1", "greater than or equal to 0"),
-        ("reclaim_after_s", "soon", "Enter a number"),
+        ("reclaim_after_hours", "-1", "greater than or equal to 0"),
+        ("reclaim_after_hours", "soon", "Enter a number"),
         ("within_team_order", "random", "Select a valid choice"),
-        ("guarantee_overcommit_ratio", "0", "Must be greater than zero"),
+        ("guarantee_overcommit_percent", "0", "Must be greater than zero"),
         ("heartbeat_interval_s", "0", "Must be greater than zero"),
         ("dead_after_missed_heartbeats", "0", "greater than or equal to 1"),
-        ("slow_threshold", "0.8", "Must be at least 1.0"),
+        ("slow_threshold_percent", "-20", "greater than or equal to 0"),
         ("slow_consecutive_steps", "0", "greater than or equal to 1"),
     ],
 )
@@ -131,16 +132,16 @@ def test_each_bad_policy_value_is_refused_next_to_its_field(world: World, field:
     assert not AuditEvent.objects.exists()
 
 
-@pytest.mark.parametrize(("posted", "engine_value"), [("600", 600.0), ("", None)], ids=["bound", "only-when-it-pays"])
+@pytest.mark.parametrize(("posted", "engine_value"), [("0.5", 1800.0), ("", None)], ids=["bound", "only-when-it-pays"])
 def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
     world: World, posted: str, engine_value: float | None
 ) -> None:
     FleetPolicyFactory()
     client = client_for(world.admin)
     page = client.get("/admin-portal/policy/").content.decode()
-    assert 'name="reclaim_after_s"' in page and "worth less than the wait it saves" in page
+    assert 'name="reclaim_after_hours"' in page and "worth less than the wait it saves" in page
 
-    assert client.post("/admin-portal/policy/", {**POLICY, "reclaim_after_s": posted}).status_code == 302
+    assert client.post("/admin-portal/policy/", {**POLICY, "reclaim_after_hours": posted}).status_code == 302
 
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_after_s == engine_value
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
@@ -203,3 +204,17 @@ def test_each_bad_priority_class_value_is_refused_next_to_its_field(
     assert f'id="id_{field}-errors"' in body and message in body
     assert PriorityClass.objects.count() == 1
     assert not AuditEvent.objects.exists()
+
+
+def test_the_policy_form_speaks_days_hours_and_percentages_with_help_on_every_field(world: World) -> None:
+    FleetPolicyFactory()
+    response = client_for(world.admin).get("/admin-portal/policy/")
+    form, page = response.context["form"], response.content.decode()
+
+    assert "Fair-share half-life (days)" in page and "Fairshare half life s" not in page
+    assert form["fairshare_half_life_days"].value() == 7
+    assert form["topology_penalty_pod_percent"].value() == 15
+    assert form["reclaim_after_hours"].value() == 4
+    assert form["guarantee_overcommit_percent"].value() == 100
+    assert "604800" not in page and "1.15" not in page
+    assert all(field.help_text for field in form), [field.name for field in form if not field.help_text]

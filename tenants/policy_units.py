@@ -1,0 +1,197 @@
+"""The fleet policy in people's units: what each stored field is called, in which unit it is
+shown and entered, and what it does. The policy form and the audit log both read this table, so
+a half-life is "7 days" on both, never "604800.0".
+
+Stored values keep the model's units (seconds, ratios); a unit converts with ``to_shown`` and
+``to_stored`` (affine: ``shown = (stored - offset) / factor``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    suffix: str  # appended to the field name of the form and to labels: "days"
+    factor: float = 1.0
+    offset: float = 0.0
+    symbol: str = ""  # after a shown value: "%", " h"
+    singular: str = ""  # after a shown value of exactly 1, when it differs: " day"
+
+    def to_shown(self, stored: float | None) -> float | None:
+        if stored is None:
+            return None
+        shown = (stored - self.offset) / self.factor
+        return round(shown, 6)
+
+    def to_stored(self, shown: float | None) -> float | None:
+        # Rounded so that "15 %" stores 1.15, not 1.1500000000000001.
+        return None if shown is None else round(shown * self.factor + self.offset, 9)
+
+
+SECONDS = Unit("seconds", symbol=" s")
+MINUTES = Unit("minutes", 60.0, symbol=" min")
+HOURS = Unit("hours", 3600.0, symbol=" h")
+DAYS = Unit("days", 86400.0, symbol=" days", singular=" day")
+# 1.15 stored (a speed divisor) is "15 % slower"; 1.3 (a step-time ratio) is "30 % over".
+PERCENT_OVER_ONE = Unit("percent", 0.01, 1.0, symbol=" %")
+PERCENT = Unit("percent", 0.01, symbol=" %")
+COUNT = Unit("", symbol="")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyField:
+    name: str  # the model's field
+    label: str
+    help: str
+    unit: Unit | None = None  # None: not a number (a switch or a choice)
+
+    @property
+    def form_name(self) -> str:
+        if self.unit is None or not self.unit.suffix or self.unit is SECONDS:
+            return self.name
+        return f"{self.name.removesuffix('_s').removesuffix('_ratio')}_{self.unit.suffix}"
+
+
+POLICY_FIELDS: tuple[PolicyField, ...] = (
+    PolicyField(
+        "fairshare_half_life_s",
+        "Fair-share half-life",
+        "How fast past use is forgotten: use this long ago counts half as much as use now.",
+        DAYS,
+    ),
+    PolicyField(
+        "fairshare_age_weight",
+        "Waiting-time weight",
+        "Added to a team's fair-share priority (1 = nothing used, 0.5 = used its share) for a job that has "
+        "waited the full age below, in proportion before; 0 orders by fair share alone.",
+        COUNT,
+    ),
+    PolicyField(
+        "fairshare_max_age_s",
+        "Waiting time at full weight",
+        "After waiting this long a job gets the whole waiting-time weight.",
+        HOURS,
+    ),
+    PolicyField(
+        "gang_spread_after_s",
+        "Gangs wait for one domain for at most",
+        "How long a multi-node gang waits for the narrowest domain that can hold it (usually one rack) "
+        "before it may be spread wider; at once if none frees within 30 days. Empty: it always waits.",
+        HOURS,
+    ),
+    PolicyField(
+        "backfill",
+        "Backfill",
+        "Let later, smaller jobs start in idle gaps when they cannot delay the reserved start of the jobs ahead.",
+    ),
+    PolicyField(
+        "reservation_depth",
+        "Reserved starts",
+        "How many waiting jobs have nodes held for their estimated start; 1 is EASY backfill, more is "
+        "conservative backfill (fairer to large jobs, fewer gaps to fill).",
+        COUNT,
+    ),
+    PolicyField(
+        "preemption",
+        "Preemption",
+        "Let higher-priority work, and teams reclaiming their guarantee, evict preemptible jobs.",
+    ),
+    PolicyField(
+        "preemption_grace_s",
+        "Preemption grace",
+        "How long a preempted job has to stop (and to checkpoint, if it does so when told) before the job "
+        "that preempted it starts on its GPUs.",
+        SECONDS,
+    ),
+    PolicyField(
+        "reclaim_after_s",
+        "Evict anyway after waiting",
+        "A job evicts running work only when the work lost is worth less than the wait it saves, or once it "
+        "has waited this long. Empty: only when it pays.",
+        HOURS,
+    ),
+    PolicyField(
+        "within_team_order",
+        "Order within a team",
+        "Which of a team's own jobs goes first once priority class and fair share are equal.",
+    ),
+    PolicyField(
+        "topology_penalty_node",
+        "Slowdown within one node",
+        "How much slower a gang runs inside one node than ideal; 0 % is full speed.",
+        PERCENT_OVER_ONE,
+    ),
+    PolicyField(
+        "topology_penalty_rack",
+        "Slowdown across nodes of one rack",
+        "How much slower a gang runs when its nodes share one rack.",
+        PERCENT_OVER_ONE,
+    ),
+    PolicyField(
+        "topology_penalty_pod",
+        "Slowdown across racks of one pod",
+        "How much slower a gang runs when it spans racks of one pod (network spine).",
+        PERCENT_OVER_ONE,
+    ),
+    PolicyField(
+        "topology_penalty_fleet",
+        "Slowdown across pods",
+        "How much slower a gang runs when it spans pods.",
+        PERCENT_OVER_ONE,
+    ),
+    PolicyField(
+        "guarantee_overcommit_ratio",
+        "Guarantees may total",
+        "Of the fleet's GPUs of each accelerator type, how much the guarantees approved may add up to; above "
+        "100 % some guarantees cannot all be honoured at once.",
+        PERCENT,
+    ),
+    PolicyField(
+        "heartbeat_interval_s",
+        "Heartbeat interval",
+        "How often every node reports that it is alive.",
+        SECONDS,
+    ),
+    PolicyField(
+        "dead_after_missed_heartbeats",
+        "Dead after missed heartbeats",
+        "A node that misses this many heartbeats in a row is declared dead and its gangs restart elsewhere.",
+        COUNT,
+    ),
+    PolicyField(
+        "slow_threshold",
+        "Slow when steps take longer by",
+        "A node whose step time is this much above its gang's median counts as slow.",
+        PERCENT_OVER_ONE,
+    ),
+    PolicyField(
+        "slow_consecutive_steps",
+        "Slow after consecutive slow steps",
+        "A node is cordoned once it has been slow for this many steps in a row.",
+        COUNT,
+    ),
+    PolicyField(
+        "charge_model",
+        "Charge model",
+        "How reports charge teams: for what they used, or for the capacity reserved for them whether used or "
+        "not, plus what they borrowed beyond it.",
+    ),
+)
+BY_NAME = {field.name: field for field in POLICY_FIELDS}
+
+
+def shown_text(name: str, value: object) -> str:
+    """A stored policy value as people read it: ``604800.0`` -> ``7 days``, ``1.15`` -> ``15 %``."""
+    field = BY_NAME.get(name)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if field is None or field.unit is None or not isinstance(value, int | float):
+        return str(value)
+    shown = field.unit.to_shown(float(value))
+    if shown is None:
+        return "none"
+    symbol = field.unit.singular if shown == 1 and field.unit.singular else field.unit.symbol
+    return f"{shown:g}{symbol}"
