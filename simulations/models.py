@@ -34,6 +34,8 @@ class Simulation(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices)
     trace_name = models.CharField(max_length=200, blank=True)
     trace_format = models.CharField(max_length=10, blank=True)
+    # The uploaded file's text; for a replay of the fleet's history, its jobs as the request saw
+    # them (JSON), so that the replay does not depend on when a worker runs it.
     trace_text = models.TextField(blank=True, editable=False)
     history_days = models.FloatField(null=True, blank=True)
     jobs = models.PositiveIntegerField(default=0, help_text="Jobs in the trace.")

@@ -11,12 +11,13 @@ replay stops between two of its cycles, never half-way through writing its resul
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -103,7 +104,8 @@ def _trace_for(request: SimulationRequest) -> tuple[list[TraceJob], str]:
             raise ValidationError({"history_days": "Say how many days of the fleet's jobs to replay."})
         trace = history_trace(days=request.history_days, team=request.team)
         jobs_check(count=len(trace), field="history_days")
-        return trace, ""
+        # Frozen as the request saw it: the replay, and any rerun of it, uses these very jobs.
+        return trace, json.dumps([asdict(job) for job in trace], separators=(",", ":"))
     raise ValidationError({"source": f"Unknown source {request.source!r}: expected trace or history."})
 
 
@@ -224,8 +226,7 @@ def _finish(simulation_id: int, state: str, **fields: Any) -> None:
 def _trace_of(simulation: Simulation) -> list[TraceJob]:
     if simulation.source == Simulation.Source.TRACE:
         return trace_parse(name=simulation.trace_name, text=simulation.trace_text, fmt=simulation.trace_format)
-    assert simulation.history_days is not None
-    return history_trace(days=simulation.history_days, team=simulation.team)
+    return [TraceJob(**job) for job in json.loads(simulation.trace_text)]
 
 
 def simulation_run(*, simulation_id: int) -> str | None:

@@ -130,30 +130,17 @@ def test_a_lead_replays_only_their_own_teams_jobs_from_the_fleet_history(people:
     QuotaFactory(team=people.beta, accelerator_type=h100, guaranteed=8)
     FleetClock.objects.update_or_create(pk=1, defaults={"sim_now_s": 10 * 86400.0, "wall_updated_at": timezone.now()})
     training = PriorityClassFactory(name="training")
+    common = {"name": "j", "gpus": 8, "priority_class": training, "accelerator_type": h100, "duration_s": 600.0}
     for team, submit_s in [(people.alpha, 9.5 * 86400), (people.alpha, 9.9 * 86400), (people.beta, 9.8 * 86400)]:
-        Job.objects.create(
-            team=team,
-            name="j",
-            gpus=8,
-            priority_class=training,
-            accelerator_type=h100,
-            duration_s=600.0,
-            submit_s=submit_s,
-        )
-    Job.objects.create(  # older than the period
-        team=people.alpha,
-        name="old",
-        gpus=8,
-        priority_class=training,
-        accelerator_type=h100,
-        duration_s=60.0,
-        submit_s=0.0,
-    )
+        Job.objects.create(team=team, submit_s=submit_s, **common)
+    Job.objects.create(team=people.alpha, submit_s=0.0, **common)  # older than the period
     request = trace_request(source="history", history_days=1, team=people.alpha, fleet_spec="")
     simulation = simulation_start(user=people.lead, request=request)
     assert simulation.jobs == 2
     assert simulation.fleet_spec == "1x1x2x8:H100"  # the live fleet's shape
 
+    # The jobs are frozen when the replay is asked for: one submitted since is not replayed.
+    Job.objects.create(team=people.alpha, submit_s=9.95 * 86400, **common)
     assert simulation_run(simulation_id=simulation.pk) == "succeeded"
     simulation.refresh_from_db()
     assert simulation.results["meta"]["teams"] == ["alpha"]
