@@ -99,6 +99,7 @@ class NodeCell:
     allocated_gpus: int
     state: str
     jobs: list[str] = field(default_factory=list)
+    own_gpus: int = 0  # GPUs of the node held by the viewer's own teams' jobs
 
 
 @dataclass
@@ -119,17 +120,21 @@ OTHER_TEAMS_JOB = "another team's job"
 def fleet_map(*, user: AnyUser) -> list[PodBlock]:
     """Pods -> racks -> nodes with occupancy and the jobs on each node, in three queries besides
     the user's roles. Job names show for the user's own teams' jobs (every job for fleet admins);
-    any other job shows only as another team's, with its GPU count."""
+    any other job shows only as another team's, with its GPU count. ``own_gpus`` counts a
+    member's own teams' GPUs on each node, for highlighting."""
     admin = is_fleet_admin(user)
     own_teams: set[int] = set()
     if not admin:
         own_teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
     jobs_on: dict[int, list[str]] = {}
+    own_on: dict[int, int] = {}
     for node_id, name, team_id, gpus in Allocation.objects.order_by("job_id").values_list(
         "node_id", "job__name", "job__team_id", "gpus"
     ):
         label = name if admin or team_id in own_teams else OTHER_TEAMS_JOB
         jobs_on.setdefault(node_id, []).append(f"{label} ({gpus})")
+        if team_id in own_teams:
+            own_on[node_id] = own_on.get(node_id, 0) + gpus
     pods: dict[str, PodBlock] = {}
     racks: dict[str, RackColumn] = {}
     for row in Node.objects.order_by("rack__pod__name", "rack__name", "name").values(
@@ -157,6 +162,7 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
                 row["allocated_gpus"],
                 row["state"],
                 jobs_on.get(row["id"], []),
+                own_on.get(row["id"], 0),
             )
         )
     return list(pods.values())

@@ -244,12 +244,12 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @login_required
 def fleet_map_view(request: HttpRequest) -> HttpResponse:
-    admin = is_fleet_admin(request.user)
-    nodes = Node.objects.order_by("name").only("id", "name", "state") if admin else None
+    pods = fleet_map(user=request.user)
+    node_jobs = {node.id: node.jobs for pod in pods for rack in pod.racks for node in rack.nodes if node.jobs}
     return render(
         request,
         "scheduling/fleet_map.html",
-        {"pods": fleet_map(user=request.user), "admin_nodes": nodes, "actions": NODE_ACTIONS},
+        {"pods": pods, "node_jobs": node_jobs, "admin": is_fleet_admin(request.user), "actions": NODE_ACTIONS},
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
@@ -309,3 +311,21 @@ def test_the_start_preview_shows_what_the_submission_would_refuse(fleet: Fleet, 
 def test_an_outsider_cannot_preview_a_job_for_another_team(fleet: Fleet, outsider: Client) -> None:
     text = outsider.get("/jobs/new/estimate/", _form(fleet, gpus=8)).content.decode()
     assert "Would start" not in text and "Still to fix: Team" in text
+
+
+def test_the_fleet_map_names_each_node_and_its_accelerator_and_marks_the_viewers_jobs(
+    fleet: Fleet, member: Client, outsider: Client
+) -> None:
+    fleet.submit(gpus=8, name="ours")
+    fleet.tick()
+
+    page = member.get("/fleet/").content.decode()
+    assert "pod-a-r1-n1" in page and ">H100<" in page
+    assert len(re.findall(r'class="node [^"]*\bmine"', page)) == 1 and "8 by your team" in page
+    assert 'id="node-dialog"' not in page  # members do not act on nodes
+    assert not re.findall(r'class="node [^"]*\bmine"', outsider.get("/fleet/").content.decode())
+
+
+def test_an_admin_gets_the_node_actions_on_the_fleet_map(fleet: Fleet, admin: Client) -> None:
+    page = admin.get("/fleet/").content.decode()
+    assert 'id="node-dialog"' in page and 'value="drain"' in page

@@ -1,0 +1,84 @@
+// Fleet map: a hover (or focus) card per node, arrow-key moves between nodes, and for fleet
+// admins a click (or Enter) opens the node's actions. Occupancy follows the live fleet feed.
+(function () {
+  var map = document.getElementById("fleet-map");
+  if (!map) return;
+  var card = document.getElementById("node-card");
+  var jobs = JSON.parse(document.getElementById("node-jobs").textContent);
+  var dialog = document.getElementById("node-dialog");
+  var nodes = Array.prototype.slice.call(map.querySelectorAll(".node"));
+
+  function describe(node) {
+    var d = node.dataset, used = +d.used, gpus = +d.gpus;
+    return d.name + " · " + d.accelerator + " · " + d.state + " · " + used + " of " + gpus + " healthy GPUs in use" +
+      (+d.total > gpus ? " (" + (+d.total - gpus) + " lost)" : "");
+  }
+
+  function show(node) {
+    card.textContent = "";
+    var title = document.createElement("strong");
+    title.textContent = describe(node);
+    card.appendChild(title);
+    var list = document.createElement("ul");
+    (jobs[node.dataset.node] || []).forEach(function (job) {
+      var item = document.createElement("li");
+      item.textContent = job;
+      list.appendChild(item);
+    });
+    if (!list.children.length) {
+      var none = document.createElement("li");
+      none.textContent = +node.dataset.used ? "jobs changed since the page loaded" : "no jobs";
+      list.appendChild(none);
+    }
+    card.appendChild(list);
+    var box = node.getBoundingClientRect();
+    card.hidden = false;
+    card.style.left = Math.min(window.scrollX + box.left, window.scrollX + document.documentElement.clientWidth - card.offsetWidth - 8) + "px";
+    card.style.top = (window.scrollY + box.bottom + 6) + "px";
+  }
+  function hide() { card.hidden = true; }
+
+  nodes.forEach(function (node, index) {
+    node.addEventListener("mouseenter", function () { show(node); });
+    node.addEventListener("mouseleave", hide);
+    node.addEventListener("focus", function () { show(node); });
+    node.addEventListener("blur", hide);
+    node.addEventListener("keydown", function (event) {
+      var step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[event.key];
+      if (event.key === "Escape") { hide(); return; }
+      if (!step) return;
+      event.preventDefault();
+      var next = nodes[Math.max(0, Math.min(nodes.length - 1, index + step))];
+      next.focus();
+    });
+    node.addEventListener("click", function () {
+      if (!dialog) { show(node); return; }
+      dialog.querySelector("[name=node]").value = node.dataset.node;
+      dialog.querySelector("[data-field=name]").textContent = node.dataset.name;
+      dialog.querySelector("[data-field=summary]").textContent = describe(node);
+      hide();
+      dialog.showModal();
+    });
+  });
+  if (dialog) {
+    dialog.querySelector("[data-close]").addEventListener("click", function () { dialog.close(); });
+  }
+
+  Fleetline.live.on("incident", function (event) {
+    var node = document.getElementById("node-" + event.node_id);
+    if (node && event.detected_at !== null && event.resumed_at === null) {
+      var state = event.incident === "dead" ? "down" : "cordoned";
+      node.classList.add(state);
+      node.dataset.state = state;
+    }
+  });
+  Fleetline.live.on("fleet", function (event) {
+    nodes.forEach(function (node) {
+      var used = event.node_used[node.dataset.node] || 0, gpus = +node.dataset.gpus || 8;
+      node.dataset.used = used;
+      node.querySelector(".bar").style.width = Math.round(100 * used / (+node.dataset.total || gpus)) + "%";
+      node.classList.toggle("full", used >= gpus);
+      node.setAttribute("aria-label", describe(node));
+    });
+  });
+})();

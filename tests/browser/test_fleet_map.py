@@ -1,0 +1,56 @@
+"""An admin acts on a node from the fleet map; everyone gets a hover card and keyboard moves."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from playwright.sync_api import Page, expect
+
+from scheduling.models import Node
+from tenants.models import AuditEvent
+from tenants.roles import FLEET_ADMIN
+from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.factories import MembershipFactory, UserFactory
+from tests.scheduling.conftest import build_fleet
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_admin_cordons_a_node_by_clicking_it_on_the_map(asgi_server: str, page: Page) -> None:
+    fleet = _off_loop(build_fleet)
+    admin = UserFactory()
+    admin.groups.add(Group.objects.get_or_create(name=FLEET_ADMIN)[0])
+    node = fleet.nodes[2]
+    _log_in(page, asgi_server, admin.username)
+
+    page.goto(f"{asgi_server}/fleet/")
+    page.locator(f"#node-{node.pk}").hover()
+    expect(page.locator("#node-card")).to_contain_text(f"{node.name} · H100")
+    page.locator(f"#node-{node.pk}").click()
+    expect(page.locator("#node-dialog")).to_be_visible()
+    expect(page.locator("#node-dialog")).to_contain_text(node.name)
+    page.locator("#node-dialog").get_by_role("button", name="Cordon", exact=True).click()
+
+    expect(page.locator(".messages")).to_contain_text(f"{node.name}: cordon done, now cordoned")
+    expect(page.locator(f"#node-{node.pk}")).to_have_class("node cordoned")
+    assert Node.objects.get(pk=node.pk).state == Node.State.CORDONED
+    assert AuditEvent.objects.get(kind=AuditEvent.Kind.NODE_CORDONED).actor == admin
+
+
+def test_a_member_moves_across_nodes_with_the_keyboard_and_reads_their_cards(asgi_server: str, page: Page) -> None:
+    fleet = _off_loop(build_fleet)
+    member = MembershipFactory(team=fleet.team).user
+    fleet.submit(gpus=8, name="ours")
+    _off_loop(fleet.tick)
+    _log_in(page, asgi_server, member.username)
+
+    page.goto(f"{asgi_server}/fleet/")
+    first = page.locator(".node").first
+    first.focus()
+    expect(page.locator("#node-card")).to_be_visible()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator(".node").nth(1)).to_be_focused()
+    expect(page.locator("#node-dialog")).to_have_count(0)
+    expect(page.locator(".node.mine")).to_have_count(1)
+    page.locator(".node.mine").focus()
+    expect(page.locator("#node-card")).to_contain_text("ours (8)")
