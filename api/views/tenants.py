@@ -10,14 +10,15 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.selectors import memberships_for_team, quota_request_for_user, quota_requests_for_user
 from api.views.base import ApiView, ApiViewSet, require_fleet_admin
 from scheduling.models import AcceleratorType
-from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest
+from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest, Team
+from tenants.permissions import is_fleet_admin, team_role
 from tenants.selectors import fleet_policy_get, quota_overview_for_team, team_for_user, teams_for_user
 from tenants.services import (
     fleet_policy_update,
@@ -67,6 +68,14 @@ class QuotaOutput(serializers.Serializer):
     lent = serializers.IntegerField()
 
 
+def _require_team_manager(request: Request, team: Team) -> None:
+    """Refuse at once anyone who may change none of the team's memberships; the membership
+    services decide the rest (a lead adds and removes members; only fleet admins touch leads
+    and roles)."""
+    if not (is_fleet_admin(request.user) or team_role(request.user, team) == Membership.Role.LEAD):
+        raise PermissionDenied("Only fleet admins and the team's leads change its members.")
+
+
 class TeamViewSet(ApiViewSet):
     """Teams you belong to (every team for fleet admins); others answer 404."""
 
@@ -93,14 +102,14 @@ class TeamViewSet(ApiViewSet):
 
     @extend_schema(methods=["GET"], responses=MemberOutput(many=True), summary="The team's members")
     @extend_schema(
-        methods=["POST"], request=MemberInput, responses={201: MemberOutput}, summary="Add a member (admins)"
+        methods=["POST"], request=MemberInput, responses={201: MemberOutput}, summary="Add a member (leads, admins)"
     )
     @action(detail=True, methods=["get", "post"])
     def members(self, request: Request, slug: str) -> Response:
         team = team_for_user(user=request.user, slug=slug)
         if request.method == "GET":
             return Response(MemberOutput(memberships_for_team(team=team), many=True).data)
-        require_fleet_admin(request, "Only fleet admins change team memberships.")
+        _require_team_manager(request, team)
         data = MemberInput(data=request.data)
         data.is_valid(raise_exception=True)
         user = get_user_model().objects.filter(username=data.validated_data["username"]).first()
@@ -116,12 +125,14 @@ class TeamViewSet(ApiViewSet):
             raise NotFound("No such member.")
         return membership
 
-    @extend_schema(methods=["PATCH"], request=MemberRoleInput, responses=MemberOutput, summary="Change a role (admins)")
-    @extend_schema(methods=["DELETE"], request=None, responses={204: None}, summary="Remove a member (admins)")
+    @extend_schema(
+        methods=["PATCH"], request=MemberRoleInput, responses=MemberOutput, summary="Change a role (fleet admins)"
+    )
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None}, summary="Remove a member (leads, admins)")
     @action(detail=True, methods=["patch", "delete"], url_path=r"members/(?P<username>[\w.@+-]+)")
     def member(self, request: Request, slug: str, username: str) -> Response:
         membership = self._membership(request, slug, username)
-        require_fleet_admin(request, "Only fleet admins change team memberships.")
+        _require_team_manager(request, membership.team)
         if request.method == "DELETE":
             membership_remove(actor=request.user, membership_id=membership.pk)
             return Response(status=status.HTTP_204_NO_CONTENT)

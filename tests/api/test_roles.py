@@ -67,7 +67,7 @@ WRITES = {
     "/api/v1/quota-requests/{request}/reject/": ({"note": "No."}, (403, 403, 404, 404, 200)),
     "/api/v1/quota-requests/{request}/withdraw/": ({}, (200, 403, 404, 404, 403)),
     "/api/v1/jobs/{job}/cancel/": ({}, (200, 200, 404, 404, 200)),
-    "/api/v1/teams/language-models/members/": ({"username": "finance"}, (403, 403, 404, 404, 201)),
+    "/api/v1/teams/language-models/members/": ({"username": "finance"}, (201, 403, 404, 404, 201)),
     "/api/v1/nodes/pod-a-r1-n1/cordon/": ({}, (403, 403, 403, 403, 200)),
     "/api/v1/priority-classes/": (
         {"name": "x", "value": 1, "kind": "batch", "preemptible": True, "may_preempt": False},

@@ -44,15 +44,34 @@ def test_a_teams_quota_reads_guarantee_and_use(people: People) -> None:
     ]
 
 
-@pytest.mark.parametrize(("who", "status"), [("lead", 403), ("member", 403), ("outsider", 404), ("admin", 201)])
-def test_only_fleet_admins_add_members(people: People, who: str, status: int) -> None:
+@pytest.mark.parametrize(
+    ("who", "status"), [("lead", 201), ("member", 403), ("outsider", 404), ("finance", 404), ("admin", 201)]
+)
+def test_leads_and_fleet_admins_add_members(people: People, who: str, status: int) -> None:
     response = people.client(who).post(f"{TEAM}members/", {"username": "finance", "role": "member"}, format="json")
 
     assert response.status_code == status
     assert Membership.objects.filter(user=people.finance).exists() is (status == 201)
+    if status == 201:
+        assert AuditEvent.objects.filter(kind=AuditEvent.Kind.MEMBER_ADDED).exists()
 
 
-def test_an_admin_changes_a_role_and_removes_a_member(people: People) -> None:
+def test_a_lead_removes_a_member_but_cannot_add_a_lead_or_change_roles(people: People) -> None:
+    lead = people.client("lead")
+
+    assert lead.post(f"{TEAM}members/", {"username": "finance", "role": "lead"}, format="json").status_code == 403
+    assert lead.patch(f"{TEAM}members/member/", {"role": "lead"}, format="json").status_code == 403
+    assert Membership.objects.get(user=people.member).role == "member"
+    assert lead.delete(f"{TEAM}members/member/").status_code == 204
+    assert not Membership.objects.filter(user=people.member).exists()
+
+
+def test_a_member_cannot_remove_anyone(people: People) -> None:
+    assert people.client("member").delete(f"{TEAM}members/lead/").status_code == 403
+    assert Membership.objects.filter(user=people.lead).exists()
+
+
+def test_an_admin_changes_a_role_and_removes_a_member_audited(people: People) -> None:
     admin = people.client("admin")
 
     changed = admin.patch(f"{TEAM}members/member/", {"role": "lead"}, format="json")
@@ -62,13 +81,8 @@ def test_an_admin_changes_a_role_and_removes_a_member(people: People) -> None:
     assert removed.status_code == 204
     assert not Membership.objects.filter(user=people.member).exists()
     assert admin.delete(f"{TEAM}members/member/").status_code == 404
-
-
-def test_a_lead_cannot_change_roles(people: People) -> None:
-    response = people.client("lead").patch(f"{TEAM}members/member/", {"role": "lead"}, format="json")
-
-    assert response.status_code == 403
-    assert Membership.objects.get(user=people.member).role == "member"
+    kinds = set(AuditEvent.objects.values_list("kind", flat=True))
+    assert {AuditEvent.Kind.MEMBER_ROLE_CHANGED, AuditEvent.Kind.MEMBER_REMOVED} <= kinds
 
 
 def test_adding_an_unknown_user_is_a_field_error(people: People) -> None:
