@@ -25,11 +25,12 @@ class SharePoint:
 
 def _layout(title: str, y_title: str, **extra: object) -> dict[str, object]:
     return {
-        "title": {"text": title, "font": {"size": 14}},
-        "margin": {"l": 50, "r": 50, "t": 36, "b": 40},
+        # Left-aligned with room above, so a long title is never cut by the plot's edge.
+        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left", "automargin": True},
+        "margin": {"l": 50, "r": 60, "t": 44, "b": 40},
         "height": 290,
-        "xaxis": {"title": {"text": "fleet time (h)"}},
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        "xaxis": {"title": {"text": "fleet time (h)"}, "automargin": True},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "automargin": True},
         "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
@@ -37,6 +38,14 @@ def _layout(title: str, y_title: str, **extra: object) -> dict[str, object]:
         "template": "none",
         **extra,
     }
+
+
+def count_tick_step(largest: int, ticks: int = 5) -> int:
+    """A whole tick step that shows about ``ticks`` ticks up to ``largest``: 1, 2, 5, 10, 20, ..."""
+    step = 1
+    while largest / step > ticks:
+        step = step * 5 // 2 if str(step).startswith("2") else step * 2
+    return step
 
 
 def share_figure(points: Sequence[SharePoint]) -> str:
@@ -72,7 +81,16 @@ def utilisation_figure(points: Sequence[SharePoint]) -> str:
         layout=_layout(
             "Utilisation and queue",
             "utilisation (%)",
-            yaxis2={"title": {"text": "pending jobs"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+            yaxis2={
+                "title": {"text": "pending jobs"},
+                "overlaying": "y",
+                "side": "right",
+                "rangemode": "tozero",
+                "automargin": True,
+                # Jobs are whole: integer ticks, spaced so that about five show.
+                "tickformat": ",d",
+                "dtick": count_tick_step(max((p.pending_jobs for p in points), default=0)),
+            },
         )
     )
     figure.add_trace(go.Scatter(x=hours, y=utilisation, name="utilisation %", mode="lines", line={"color": "#2e9d5b"}))
@@ -125,3 +143,53 @@ def usage_summary_text(series: KindSeries) -> str:
         f"Over the last {hours:.0f} fleet hours the team used {sum(totals) / len(totals):.1f} GPUs on average, "
         f"{max(totals):.1f} at most; now {totals[-1]:.1f}."
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TeamShare:
+    label: str
+    gpus: int
+    own: bool  # the viewer's team (named); other teams may be merged under one label
+
+
+def team_share_figure(shares: Sequence[TeamShare]) -> str:
+    """GPUs in use now per team, largest first; the viewer's own teams stand out."""
+    ordered = sorted(shares, key=lambda share: -share.gpus)
+    figure = go.Figure(
+        layout=_layout(
+            "GPUs in use per team",
+            "GPUs",
+            xaxis={"title": {"text": ""}, "automargin": True},
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero", "tickformat": ",d", "automargin": True},
+            showlegend=False,
+        )
+    )
+    figure.add_trace(
+        go.Bar(
+            x=[share.label for share in ordered],
+            y=[share.gpus for share in ordered],
+            marker={"color": [TRAINING_COLOUR if share.own else IDLE_COLOUR for share in ordered]},
+            name="GPUs in use",
+        )
+    )
+    return figure.to_json()
+
+
+def share_summary_text(points: Sequence[SharePoint]) -> str:
+    """The share and utilisation charts in one sentence, for readers who cannot see them."""
+    if not points:
+        return "No fleet samples yet."
+    last = points[-1]
+    used = last.serving_gpus + last.training_gpus + last.batch_gpus
+    percent = round(100 * used / last.healthy_gpus) if last.healthy_gpus else 0
+    return (
+        f"At fleet hour {last.sim_time_s / 3600:.1f}: {last.serving_gpus} GPUs serving, {last.training_gpus} "
+        f"training, {last.batch_gpus} batch, {max(0, last.healthy_gpus - used)} idle of {last.healthy_gpus} healthy "
+        f"({percent}% used); {last.pending_jobs} jobs pending."
+    )
+
+
+def team_share_summary_text(shares: Sequence[TeamShare]) -> str:
+    if not shares:
+        return "No team has GPUs in use."
+    return "GPUs in use now: " + ", ".join(f"{s.label} {s.gpus}" for s in sorted(shares, key=lambda s: -s.gpus)) + "."

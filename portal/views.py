@@ -8,9 +8,17 @@ from django.shortcuts import redirect, render
 from finance.selectors import finance_report, report_team_ids_for
 from finance.services import report_export_request
 from finance.views import report_page_context, report_period_choose
-from portal.charts import SharePoint, share_figure, utilisation_figure
+from portal.charts import (
+    SharePoint,
+    TeamShare,
+    share_figure,
+    share_summary_text,
+    team_share_figure,
+    team_share_summary_text,
+    utilisation_figure,
+)
 from portal.exports import report_csv, report_xlsx
-from scheduling.selectors import fleet_samples_recent, fleet_summary
+from scheduling.selectors import fleet_samples_recent, fleet_summary, team_gpus_now
 from scheduling.services.jobs import fleet_now_s
 from scheduling.services.serving import SERVING_SLO_S, serving_attainment_last_day
 
@@ -24,6 +32,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         for s in fleet_samples_recent()
     ]
     latest = points[-1] if points else None
+    teams = [TeamShare(row.label, row.gpus, row.own) for row in team_gpus_now(user=request.user)]
     return render(
         request,
         "portal/dashboard.html",
@@ -32,6 +41,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "latest": latest,
             "share_chart": share_figure(points),
             "utilisation_chart": utilisation_figure(points),
+            "share_summary": share_summary_text(points),
+            "team_chart": team_share_figure(teams),
+            "team_summary": team_share_summary_text(teams),
             "serving": serving_attainment_last_day(sim_now_s=fleet_now_s()),
             "serving_slo_s": SERVING_SLO_S,
         },

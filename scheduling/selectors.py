@@ -384,3 +384,35 @@ def team_overview_rows(*, teams: QuerySet[Team]) -> list[TeamOverviewRow]:
         )
         for team in listed
     ]
+
+
+OTHER_TEAMS = "other teams"
+
+
+@dataclass(frozen=True, slots=True)
+class TeamGpus:
+    label: str
+    gpus: int
+    own: bool
+
+
+def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
+    """GPUs in use now per team. Fleet admins see every team by name; anyone else sees their own
+    teams by name and every other team merged as one, so team names do not leak. Two queries
+    besides the user's roles."""
+    admin = is_fleet_admin(user)
+    own_teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+    named: list[TeamGpus] = []
+    others = 0
+    for team_id, name, gpus in (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .values("job__team_id", "job__team__name")
+        .annotate(total=Sum("gpus"))
+        .order_by("job__team__name")
+        .values_list("job__team_id", "job__team__name", "total")
+    ):
+        if admin or team_id in own_teams:
+            named.append(TeamGpus(name, gpus or 0, team_id in own_teams))
+        else:
+            others += gpus or 0
+    return named + ([TeamGpus(OTHER_TEAMS, others, False)] if others else [])

@@ -3,9 +3,19 @@
   var MAX_POINTS = 600;
   function figure(id) { return JSON.parse(JSON.parse(document.getElementById(id).textContent)); }
   var config = { displaylogo: false, responsive: true };
-  var share = figure("share-data"), util = figure("utilisation-data");
+  var share = figure("share-data"), util = figure("utilisation-data"), teams = figure("team-data");
   Plotly.newPlot("share-chart", share.data, share.layout, config);
   Plotly.newPlot("utilisation-chart", util.data, util.layout, config);
+  Plotly.newPlot("team-chart", teams.data, teams.layout, config);
+
+  // Whole-number ticks on the pending-jobs axis, about five of them (as portal.charts does).
+  function countTickStep(largest) {
+    var step = 1;
+    while (largest / step > 5) step = String(step).charAt(0) === "2" ? step * 5 / 2 : step * 2;
+    return step;
+  }
+  var pendingMax = Math.max.apply(null, [0].concat(util.data[1].y || []));
+  var pendingStep = countTickStep(pendingMax);
 
   function text(id, value) { var el = document.getElementById(id); if (el) el.textContent = value; }
 
@@ -33,5 +43,13 @@
     Plotly.extendTraces("utilisation-chart", {
       x: [[hours], [hours]], y: [[100 * event.utilisation], [event.pending_jobs]],
     }, [0, 1], MAX_POINTS);
+    pendingMax = Math.max(pendingMax, event.pending_jobs);
+    if (countTickStep(pendingMax) !== pendingStep) {
+      pendingStep = countTickStep(pendingMax);
+      Plotly.relayout("utilisation-chart", { "yaxis2.dtick": pendingStep });
+    }
+    text("share-summary", "At fleet hour " + hours.toFixed(1) + ": " + event.serving_gpus + " GPUs serving, " +
+      event.training_gpus + " training, " + event.batch_gpus + " batch, " + idle + " idle of " + event.healthy_gpus +
+      " healthy (" + Math.round(100 * event.utilisation) + "% used); " + event.pending_jobs + " jobs pending.");
   });
 })();
