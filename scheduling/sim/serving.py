@@ -373,15 +373,26 @@ def layout_nodes(
 def serving_hook(
     deployments: Sequence[Deployment], nodes: Sequence[Node], policy: Policy, window: tuple[float, float]
 ) -> ServingHook:
-    """The hook that runs `deployments` on `nodes` over `window` under `policy`'s grace and penalties."""
+    """The hook that runs `deployments` on `nodes` over `window` under `policy`'s grace and penalties.
+    A replica larger than a node takes whole nodes: its size is rounded up to them."""
+    per_node: dict[str, int] = {}
+    for node in nodes:
+        per_node[node.accelerator] = max(per_node.get(node.accelerator, 0), node.gpus)
     return ServingHook(
-        deployments,
+        tuple(_whole_nodes(d, per_node.get(d.accelerator)) for d in deployments),
         capacity_gpus=sum(node.gpus for node in nodes),
         start_s=window[0],
         until_s=window[1],
         grace_s=policy.preemption_grace_s,
         level_penalty=policy.level_penalty,
     )
+
+
+def _whole_nodes(deployment: Deployment, gpus_per_node: int | None) -> Deployment:
+    gpus = deployment.gpus_per_replica
+    if gpus_per_node is None or gpus <= gpus_per_node or gpus % gpus_per_node == 0:
+        return deployment
+    return replace(deployment, gpus_per_replica=-(-gpus // gpus_per_node) * gpus_per_node)
 
 
 def simulate_serving(

@@ -182,3 +182,11 @@ def test_the_simulator_cli_runs_deployments_from_a_file_next_to_the_trace(capsys
     assert 0.0 < result["serving_slo_attainment"] <= 1.0
     assert result["serving_utilisation"] > 0.0
     assert result["training_utilisation"] == pytest.approx(result["utilisation"] - result["serving_utilisation"])
+
+
+def test_a_replica_larger_than_a_node_takes_whole_nodes() -> None:
+    watch = Watch()
+    odd = Deployment("big", "web", TraceDemand(((0.0, 1),)), gpus_per_replica=12)
+    simulate_serving([], parse_fleet("1x1x2x8").nodes(), [odd], window=WINDOW, hooks=[watch])
+    (started,) = [e for e in watch.events if isinstance(e, Started)]
+    assert sorted(started.allocation) == [("p00-r00-n00", 8), ("p00-r00-n01", 8)]
