@@ -70,10 +70,10 @@ class _Request:
     deployment: int
     asked_s: float
     withdrawn_s: float | None = None
-    runs: list[list[float | None]] = field(default_factory=list)  # [serving from, until]
+    runs: list[tuple[float, float | None]] = field(default_factory=list)  # (serving from, until)
 
     def record(self) -> ReplicaRecord:
-        return ReplicaRecord(self.asked_s, self.withdrawn_s, tuple((a or 0.0, b) for a, b in self.runs))
+        return ReplicaRecord(self.asked_s, self.withdrawn_s, tuple(self.runs))
 
 
 class ServingHook:
@@ -181,7 +181,7 @@ class ServingHook:
         if request is not None:
             # A replica serves once its handover (training's grace period) and restore are over.
             serving_from = event.time_s + event.restore_s
-            request.runs.append([serving_from, None])
+            request.runs.append((serving_from, None))
             rate = 1.0 / self.penalty.get(event.level, 1.0)
             self._serving_since[event.job_id] = (event.time_s, serving_from, gpus, rate)
 
@@ -196,7 +196,8 @@ class ServingHook:
         if since is None:
             return
         start, serving_from, gpus, rate = since
-        self.requests[job_id].runs[-1][1] = time_s
+        runs = self.requests[job_id].runs
+        runs[-1] = (runs[-1][0], time_s)
         lo, hi = self.window
         self.allocated_gpu_s += gpus * max(0.0, min(hi, time_s) - max(lo, start))
         self.useful_gpu_s += gpus * rate * max(0.0, min(hi, time_s) - max(lo, serving_from))
