@@ -66,13 +66,18 @@ class Victims:
     policy's scan budget of candidates in all, however many jobs run. Iterating starts from the
     cheapest every time."""
 
-    __slots__ = ("runs", "made", "elastic")
+    __slots__ = ("runs", "made", "elastic", "shrinkable")
 
     def __init__(self, running: Iterable[Running], accelerator: str, elastic: bool) -> None:
         self.runs = [run for run in running if run.job.accelerator == accelerator]
         sort_by_number(self.runs, _lost_gpu_s, _priority_then_id)
         self.made: list[Candidate] = []
         self.elastic = elastic
+        # Whether some candidate could give up GPUs by shrinking (`candidate_of(...).shrinkable`).
+        self.shrinkable = elastic and any(
+            run.job.min_gpus is not None and run.grace_until_s is None and run.gpus > run.job.min_gpus
+            for run in self.runs
+        )
 
     def __iter__(self) -> Iterator[Candidate]:
         made, runs = self.made, self.runs

@@ -59,6 +59,19 @@ def eviction_pays(
     return cost_gpu_s < gpus * (natural_s - start_s)
 
 
+def eviction_cap_gpu_s(job: Job, gpus: int, handover: float, natural_s: float, now: float, policy: Policy) -> float:
+    """What an eviction for `job` may cost at most, exclusive: `eviction_pays` solved for the cost
+    (for every cost >= 0, it pays exactly when the cost is below this). Known before any victim
+    is searched for, it lets the search leave out victims that could never be part of a paying
+    choice (tests check that both agree)."""
+    start_s = now + handover
+    if natural_s <= start_s:
+        return 0.0
+    if job.kind == "serving" or (policy.reclaim_after_s is not None and now - job.submit_s >= policy.reclaim_after_s):
+        return math.inf
+    return gpus * (natural_s - start_s)
+
+
 def first_free_s(profile: ReleaseProfile, free_now: int, gpus: int) -> float:
     """When `gpus` GPUs are free at all, whatever their shape (inf: never): the natural start
     cannot be earlier, so it bounds it from below without a sweep of node shapes."""
@@ -154,6 +167,9 @@ class Reclaiming:
     evicting: dict[tuple[str, str], int]
     preemption_attempts: int
     scan_budget: int
+    generation: int
+    # Natural starts by (accelerator, GPUs, level), valid while `generation` stays the same.
+    naturals: dict[tuple[str, int, str], tuple[int, float]]
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
@@ -175,19 +191,42 @@ class Reclaiming:
             upper = takeable.upper(accelerator, job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
             return False
-        if accelerator not in self.candidates:
-            self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
-        self.preemption_attempts += 1
+        victims = self.candidates.get(accelerator)
+        if victims is None:
+            victims = self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
         max_level = gang_level(pool, job, self.policy, self.now)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
+        searched = False
         for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
-            eligible = self._eligible(job, reclaiming)
+            # What a paying eviction may cost is known before any search: when even the cheapest
+            # eviction could not pay (and no shrink could), no victim search is made, nor counted
+            # as an attempt, so the jobs after this one keep theirs.
+            natural_s = self._natural_s(job, pool, target, max_level)
+            cap = eviction_cap_gpu_s(job, target, max(0.0, policy.preemption_grace_s), natural_s, self.now, policy)
+            if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
+                continue
+            if not searched:
+                self.preemption_attempts, searched = self.preemption_attempts + 1, True
+            eligible = self._eligible(job, reclaiming, cap, victims.shrinkable)
             choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level):
                 return True
         return False
+
+    def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
+        """When `size` GPUs of `job` would start within `level` without preemption, along the release
+        profile (inf: never); cached until the working state changes (`generation`)."""
+        key = (job.accelerator, size, level)
+        cached = self.naturals.get(key)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
+        found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
+        natural_s = math.inf if found is None else found[0]
+        self.naturals[key] = (self.generation, natural_s)
+        return natural_s
 
     def _hand_over(self, job: Job, pool: AcceleratorPool, size: int, choice: VictimChoice, max_level: str) -> bool:
         """Evict or shrink the victims of `choice` and start `job` on their GPUs in this plan, if
@@ -211,13 +250,22 @@ class Reclaiming:
         self._commit_start(job, handover_fit(pool, choice, size), admission, False, replaces, wait_s)
         return True
 
-    def _eligible(self, job: Job, reclaiming: bool) -> Iterator[Candidate]:
+    def _eligible(
+        self, job: Job, reclaiming: bool, cap_gpu_s: float = math.inf, shrinks: bool = True
+    ) -> Iterator[Candidate]:
         """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one search
-        spends at most a quarter of it, so one no search can place leaves some to the jobs after it."""
+        spends at most a quarter of it, so one no search can place leaves some to the jobs after it.
+
+        A candidate whose eviction alone costs `cap_gpu_s` or more (`eviction_cap_gpu_s`) could only
+        be shrunk in a paying choice: it is left out unless it can shrink, and once the work it
+        would lose reaches the cap the search ends, since all later candidates lose more (unless
+        some running work could shrink: `shrinks`)."""
+        grace_s = max(0.0, self.policy.preemption_grace_s)
         picked, by_s = self.picked, self.now + self.policy.preemption_grace_s  # work ending by then is left alone
         visits = max(1, self.policy.preemption_scan_budget // 4)
+        stop_gpu_s = math.inf if shrinks else cap_gpu_s
         for candidate in self.candidates[job.accelerator]:
-            if self.scan_budget <= 0 or visits <= 0:
+            if self.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
                 return
             self.scan_budget -= 1
             visits -= 1
@@ -231,6 +279,8 @@ class Reclaiming:
                 used = self.ledger.used(team, accelerator) - leaving
                 covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
             if not may_preempt(job, run, reclaiming, covered):
+                continue
+            if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue
             limit_s = run.job.time_limit_s  # `ends_by`, inlined for jobs with a time limit
             if not (run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)):
@@ -247,6 +297,4 @@ class Reclaiming:
             bound = events[0][0] if events else math.inf
         if bound > now + wait_s and eviction_pays(job, size, cost_gpu_s, wait_s, bound, now, policy):
             return True
-        aware = policy.topology_aware
-        found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
-        return eviction_pays(job, size, cost_gpu_s, wait_s, math.inf if found is None else found[0], now, policy)
+        return eviction_pays(job, size, cost_gpu_s, wait_s, self._natural_s(job, pool, size, level), now, policy)

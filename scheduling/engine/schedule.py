@@ -69,6 +69,7 @@ class _Cycle(Reclaiming):
         # A failed fit stays failed until the working state changes: cache misses per shape.
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
+        self.naturals: dict[tuple[str, int, str], tuple[int, float]] = {}
         self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
         self.reservation_cap = policy.reservation_depth + 4 if policy.reservation_depth > 0 else 0

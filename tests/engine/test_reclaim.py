@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +23,7 @@ from scheduling.engine import (
     Team,
     schedule,
 )
-from scheduling.engine.reclaim import eviction_pays
+from scheduling.engine.reclaim import eviction_cap_gpu_s, eviction_pays
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -215,6 +217,26 @@ def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_i
         assert pays
     else:
         assert pays == (cost <= 0.0 or cost < 8 * (natural - handover))
+
+
+@given(
+    cost=st.floats(0.0, 1e7),
+    handover=st.sampled_from((0.0, 30.0)),
+    natural=st.floats(0.0, 1e6) | st.just(math.inf),
+    waited=st.floats(0.0, 1e5),
+    bound=st.none() | st.floats(0.0, 1e5),
+    kind=st.sampled_from(("training", "serving")),
+    gpus=st.sampled_from((1, 8, 24)),
+)
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_cost_cap_known_before_a_victim_search_says_exactly_which_evictions_pay(
+    cost: float, handover: float, natural: float, waited: float, bound: float | None, kind: str, gpus: int
+) -> None:
+    now = 1000.0
+    preemptor = job("p", gpus, kind=kind, submit_s=now - waited)
+    policy = Policy(reclaim_after_s=bound)
+    cap = eviction_cap_gpu_s(preemptor, gpus, handover, now + natural, now, policy)
+    assert eviction_pays(preemptor, gpus, cost, handover, now + natural, now, policy) == (cost < cap)
 
 
 def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() -> None:
