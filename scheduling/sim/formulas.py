@@ -115,6 +115,15 @@ class ViolationMeter:
             self.gpu_s += unmet_gpus * (end_s - counted_from)
 
 
+def fitting_demand(pending_sizes: Mapping[int, int], unused_gpus: int) -> int:
+    """Guarantee demand that fits as whole jobs: of a team's pending jobs (size -> count), the GPUs
+    of those whose whole size fits within its unused guarantee, at most that guarantee. A gang
+    bigger than what is left of the guarantee is not a guarantee the scheduler failed to honour:
+    starting it would borrow, and no reclaim within the guarantee could serve it."""
+    fitting = sum(size * count for size, count in pending_sizes.items() if 0 < size <= unused_gpus)
+    return min(fitting, max(0, unused_gpus))
+
+
 def guarantee_violation_gpu_s(
     steps: Sequence[tuple[float, float]], end_s: float, grace_s: float = GUARANTEE_GRACE_S
 ) -> float:

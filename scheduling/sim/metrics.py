@@ -9,6 +9,10 @@ Choices the contract leaves open, stated once:
   equal otherwise, each capped at its demand. Jain's index of the x values.
 - `guarantee_violation_gpu_hours`: per team, unmet = min(pending GPUs, unused guarantee); once
   unmet has been positive for more than 5 minutes in a row, its GPU-time counts.
+  `guarantee_violation_fit_gpu_hours` (beyond the contract) counts only demand that fits as whole
+  jobs (`formulas.fitting_demand`): a pending job counts only if its whole size fits within its
+  team's unused guarantee (a gang bigger than that would borrow to start, and no reclaim within
+  the guarantee can serve it).
 - `fragmentation_idle_fraction`: idle GPU-seconds while the last plan left some job pending for
   "topology" (enough free GPUs, wrong shape), over capacity x window; a cycle the simulator skips
   (see `gate`) says the same of the jobs it would have left pending.
@@ -178,6 +182,7 @@ def build_metrics(
         "bounded_slowdown_mean": mean(slowdowns),
         "jain_fairness": _jain(recorder),
         "guarantee_violation_gpu_hours": sum(m.gpu_s for m in recorder.meters.values()) / 3600.0,
+        "guarantee_violation_fit_gpu_hours": sum(m.gpu_s for m in recorder.fit_meters.values()) / 3600.0,
         "fragmentation_idle_fraction": ratio(recorder.fragment_idle_gpu_s, area),
         "racks_per_multinode_job_mean": mean(recorder.multinode_racks),
         "topology_optimal_fraction": ratio(recorder.topology_optimal, recorder.topology_checked),

@@ -27,7 +27,7 @@ from scheduling.engine import (
 )
 from scheduling.engine.model import LEVEL_RANK
 
-from .formulas import ViolationMeter, water_fill
+from .formulas import ViolationMeter, fitting_demand, water_fill
 from .gate import CycleGate
 
 Key = tuple[str, str]  # (team, accelerator)
@@ -109,6 +109,9 @@ class Recorder:
         self.entitled_gpu_s: dict[Key, float] = {}
         self.used_gpu_s: dict[Key, float] = {}
         self.meters: dict[Key, ViolationMeter] = {key: ViolationMeter() for key in self.guarantees}
+        # The same, counting only pending jobs that fit whole within the unused guarantee.
+        self.fit_meters: dict[Key, ViolationMeter] = {key: ViolationMeter() for key in self.guarantees}
+        self.pending_sizes: dict[Key, dict[int, int]] = {}
         # Counts.
         self.preemptions = self.failures_evicted = self.starts = 0
         self.preemption_lost_gpu_s = self.failure_lost_gpu_s = 0.0
@@ -148,6 +151,7 @@ class Recorder:
         for key, meter in self.meters.items():
             unused = max(0, self.guarantees[key] - self.alloc.get(key, 0))
             meter.add(lo, hi, min(self.pending_gpus.get(key, 0), unused))
+            self.fit_meters[key].add(lo, hi, fitting_demand(self.pending_sizes.get(key, {}), unused))
 
     def _sample(self, start: float, end: float) -> None:
         series = self.series
@@ -185,6 +189,12 @@ class Recorder:
     def _pending(self, job: Job, sign: int) -> None:
         key = (job.team, job.accelerator)
         self.pending_gpus[key] = self.pending_gpus.get(key, 0) + sign * job.gpus
+        sizes = self.pending_sizes.setdefault(key, {})
+        count = sizes.get(job.gpus, 0) + sign
+        if count:
+            sizes[job.gpus] = count
+        else:
+            sizes.pop(job.gpus, None)
         self.pending_count += sign
         self.demand_dirty = True
         if self.gate is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.engine import Quota
 from scheduling.sim.formulas import (
     bounded_slowdown,
+    fitting_demand,
     guarantee_violation_gpu_s,
     jain_index,
     limit_ratio,
@@ -58,6 +60,36 @@ def test_water_fill_gives_what_a_small_team_leaves_to_the_others() -> None:
 )
 def test_guarantee_violations_count_only_after_five_minutes_of_unmet_demand(steps, end_s, expected) -> None:
     assert guarantee_violation_gpu_s(steps, end_s) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "unused", "expected"),
+    [
+        ({1: 3, 4: 1}, 8, 7),  # every job fits
+        ({1: 3, 16: 1}, 8, 3),  # the 16-GPU gang would borrow to start: not counted
+        ({4: 3}, 8, 8),  # three jobs of 4 fit one by one, at most the unused guarantee counts
+        ({2: 1}, 0, 0),  # no unused guarantee
+        ({}, 8, 0),
+    ],
+)
+def test_fitting_demand_counts_only_jobs_whose_whole_size_fits_the_unused_guarantee(sizes, unused, expected) -> None:
+    assert fitting_demand(sizes, unused) == expected
+
+
+def test_a_gang_bigger_than_the_unused_guarantee_counts_in_the_violation_but_not_in_its_fitting_part() -> None:
+    # 16 GPUs, alpha and beta guaranteed 8 each. Beta borrows the whole fleet from 0 to 3600 s;
+    # alpha waits from 10 s with a 16-GPU gang (beyond its 8 unused) and a 4-GPU job; the small job
+    # starts at 3600 s, the gang at 3700 s. Unmet demand from 10 s to 3600 s, counted after the
+    # first five minutes (3290 s): 8 GPUs by the contract, 4 that fit whole; then, until 3700 s,
+    # 4 GPUs of guarantee left and only the gang waiting: 4 by the contract, none that fits.
+    quotas = (Quota("alpha", "gpu", 8, 8), Quota("beta", "gpu", 8, 8))
+    jobs = [job("b1", 0, 16, 3600, team="beta"), job("a-big", 10, 16, 100), job("a-small", 10, 4, 100)]
+    jobs.append(job("late", 5000, 1, 10, team="beta"))
+    result = simulate("1x1x2x8", jobs, "fifo", quotas=quotas)
+    assert result.jct_by_job["a-small"] == pytest.approx(3700 - 10)
+    assert result.jct_by_job["a-big"] == pytest.approx(3800 - 10)
+    assert result.metrics["guarantee_violation_gpu_hours"] == pytest.approx((8 * 3290 + 4 * 100) / 3600)
+    assert result.metrics["guarantee_violation_fit_gpu_hours"] == pytest.approx(4 * 3290 / 3600)
 
 
 def test_window_metrics_on_a_tiny_trace() -> None:
