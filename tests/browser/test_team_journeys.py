@@ -1,0 +1,51 @@
+"""A lead adds a member, who then sees the team's jobs; finance sees no way to submit."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from playwright.sync_api import Page, expect
+
+from tenants.models import Membership
+from tenants.roles import FINANCE
+from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.factories import MembershipFactory, UserFactory
+from tests.scheduling.conftest import build_fleet
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_lead_adds_a_member_who_then_sees_the_teams_jobs(asgi_server: str, page: Page) -> None:
+    fleet = _off_loop(build_fleet)
+    lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
+    newcomer = UserFactory(username="newcomer")
+    fleet.submit(gpus=8, name="team-pretrain")
+
+    _log_in(page, asgi_server, newcomer.username)
+    page.goto(f"{asgi_server}/jobs/")
+    expect(page.locator("#job-rows")).not_to_contain_text("team-pretrain")
+    page.get_by_role("button", name="Log out").click()
+
+    _log_in(page, asgi_server, lead.username)
+    page.goto(f"{asgi_server}/teams/{fleet.team.slug}/")
+    page.fill("#id_username", "newcomer")
+    page.get_by_role("button", name="Add member").click()
+    expect(page.locator(".messages")).to_contain_text("Added newcomer to Language Models")
+    expect(page.locator("#member-list")).to_contain_text("newcomer")
+    page.get_by_role("button", name="Log out").click()
+
+    _log_in(page, asgi_server, newcomer.username)
+    page.goto(f"{asgi_server}/jobs/")
+    expect(page.locator("#job-rows")).to_contain_text("team-pretrain")
+
+
+def test_finance_sees_neither_a_submit_button_nor_an_invitation_to_submit(asgi_server: str, page: Page) -> None:
+    _off_loop(build_fleet)
+    finance = UserFactory()
+    finance.groups.add(Group.objects.get_or_create(name=FINANCE)[0])
+    _log_in(page, asgi_server, finance.username)
+
+    page.goto(f"{asgi_server}/jobs/")
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    expect(page.get_by_role("link", name="Submit a job")).to_have_count(0)
+    expect(page.locator("body")).not_to_contain_text("No jobs here yet")
