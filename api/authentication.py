@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication
 
 
@@ -18,3 +19,17 @@ class BearerTokenAuthentication(TokenAuthentication):
             auth_token.delete()
             return True
         return False
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes `BearerTokenAuthentication` (defining it registers it)."""
+
+    target_class = "api.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token from the API tokens page: `Authorization: Bearer <token>`.",
+        }

@@ -3,6 +3,8 @@ cursor pages, detail with the pending reason, cancel, events; who may do what.""
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -186,6 +188,31 @@ def test_a_bad_filter_value_is_a_validation_error(people: People) -> None:
 
     assert response.status_code == 400
     assert response.json()["errors"][0]["attr"] == "state"
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "yesterday"],
+)
+def test_a_time_filter_postgresql_cannot_hold_is_a_validation_error_not_a_server_error(
+    people: People, moment: str
+) -> None:
+    response = people.client("member").get("/api/v1/jobs/", {"submitted_after": moment})
+
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["attr"] == "submitted_after"
+
+
+def test_a_time_filter_with_an_offset_postgresql_refuses_means_the_same_instant(people: People) -> None:
+    job = people.fleet.submit(gpus=8, name="runs")
+    client = people.client("admin")
+    assert client.get("/api/v1/jobs/", {"submitted_after": "0184-12-03T18:20:38+19:52"}).status_code == 200
+    just_before = (job.created_at - timedelta(seconds=1)).astimezone(timezone(timedelta(hours=20)))
+
+    response = client.get("/api/v1/jobs/", {"submitted_after": just_before.isoformat()})
+
+    assert response.status_code == 200
+    assert [row["id"] for row in response.json()["results"]] == [job.pk]
 
 
 def test_a_retry_with_the_same_idempotency_key_gets_the_same_job(people: People) -> None:
