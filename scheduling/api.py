@@ -3,6 +3,9 @@
 Submission is idempotent with an ``Idempotency-Key`` header (as payment APIs do): a client that
 retries after a timeout or an error gets the job its first attempt made, never a second one. When
 the database or Redis is down the API answers 503 with ``Retry-After`` instead of a 500.
+
+These routes predate API v1 (``api/``) and keep answering until clients have moved; each answer
+carries ``Deprecation`` and a ``Link`` to its successor.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 LIST_LIMIT = 200
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# What replaces these routes: the jobs resource of API v1.
+SUCCESSOR_URL = "/api/v1/jobs/"
 # How long a client should wait before retrying while the database or Redis is unreachable.
 RETRY_AFTER_S = 5
 # What the API cannot work without: the database (jobs) and Redis (pending reasons).
@@ -107,6 +112,14 @@ class JobApiView(APIView):
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
         return super().handle_exception(exc)
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        # These routes keep answering while clients move to /api/v1/; every answer says so
+        # (the Deprecation header, RFC 9745, and the successor's link, RFC 8594).
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["Deprecation"] = "true"
+        response["Link"] = f'<{SUCCESSOR_URL}>; rel="successor-version"'
+        return response
 
 
 def _idempotency_key(request: Request) -> str:
