@@ -34,6 +34,13 @@ def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
     transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
 
 
+def user_event_publish(*, user_id: int, payload: dict[str, Any]) -> None:
+    """Once the current transaction commits, every open socket of the user forwards ``payload``
+    to its page (a new notice and the unread count, say)."""
+    message = {"type": "fleet.event", "payload": payload}
+    transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
+
+
 def _group_send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
     """Best effort: if Redis is down the write still stands, and each socket's periodic re-check
     (and the channel layer's group expiry) catches up."""

@@ -1,5 +1,7 @@
 // One websocket per page to /ws/fleet/; handlers subscribe by event kind.
 // Reconnects with backoff so a restarted server does not leave the page stale.
+// The layout loads this file on every page and pages may load it again: only the first runs.
+if (!(window.Fleetline && window.Fleetline.live)) {
 window.Fleetline = window.Fleetline || {};
 Fleetline.live = (function () {
   var handlers = {};
@@ -85,3 +87,30 @@ document.addEventListener("submit", function (event) {
   var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
   if (question && !window.confirm(question)) event.preventDefault();
 });
+
+// Re-reads elements of this page from the server by id (the same page, rendered anew), for
+// parts without a live feed of their own: a quota request decided elsewhere, say.
+Fleetline.refreshFrom = function (url, ids) {
+  return fetch(url, { credentials: "same-origin" })
+    .then(function (response) { return response.ok ? response.text() : null; })
+    .then(function (html) {
+      if (html === null) return;
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      ids.forEach(function (id) {
+        var now = document.getElementById(id), next = fresh.getElementById(id);
+        if (now && next) now.replaceWith(next);
+      });
+    })
+    .catch(function () { /* the next notice refreshes again */ });
+};
+
+// The unread badge follows new notices live, and the notice is said to screen readers.
+Fleetline.live.on("notice", function (event) {
+  var badge = document.getElementById("unread-count");
+  if (badge) {
+    badge.textContent = event.unread;
+    badge.hidden = !event.unread;
+  }
+  Fleetline.announce("New notice: " + event.message);
+});
+}

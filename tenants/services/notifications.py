@@ -6,11 +6,18 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.mail import send_mail
 from django.db import transaction
 
+from portal.socket_events import user_event_publish
 from tenants.models import Notification
 
 
 def notification_send(*, user: AbstractBaseUser, message: str, url: str = "") -> Notification:
-    return Notification.objects.create(user=user, message=message[:300], url=url)
+    """A notice for the user; once it commits, their open pages show it and the unread count."""
+    notice = Notification.objects.create(user=user, message=message[:300], url=url)
+    unread = Notification.objects.filter(user_id=user.pk, read=False).count()
+    user_event_publish(
+        user_id=user.pk, payload={"kind": "notice", "message": notice.message, "url": url, "unread": unread}
+    )
+    return notice
 
 
 def notification_mark_read(*, user: AbstractBaseUser, notification_id: int | None = None) -> int:

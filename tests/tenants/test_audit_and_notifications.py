@@ -134,7 +134,7 @@ def test_with_the_context_processor_the_nav_shows_the_unread_count_and_admin_lin
     settings.TEMPLATES = [{**templates[0], "OPTIONS": options}]  # type: ignore[attr-defined]
     notification_send(user=world.lead, message="one")
     lead_page = client_for(world.lead).get("/teams/").content.decode()
-    assert '<span class="badge" id="unread-count">1</span>' in lead_page
+    assert 'id="unread-count" aria-label="unread">1</span>' in lead_page
     assert "/admin-portal/quota-requests/" not in lead_page
     admin_page = client_for(world.admin).get("/teams/").content.decode()
     assert "/admin-portal/quota-requests/" in admin_page
@@ -179,3 +179,26 @@ def test_a_quota_decision_is_mailed_by_a_worker_after_commit_not_by_the_request(
     assert "To: lead@example.com" in sent[0]
     assert "Subject: [Fleetline] Quota request approved" in sent[0]
     assert "Note: Go ahead." in sent[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_notice_reaches_the_users_open_sockets_with_the_unread_count(world: World) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from portal.groups import user_group
+
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_group(world.lead.pk), channel)
+    try:
+        notification_send(user=world.lead, message="Your quota request was approved", url="/teams/language-models/")
+        message = async_to_sync(layer.receive)(channel)
+    finally:
+        async_to_sync(layer.group_discard)(user_group(world.lead.pk), channel)
+    assert message["payload"] == {
+        "kind": "notice",
+        "message": "Your quota request was approved",
+        "url": "/teams/language-models/",
+        "unread": 1,
+    }
