@@ -4,6 +4,7 @@ stored as digests), and per-user throttling counted in Redis."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.core.cache import caches
@@ -87,12 +88,21 @@ def test_the_tokens_page_needs_a_login() -> None:
 
 @pytest.fixture
 def tight_rates(settings: object, people: People) -> None:
-    settings.API_THROTTLE_RATE = "5/min"  # type: ignore[attr-defined]
-    settings.API_SUBMIT_THROTTLE_RATE = "2/min"  # type: ignore[attr-defined]
+    # Windows of a day, so that no window ends during the test.
+    settings.API_THROTTLE_RATE = "5/day"  # type: ignore[attr-defined]
+    settings.API_SUBMIT_THROTTLE_RATE = "2/day"  # type: ignore[attr-defined]
     # These users' counts from earlier tests (ids repeat across rolled-back tests) start afresh.
-    for throttle in (ApiUserThrottle, ApiSubmitThrottle):
+    for throttle in (ApiUserThrottle(), ApiSubmitThrottle()):
         for user in (people.member, people.lead):
-            caches["throttle"].delete(throttle.cache_format % {"scope": throttle.scope, "ident": user.pk})
+            caches["throttle"].delete(throttle.window_key(user_id=user.pk, now=time.time())[0])
+
+
+def test_the_count_is_one_key_per_user_and_window(people: People, tight_rates: None) -> None:
+    people.client("member").get("/api/v1/teams/")
+
+    key, period_s = ApiUserThrottle().window_key(user_id=people.member.pk, now=time.time())
+    assert period_s == 86400
+    assert caches["throttle"].get(key) == 1
 
 
 def test_a_user_over_their_budget_gets_429_with_retry_after_others_do_not(people: People, tight_rates: None) -> None:
