@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from functools import partial
 
 import pytest
 from django.core import mail
@@ -185,15 +186,17 @@ def test_a_budget_notifies_the_lead_and_finance_once_at_80_and_once_at_100_perce
     JobUsage.objects.filter(job=books.jobs[0], day=date(2026, 1, 10)).update(day=date(2026, 2, 3))  # 80 GPU-h, 240.00
     budget_set(actor=books.finance, team_id=books.vision.pk, unit=Budget.Unit.MONEY, monthly_amount=Decimal("290"))
 
-    with TestCase.captureOnCommitCallbacks(execute=False) as mails:
+    with TestCase.captureOnCommitCallbacks(execute=False) as callbacks:
         first = budgets_check()
         again = budgets_check()
+    mails = [c for c in callbacks if isinstance(c, partial) and "subject" in c.keywords]
 
     assert [(a.team, a.threshold_percent) for a in first] == [(books.vision, 80)]
     assert again == []
     told = set(Notification.objects.values_list("user__username", flat=True))
     assert told == {"lena", "fiona"}
     assert len(mails) == 2  # one mail each, queued for a worker after commit
+    assert mails[0].keywords["subject"] == "Fleetline budget: Vision at 80 %"
 
     JobUsage.objects.filter(job=books.jobs[0], day=date(2026, 2, 3)).update(allocated_gpu_s=100 * 3600.0)  # 300.00
     with TestCase.captureOnCommitCallbacks(execute=False):
