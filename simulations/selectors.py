@@ -51,6 +51,11 @@ def simulation_for_user(*, user: AnyUser, simulation_id: int) -> Simulation:
         raise Http404("No such simulation.")
     visible = simulations_for_user(user=user).values("id")
     try:
-        return Simulation.objects.select_related("team", "created_by").get(pk=simulation_id, id__in=visible)
+        # The stored trace and report (megabytes) load only when read: the page polls its progress.
+        return (
+            Simulation.objects.select_related("team", "created_by")
+            .defer("trace_text", "report_html_z")
+            .get(pk=simulation_id, id__in=visible)
+        )
     except Simulation.DoesNotExist:
         raise Http404("No such simulation.") from None

@@ -131,3 +131,15 @@ def test_cancelling_from_the_page_stops_a_queued_replay(people: People, team_sim
 
 def test_the_nav_links_to_the_replays(people: People) -> None:
     assert b'href="/simulations/"' in _client(people.member).get("/simulations/").content
+
+
+def test_the_progress_poll_does_not_load_the_stored_trace_or_report(
+    people: People, team_simulation: Simulation
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    lead = _client(people.lead)
+    with CaptureQueriesContext(connection) as queries:
+        assert lead.get(f"/simulations/{team_simulation.pk}/progress/").status_code == 200
+    assert not any("trace_text" in q["sql"] or "report_html_z" in q["sql"] for q in queries.captured_queries)
