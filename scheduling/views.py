@@ -57,11 +57,11 @@ SORT_COLUMNS = [
     ("name", "Name"),
     ("team", "Team"),
     ("user", "Submitted by"),
-    ("submitted", "Submitted"),
+    ("submitted", "Submitted (fleet time)"),
     ("gpus", "GPUs"),
     ("state", "State"),
     ("", "Why pending / placement"),
-    ("", "When"),
+    ("", "When (fleet time)"),
 ]
 # Cancelling a gang at least this large asks first: it may hold most of a rack.
 CONFIRM_CANCEL_GPUS = 16

@@ -84,7 +84,7 @@ class FleetPolicyForm(forms.Form):
                     required=not model_field.null,
                     min_value=1 if whole else 0,
                     label=f"{described.label} ({unit.suffix})" if unit.suffix else described.label,
-                    help_text=described.help + (" Leave empty for none." if model_field.null else ""),
+                    help_text=described.help,
                 )
                 if not whole:
                     field.widget.attrs["step"] = "any"

@@ -219,7 +219,7 @@ def test_the_job_list_shows_submitter_and_times_and_searches_by_name_or_number(f
     fleet.tick()
 
     page = member.get("/jobs/").content.decode()
-    assert "Submitted by" in page and "started 20" in page and "fleet time" in page and "elapsed" in page
+    assert "Submitted by" in page and "started 20" in page and "When (fleet time)" in page and "elapsed" in page
 
     found = member.get("/jobs/", {"q": "alpha"}).content.decode()
     assert "alpha-run" in found and "beta-run" not in found
