@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
-from scheduling.fleet_calendar import fleet_epoch, fleet_seconds
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
 from scheduling.services.pending import pending_info_for
 from tenants.models import FleetPolicy, Membership, Quota, Team
@@ -166,74 +164,6 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
             )
         )
     return list(pods.values())
-
-
-@dataclass(frozen=True, slots=True)
-class UsageRow:
-    """One team's use of one accelerator type for one job kind over a report period."""
-
-    team: str
-    department: str
-    accelerator: str
-    kind: str
-    allocated_gpu_h: float
-    useful_gpu_h: float
-    lost_gpu_h: float
-    borrowed_gpu_h: float
-
-
-@dataclass(frozen=True, slots=True)
-class FleetTotals:
-    capacity_gpu_h: float
-    allocated_gpu_h: float
-    idle_gpu_h: float
-    down_gpu_h: float
-
-    @property
-    def utilisation(self) -> float:
-        return self.allocated_gpu_h / self.capacity_gpu_h if self.capacity_gpu_h else 0.0
-
-
-def usage_report(*, start: datetime, end: datetime) -> tuple[list[UsageRow], FleetTotals]:
-    """The usage ledger between ``start`` and ``end`` on the fleet calendar (ticks ending in
-    ``[start, end)``, ``scheduling.fleet_calendar``), per team, accelerator and kind, with the
-    fleet's capacity, idle and down GPU-hours over the same ticks. Three queries."""
-    epoch = fleet_epoch()
-    from_s, to_s = fleet_seconds(start, epoch=epoch), fleet_seconds(end, epoch=epoch)
-    rows = (
-        UsageSample.objects.filter(sim_time_s__gte=from_s, sim_time_s__lt=to_s)
-        .values("team__name", "team__department__name", "accelerator_type__name", "kind")
-        .annotate(
-            allocated=Sum("allocated_gpu_s"),
-            useful=Sum("useful_gpu_s"),
-            lost=Sum("lost_gpu_s"),
-            borrowed=Sum("borrowed_gpu_s"),
-        )
-        .order_by("team__name", "accelerator_type__name", "kind")
-    )
-    usage = [
-        UsageRow(
-            r["team__name"],
-            r["team__department__name"],
-            r["accelerator_type__name"],
-            r["kind"],
-            r["allocated"] / 3600,
-            r["useful"] / 3600,
-            r["lost"] / 3600,
-            r["borrowed"] / 3600,
-        )
-        for r in rows
-    ]
-    fleet = FleetSample.objects.filter(sim_time_s__gte=from_s, sim_time_s__lt=to_s).aggregate(
-        capacity=Sum(F("capacity_gpus") * F("interval_s")),
-        idle=Sum("idle_gpu_s"),
-        down=Sum("down_gpu_s"),
-    )
-    allocated = sum(row.allocated_gpu_h for row in usage)
-    totals = FleetTotals(
-        (fleet["capacity"] or 0.0) / 3600, allocated, (fleet["idle"] or 0.0) / 3600, (fleet["down"] or 0.0) / 3600
-    )
-    return usage, totals
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,3 +210,23 @@ def test_the_report_page_costs_a_fixed_number_of_queries(
         response = client.get("/reports/usage/", JANUARY)
 
     assert len(response.context["report"].rows) == 2 + extra_teams
+
+
+def test_an_unknown_team_in_the_per_job_filter_is_refused_with_a_message(books: Books) -> None:
+    client = _client(books.finance)
+
+    page = client.get("/finance/jobs/", {"start": "2026-01-01", "end": "2026-01-31", "team": "999999"})
+    download = client.get(
+        "/finance/jobs/", {"start": "2026-01-01", "end": "2026-01-31", "team": "999999", "format": "csv"}
+    )
+
+    assert page.status_code == 400 and "Select a valid choice" in page.content.decode()
+    assert download.status_code == 400 and "Select a valid choice" in download.content.decode()
+
+
+def test_a_lead_cannot_filter_the_per_job_detail_by_another_team(books: Books) -> None:
+    response = _client(books.lead).get(
+        "/finance/jobs/", {"start": "2026-01-01", "end": "2026-01-31", "team": books.search.pk}
+    )
+
+    assert response.status_code == 400
