@@ -11,7 +11,10 @@ class Started:
     time_s: float
     allocation: tuple[tuple[str, int], ...]
     level: str
+    # Until it makes progress: the handover (its victims' grace period) plus restoring its checkpoint.
     restore_s: float
+    # The part of `restore_s` spent waiting for preempted jobs to hand their GPUs over.
+    handover_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

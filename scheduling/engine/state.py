@@ -414,7 +414,7 @@ class FleetState:
         run.anchor_s, run.anchor_progress, run.base_progress = now + restore_s, saved, saved
         run.rate = self._rate(job, run.gpus, run.level)
         self._schedule_events(run, now)
-        return Started(job.id, now, run.allocation, run.level, restore_s)
+        return Started(job.id, now, run.allocation, run.level, restore_s, handover_s)
 
     def _resize(self, job_id: str, allocation: tuple[tuple[str, int], ...], now: float, borrowing: bool) -> Event:
         run = self.running.get(job_id)

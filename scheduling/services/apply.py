@@ -143,8 +143,10 @@ def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_
 def _running_event(history: list[engine.Event], run: engine.RunView) -> tuple[str, str]:
     gpus = sum(g for _, g in run.allocation)
     if any(isinstance(e, engine.Started) for e in history):
-        restore = next((e.restore_s for e in history if isinstance(e, engine.Started)), 0.0)
-        extra = f", restoring checkpoint for {restore:.0f} s" if restore else ""
+        started = next(e for e in history if isinstance(e, engine.Started))
+        restore = started.restore_s - started.handover_s
+        extra = f", taking over preempted jobs' GPUs after {started.handover_s:.0f} s" if started.handover_s else ""
+        extra += f", restoring checkpoint for {restore:.0f} s" if restore > 0 else ""
         borrowed = " on borrowed quota" if run.borrowing else ""
         return SchedulerEvent.Kind.STARTED, (
             f"Started on {len(run.allocation)} node(s), {gpus} GPUs, {run.level} level{borrowed}{extra}"

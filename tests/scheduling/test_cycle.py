@@ -242,3 +242,7 @@ def test_serving_growth_preempts_training_which_hands_its_gpus_over_during_its_g
     assert serving.anchor_s == serving.started_s + 60.0
     assert training.state == Job.State.PENDING and training.restarts == 1
     assert SchedulerEvent.objects.filter(job=training, kind=SchedulerEvent.Kind.EVICTED).exists()
+    # Its start message says what the 60 s are: the handover, not a checkpoint restore.
+    started = SchedulerEvent.objects.get(job=serving, kind=SchedulerEvent.Kind.STARTED)
+    assert "taking over preempted jobs' GPUs after 60 s" in started.message
+    assert "restoring" not in started.message
