@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint install install-dev migrate bench clean
+.PHONY: run test test-pure lint install install-dev migrate bench clean
 
 # The demo: DEBUG pages, demo data and logins, demo arrivals and failure injection (each can be
 # overridden from the environment); warnings and errors only on the terminal.
@@ -16,6 +16,11 @@ test: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	FLEETLINE_REDIS_SOCKET=$${FLEETLINE_REDIS_SOCKET:-var/redis-test/redis.sock} \
 	FLEETLINE_CHANNEL_PREFIX=fleetline-test $(PY) -m pytest $(PYTEST_ARGS)
+
+# The engine and simulator tests are plain Python: they run without Django or pytest-django
+# (pyproject's DJANGO_SETTINGS_MODULE is then an option nobody knows, hence the filter).
+test-pure: $(VENV)/.installed-dev
+	$(PY) -m pytest -p no:django -W ignore::pytest.PytestConfigWarning tests/engine tests/sim
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -1,178 +1,18 @@
-"""Shared fixtures: real child processes (Celery worker, ASGI server) pointed at the test
-database and the same Redis the tests use. Without REDIS_URL the session runs the embedded Redis
-itself, from start to end."""
+"""Hooks for every test. Everything that needs Django lives in tests/django_fixtures.py, loaded
+only when pytest-django is: the engine and simulator tests are plain Python and run without it
+(``make test-pure``)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import quote
-
 import pytest
-from django.conf import settings
-from django.db import connection
-from pytest_django import DjangoDbBlocker
 
-from portal import embedded_redis
 
-ROOT = Path(__file__).resolve().parent.parent
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.has_plugin("django"):
+        config.pluginmanager.import_plugin("tests.django_fixtures")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API keeps an event loop running in the main
     thread for as long as the browser is open, which async tests cannot share."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
-
-
-_embedded_redis_key = pytest.StashKey[subprocess.Popen[bytes] | None]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Start the embedded Redis for this session when no REDIS_URL is given (settings only name
-    its socket). One that already answers there (another session's) is used as it is."""
-    started = None
-    if settings.EMBEDDED_REDIS and not embedded_redis.answers(settings.EMBEDDED_REDIS_SOCKET):
-        started = embedded_redis.start(settings.EMBEDDED_REDIS_SOCKET)
-    config.stash[_embedded_redis_key] = started
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    started = config.stash.get(_embedded_redis_key, None)
-    if started is not None:
-        embedded_redis.stop(started, settings.EMBEDDED_REDIS_SOCKET)
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(request: pytest.FixtureRequest) -> None:
-    """The production hasher costs a good part of a second per user; tests that only log in with
-    force_login do not need it. Browser tests keep it: their server checks real passwords."""
-    if request.node.get_closest_marker("browser") is None:
-        settings_fixture = request.getfixturevalue("settings")
-        settings_fixture.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def _database_url() -> str:
-    """A URL for the database the test session is using right now (the test database)."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user = quote(db.get("USER") or "")
-    password = quote(db.get("PASSWORD") or "")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{db['NAME']}"
-
-
-@pytest.fixture(scope="session")
-def children_disconnected(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """At the end of the session, before the test database is dropped, end the other PostgreSQL
-    sessions on it: a stopped child's server process can outlive it by a moment, and connections
-    opened by worker threads of this process (channels' database_sync_to_async) stay open idle.
-    PostgreSQL refuses to drop a database that has sessions."""
-    yield
-    if connection.vendor != "postgresql":
-        return
-    others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(f"SELECT pg_terminate_backend(pid) {others}")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            cursor.execute(f"SELECT count(*) {others}")
-            if cursor.fetchone()[0] == 0:
-                return
-            time.sleep(0.05)
-
-
-@pytest.fixture(scope="session")
-def test_database_url(django_db_setup: None, children_disconnected: None) -> str:
-    """The test database's URL, for child processes that outlive one test (a module's fixture)."""
-    return _database_url()
-
-
-@pytest.fixture
-def subprocess_env(transactional_db: None, children_disconnected: None) -> dict[str, str]:
-    """Environment for child processes: the test database and the tests' Redis."""
-    return {
-        **os.environ,
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
-
-
-@pytest.fixture
-def celery_worker_process(subprocess_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A real Celery worker process consuming every queue from the tests' Redis."""
-    from portal.celery import app
-
-    app.control.purge()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--pool=solo",
-            "--loglevel=WARNING",
-            "-Q",
-            settings.CELERY_WORKER_QUEUES,
-            "-n",
-            f"test-{os.getpid()}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=subprocess_env,
-    )
-    deadline = time.monotonic() + 30
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            _stop(process)
-            pytest.fail("the Celery worker did not come up")
-    yield process
-    _stop(process)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
-    """Daphne serving the whole ASGI application (HTTP and websockets); yields its base URL."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-        cwd=ROOT,
-        env=subprocess_env,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                _stop(process)
-                pytest.fail("the ASGI server did not come up")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)

@@ -18,7 +18,7 @@ import pytest
 from django.test import Client
 
 from portal.middleware import MAX_QUERY_STRING_BYTES
-from tests.conftest import ROOT
+from tests.django_fixtures import ROOT
 
 SERVERS = {
     "uvicorn": ["-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}", "portal.asgi:application"],

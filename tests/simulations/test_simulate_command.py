@@ -7,15 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from django.apps import apps
+from django.core.management import CommandError, call_command
 
-if not apps.ready:  # the rest of tests/sim runs with -p no:django; this file needs Django
-    pytest.skip("needs pytest-django settings", allow_module_level=True)
-
-from django.core.management import CommandError, call_command  # noqa: E402
-
-from scheduling.sim.cli import main  # noqa: E402
-from scheduling.sim.metrics import CONTRACT_KEYS  # noqa: E402
+from scheduling.sim.cli import main
+from scheduling.sim.metrics import CONTRACT_KEYS
 
 SAMPLE = Path(__file__).resolve().parents[2] / "scheduling" / "sim" / "data" / "itp-sample"
 TRACES = [str(path) for path in sorted(SAMPLE.glob("*.csv"))]
