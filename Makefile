@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-pure lint install install-dev migrate bench clean
+.PHONY: run test test-pure lint typecheck install install-dev migrate bench clean
 
 # The demo: DEBUG pages, demo data and logins, demo arrivals and failure injection (each can be
 # overridden from the environment); warnings and errors only on the terminal.
@@ -25,6 +25,13 @@ test-pure: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(MAKE) typecheck
+
+# mypy with django-stubs (configuration in pyproject.toml) over the packages that check clean;
+# the list grows as more of the code does.
+TYPED ?= scheduling/engine scheduling/sim
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy $(TYPED)
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

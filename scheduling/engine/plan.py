@@ -122,9 +122,11 @@ class Plan:
 
 
 _new = object.__new__
-_set_job_id = PendingStatus.job_id.__set__  # type: ignore[attr-defined]
-_set_reason = PendingStatus.reason.__set__  # type: ignore[attr-defined]
-_set_estimate = PendingStatus.estimated_start_s.__set__  # type: ignore[attr-defined]
+# The slots' own setters, past the frozen dataclass's __setattr__ (read from the class's namespace:
+# mypy types `PendingStatus.job_id` as the field, not as its slot descriptor).
+_set_job_id = vars(PendingStatus)["job_id"].__set__
+_set_reason = vars(PendingStatus)["reason"].__set__
+_set_estimate = vars(PendingStatus)["estimated_start_s"].__set__
 
 
 def pending_status(job_id: str, reason: str, estimated_start_s: float | None) -> PendingStatus:

@@ -106,13 +106,15 @@ class RunRecord:
 
 
 _new = object.__new__
-_set_job = Running.job.__set__  # type: ignore[attr-defined]
-_set_allocation = Running.allocation.__set__  # type: ignore[attr-defined]
-_set_start_s = Running.start_s.__set__  # type: ignore[attr-defined]
-_set_progress_s = Running.progress_s.__set__  # type: ignore[attr-defined]
-_set_checkpoint_s = Running.checkpoint_s.__set__  # type: ignore[attr-defined]
-_set_borrowing = Running.borrowing.__set__  # type: ignore[attr-defined]
-_set_grace_until_s = Running.grace_until_s.__set__  # type: ignore[attr-defined]
+# The slots' own setters, past the frozen dataclass's __setattr__ (read from the class's namespace:
+# mypy types `Running.job` as the field, not as its slot descriptor).
+_set_job = vars(Running)["job"].__set__
+_set_allocation = vars(Running)["allocation"].__set__
+_set_start_s = vars(Running)["start_s"].__set__
+_set_progress_s = vars(Running)["progress_s"].__set__
+_set_checkpoint_s = vars(Running)["checkpoint_s"].__set__
+_set_borrowing = vars(Running)["borrowing"].__set__
+_set_grace_until_s = vars(Running)["grace_until_s"].__set__
 
 
 def running_at(run: RunRecord, now: float) -> Running:

@@ -286,7 +286,7 @@ def load_helios(paths: Sequence[str | Path], *, max_errors: int = 1) -> list[Tra
     if len(kinds) > 1:
         raise TraceError(str(paths[0]), None, "submit_time", "mixes seconds and date-times")
     try:
-        origin = min(stamps.values(), default=0.0)  # type: ignore[type-var]
+        origin = min(stamps.values(), default=0.0)
         offsets = {job_id: _seconds_between(origin, stamp) for job_id, stamp in stamps.items()}
     except TypeError:
         raise TraceError(str(paths[0]), None, "submit_time", "mixes time zones") from None
