@@ -43,6 +43,15 @@ class QuotaRequestForm(forms.Form):
             self.fields["accelerator_type"].choices = accelerator_choices
 
 
+class QuotaSetForm(forms.Form):
+    """A fleet admin's direct quota change for one accelerator type (the URL names the type)."""
+
+    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed")
+    borrow_limit = forms.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Borrow limit")
+    lend_limit = forms.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Lend limit")
+    reason = forms.CharField(max_length=2000)
+
+
 class ApproveForm(forms.Form):
     note = forms.CharField(required=False, max_length=2000)
 

@@ -261,6 +261,7 @@ class AuditEvent(models.Model):
         QUOTA_REQUEST_WITHDRAWN = "quota_request.withdrawn", "Quota request withdrawn"
         QUOTA_REQUEST_APPROVED = "quota_request.approved", "Quota request approved"
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "Quota request rejected"
+        QUOTA_SET = "quota.set", "Quota set by a fleet admin"
         PRIORITY_CLASS_SAVED = "priority_class.saved", "Priority class saved"
         FLEET_POLICY_UPDATED = "fleet_policy.updated", "Fleet policy updated"
         NODE_CORDONED = "node.cordon", "Node cordoned"

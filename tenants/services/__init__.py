@@ -14,6 +14,7 @@ from tenants.services.quota_requests import (
     quota_request_submit,
     quota_request_withdraw,
 )
+from tenants.services.quotas import quota_set
 
 __all__ = [
     "audit_record",
@@ -29,4 +30,5 @@ __all__ = [
     "quota_request_reject",
     "quota_request_submit",
     "quota_request_withdraw",
+    "quota_set",
 ]

@@ -11,19 +11,18 @@ import logging
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduling.models import AcceleratorType, Node
-from tenants.models import AuditEvent, FleetPolicy, Quota, QuotaRequest, Team
+from scheduling.models import AcceleratorType
+from tenants.models import AuditEvent, Quota, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
 from tenants.services.notifications import notification_email_queue, notification_send
+from tenants.services.quotas import QUOTA_FIELDS, fleet_policy_lock, quota_write
 
 logger = logging.getLogger(__name__)
 
-QUOTA_FIELDS = ["guaranteed", "borrow_limit", "lend_limit"]
 REQUEST_FIELDS = ["state", "guaranteed", "borrow_limit", "lend_limit", "decision_note"]
 Pending = QuotaRequest.State.PENDING
 
@@ -90,22 +89,21 @@ def quota_request_withdraw(*, user: AbstractBaseUser, quota_request_id: int) -> 
 def quota_request_approve(*, admin: AbstractBaseUser, quota_request_id: int, note: str = "") -> Quota:
     """Approve and apply a request, unless guarantees would exceed fleet capacity × overcommit.
 
-    Locking the policy row serialises approvals on PostgreSQL (SQLite's IMMEDIATE transactions
-    already do), so two approvals cannot each see room that only one of them may take.
+    The policy row's lock is taken before the request is read, so a second approval of the same
+    request waits and then finds it decided.
     """
     _require_admin(admin)
     with transaction.atomic():
-        policy = _policy_locked()
+        policy = fleet_policy_lock()
         request = _pending_request(quota_request_id)
-        quota = Quota.objects.filter(team=request.team, accelerator_type=request.accelerator_type).first()
-        _check_capacity(request, current=quota.guaranteed if quota else 0, policy=policy)
-        before = snapshot_fields(quota, QUOTA_FIELDS) if quota else None
-        if quota is None:
-            quota = Quota(team=request.team, accelerator_type=request.accelerator_type)
-        quota.guaranteed = request.guaranteed
-        quota.borrow_limit = request.borrow_limit
-        quota.lend_limit = request.lend_limit
-        quota.save()
+        quota, before = quota_write(
+            team=request.team,
+            accelerator_type=request.accelerator_type,
+            guaranteed=request.guaranteed,
+            borrow_limit=request.borrow_limit,
+            lend_limit=request.lend_limit,
+            policy=policy,
+        )
         _decide(request, state=QuotaRequest.State.APPROVED, user=admin, note=note)
         audit_record(
             actor=admin,
@@ -143,11 +141,6 @@ def _require_admin(user: AbstractBaseUser) -> None:
         raise PermissionDenied("Only fleet admins decide quota requests.")
 
 
-def _policy_locked() -> FleetPolicy:
-    policy, _ = FleetPolicy.objects.select_for_update().get_or_create(pk=FleetPolicy.SINGLETON_ID)
-    return policy
-
-
 def _pending_request(quota_request_id: int) -> QuotaRequest:
     request = (
         QuotaRequest.objects.select_related("team", "accelerator_type", "requested_by")
@@ -159,20 +152,6 @@ def _pending_request(quota_request_id: int) -> QuotaRequest:
     if request.state != Pending:
         raise ValidationError(f"This request is already {request.get_state_display().lower()}.")
     return request
-
-
-def _check_capacity(request: QuotaRequest, *, current: int, policy: FleetPolicy) -> None:
-    if request.guaranteed <= current:
-        return  # Shrinking or keeping a guarantee never needs room.
-    type_ = request.accelerator_type
-    others = Quota.objects.filter(accelerator_type=type_).exclude(team=request.team)
-    total = (others.aggregate(total=Sum("guaranteed"))["total"] or 0) + request.guaranteed
-    fleet_gpus = Node.objects.filter(accelerator_type=type_).aggregate(gpus=Sum("gpus"))["gpus"] or 0
-    ratio = policy.guarantee_overcommit_ratio
-    if total > int(fleet_gpus * ratio):
-        raise ValidationError(
-            f"Guarantees for {type_.name} would total {total} of {fleet_gpus} GPUs (overcommit ratio {ratio:g})."
-        )
 
 
 def _decide(request: QuotaRequest, *, state: str, user: AbstractBaseUser, note: str) -> None:
