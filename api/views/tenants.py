@@ -7,7 +7,8 @@ from typing import Any
 import django_filters
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_standardized_errors.openapi_serializers import ErrorResponse403Serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -30,6 +31,7 @@ from tenants.services import (
     quota_request_reject,
     quota_request_submit,
     quota_request_withdraw,
+    quota_set,
 )
 from tenants.services.policy import POLICY_FIELDS
 
@@ -68,6 +70,17 @@ class QuotaOutput(serializers.Serializer):
     lent = serializers.IntegerField()
 
 
+class QuotaSetInput(serializers.Serializer):
+    guaranteed = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    borrow_limit = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None, help_text="null: unlimited"
+    )
+    lend_limit = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1, required=False, allow_null=True, default=None, help_text="null: unlimited"
+    )
+    reason = serializers.CharField(max_length=2000, help_text="Why the quota changes: in the audit log and the notice.")
+
+
 def _require_team_manager(request: Request, team: Team) -> None:
     """Refuse at once anyone who may change none of the team's memberships; the membership
     services decide the rest (a lead adds and removes members; only fleet admins touch leads
@@ -99,6 +112,28 @@ class TeamViewSet(ApiViewSet):
     def quotas(self, request: Request, slug: str) -> Response:
         team = team_for_user(user=request.user, slug=slug)
         return Response(QuotaOutput(quota_overview_for_team(team=team), many=True).data)
+
+    @extend_schema(
+        request=QuotaSetInput,
+        responses={200: QuotaOutput, 403: ErrorResponse403Serializer},
+        parameters=[OpenApiParameter("accelerator", str, OpenApiParameter.PATH, description="accelerator type name")],
+        summary="Set the quota for one accelerator type (fleet admins)",
+        description="Replaces the team's guarantee and limits at once, within fleet capacity × the policy's "
+        "overcommit ratio (else 400, nothing changed). Audited; the team's leads are told; the scheduler "
+        "reads it from its next tick.",
+    )
+    @action(detail=True, methods=["put"], url_path=r"quotas/(?P<accelerator>[-\w.]+)")
+    def quota(self, request: Request, slug: str, accelerator: str) -> Response:
+        team = team_for_user(user=request.user, slug=slug)
+        require_fleet_admin(request, "Only fleet admins set quotas.")
+        accelerator_type = AcceleratorType.objects.filter(name=accelerator).first()
+        if accelerator_type is None:
+            raise NotFound("No such accelerator type.")
+        data = QuotaSetInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        quota_set(admin=request.user, team=team, accelerator_type=accelerator_type, **data.validated_data)
+        row = next(row for row in quota_overview_for_team(team=team) if row.accelerator_type_id == accelerator_type.pk)
+        return Response(QuotaOutput(row).data)
 
     @extend_schema(methods=["GET"], responses=MemberOutput(many=True), summary="The team's members")
     @extend_schema(
