@@ -215,6 +215,8 @@ def report_team_ids_for(*, user: AnyUser) -> set[int] | None:
     lead's own teams, or Http404 for anyone else (members, outsiders)."""
     if is_finance(user) or is_fleet_admin(user):
         return None
+    if user.pk is None:  # signed out: no team of one's own
+        raise Http404("No such page.")
     led = set(Membership.objects.filter(user_id=user.pk, role=Membership.Role.LEAD).values_list("team_id", flat=True))
     if not led:
         raise Http404("No such page.")

@@ -34,9 +34,10 @@ def _require_admin(actor: AnyUser) -> None:
         raise PermissionDenied("Only fleet admins may do this.")
 
 
-def _require_finance_or_admin(actor: AnyUser) -> None:
-    if not (is_finance(actor) or is_fleet_admin(actor)):
+def _require_finance_or_admin(actor: AnyUser) -> User:
+    if not isinstance(actor, User) or not (is_finance(actor) or is_fleet_admin(actor)):
         raise PermissionDenied("Only finance and fleet admins may do this.")
+    return actor
 
 
 def _closed_months_overlapping(first: date, last: date | None) -> list[date]:
@@ -238,10 +239,12 @@ def budgets_check() -> list[BudgetAlert]:
 
 def report_export_request(*, actor: AnyUser, first: date, last: date, file_format: str) -> ReportExport:
     """Queue a long period's export for a worker on the reports queue."""
-    _require_finance_or_admin(actor)
+    requester = _require_finance_or_admin(actor)
     if file_format not in ("csv", "xlsx"):
         raise ValidationError("Exports are CSV or XLSX.")
-    export = ReportExport.objects.create(requested_by=actor, first_day=first, last_day=last, file_format=file_format)
+    export = ReportExport.objects.create(
+        requested_by=requester, first_day=first, last_day=last, file_format=file_format
+    )
     from finance.tasks import report_export_build
 
     transaction.on_commit(partial(report_export_build.delay, export_id=export.pk), robust=True)

@@ -70,7 +70,7 @@ def report_period_choose(params: QueryDict) -> PeriodChoice:
         form = ReportPeriodForm(params)
         choice = PeriodChoice(start=params.get("start", ""), end=params.get("end", ""))
         if not form.is_valid():
-            choice.errors = list(dict.fromkeys(m for ms in form.errors.values() for m in ms))
+            choice.errors = list(dict.fromkeys(str(m) for ms in form.errors.values() for m in ms))
             return choice
         choice.first, choice.last = form.cleaned_data["start"], form.cleaned_data["end"]
         return choice
@@ -194,7 +194,7 @@ def _month_action(request: HttpRequest, form: MonthForm) -> tuple[int, int] | No
     if not form.is_valid():
         for problems in form.errors.values():
             for problem in problems:
-                messages.error(request, problem)
+                messages.error(request, str(problem))
         return None
     year, number = form.cleaned_data["month"]
     return int(year), int(number)
@@ -247,7 +247,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
         form.fields["team"].queryset = form.fields["team"].queryset.filter(pk__in=team_ids)  # type: ignore[attr-defined]
     if not form.is_valid():
         if request.GET.get("format") == "csv":
-            problems = dict.fromkeys(m for ms in form.errors.values() for m in ms)
+            problems = dict.fromkeys(str(m) for ms in form.errors.values() for m in ms)
             return HttpResponseBadRequest("\n".join(problems) + "\n", content_type="text/plain; charset=utf-8")
         return render(request, "finance/jobs.html", {"form": form}, status=400)
     data = form.cleaned_data

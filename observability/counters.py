@@ -97,7 +97,7 @@ def _add(a: Totals, b: Totals) -> Totals:
 
 def counter_totals_plain(source: Source) -> Totals:
     """The rule: the aggregate over every row of the source."""
-    return _totals(source, source.model.objects.all())
+    return _totals(source, source.model._default_manager.all())
 
 
 def counter_totals(source: Source) -> Totals:
@@ -107,17 +107,17 @@ def counter_totals(source: Source) -> Totals:
     checkpoint: Totals = {tuple(key): tuple(values) for key, values in stored}
     cutoff = timezone.now() - timedelta(seconds=SETTLE_AFTER_S)
     settled_upto = (
-        source.model.objects.filter(id__gt=upto_id, **{f"{source.stamp}__lt": cutoff})
+        source.model._default_manager.filter(id__gt=upto_id, **{f"{source.stamp}__lt": cutoff})
         .order_by("-id")
         .values_list("id", flat=True)
         .first()
     )
     if settled_upto is not None:
-        settled = _totals(source, source.model.objects.filter(id__gt=upto_id, id__lte=settled_upto))
+        settled = _totals(source, source.model._default_manager.filter(id__gt=upto_id, id__lte=settled_upto))
         checkpoint = _add(checkpoint, settled)
         _checkpoint_save(source, saved is not None, upto_id, settled_upto, checkpoint)
         upto_id = settled_upto
-    return _add(checkpoint, _totals(source, source.model.objects.filter(id__gt=upto_id)))
+    return _add(checkpoint, _totals(source, source.model._default_manager.filter(id__gt=upto_id)))
 
 
 def _checkpoint_save(source: Source, exists: bool, from_id: int, to_id: int, totals: Totals) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,7 +187,8 @@ def _read_incidents(metrics: FleetMetrics) -> None:
         Incident.objects.values("kind")
         .annotate(
             incidents=Count("id"),
-            open=Count("id", filter=Q(resumed_at__isnull=True)),
+            # Not "open": `Incident.open` is a property, which the annotation would shadow.
+            still_open=Count("id", filter=Q(resumed_at__isnull=True)),
             lost_gpu_s=Sum("lost_gpu_s"),
             detected=Count("detected_at"),
             detected_sum=Sum(F("detected_at") - F("failed_at")),
@@ -201,7 +203,7 @@ def _read_incidents(metrics: FleetMetrics) -> None:
     for row in rows:
         kind = row["kind"]
         metrics.failures[kind] = row["incidents"]
-        metrics.open_incidents[kind] = row["open"]
+        metrics.open_incidents[kind] = row["still_open"]
         metrics.failure_lost_gpu_hours[kind] = (row["lost_gpu_s"] or 0.0) / 3600.0
         detection.append(_incident_histogram(row, kind, "d", DETECTION_BUCKETS_S, "detected"))
         recovery.append(_incident_histogram(row, kind, "r", RECOVERY_BUCKETS_S, "resumed"))
@@ -209,7 +211,9 @@ def _read_incidents(metrics: FleetMetrics) -> None:
     metrics.recovery = tuple(recovery)
 
 
-def _incident_histogram(row: dict, kind: str, prefix: str, bounds: tuple[float, ...], total: str) -> IncidentHistogram:
+def _incident_histogram(
+    row: Mapping[str, Any], kind: str, prefix: str, bounds: tuple[float, ...], total: str
+) -> IncidentHistogram:
     buckets = [(floatToGoString(bound), row[f"{prefix}_le_{index}"]) for index, bound in enumerate(bounds)]
     buckets.append(("+Inf", row[total]))
     return IncidentHistogram(kind=kind, buckets=tuple(buckets), sum_s=row[f"{total}_sum"] or 0.0, count=row[total])

@@ -24,7 +24,7 @@ def _process_registry() -> CollectorRegistry:
     sum; a single process reports its own registry."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        multiprocess.MultiProcessCollector(registry)
         return registry
     return REGISTRY
 

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 
-class GovernedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class GovernedAdmin(admin.ModelAdmin):
     """Read-only: no add, change or delete, whoever asks (superusers included)."""
 
     change_list_template = "admin/governed_change_list.html"
@@ -52,7 +52,7 @@ class GovernedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return {"governed_note": self.governed_note, "governed_url": url, "governed_url_text": self.governed_url_text}
 
 
-class GovernedInline(admin.TabularInline):  # type: ignore[type-arg]
+class GovernedInline(admin.TabularInline):
     """A read-only inline: the rows show on their parent's page, unchangeable there."""
 
     extra = 0

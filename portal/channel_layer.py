@@ -16,7 +16,7 @@ POOL_WAIT_S = 20.0
 READ_MARGIN_S = 10.0
 
 
-class FleetChannelLayer(RedisChannelLayer):  # type: ignore[misc]
+class FleetChannelLayer(RedisChannelLayer):
     """channels_redis's layer on redis-py's blocking pool, with a read timeout that outlasts a
     blocking receive.
 

@@ -129,7 +129,8 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
             with contextlib.suppress(asyncio.CancelledError):
                 await self.recheck_timer
         self.recheck_timer = None
-        groups, self.groups_joined = getattr(self, "groups_joined", set()), set()
+        groups: set[str] = getattr(self, "groups_joined", set())
+        self.groups_joined = set()
         for group in groups:
             await _layer_call(self.channel_layer.group_discard, group, self.channel_name)
 

@@ -9,10 +9,12 @@ import csv
 import io
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import cast
 
 from openpyxl import Workbook
 from openpyxl.styles import Font
 from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.worksheet import Worksheet
 
 from finance.selectors import FinanceReport, JobLine, TeamRow
 
@@ -118,7 +120,8 @@ def _money_format(currency: str) -> str:
 
 def report_xlsx(report: FinanceReport) -> bytes:
     book = Workbook()
-    sheet = book.active
+    # A new workbook opens on one blank worksheet; `active` is typed for every kind of book.
+    sheet = cast(Worksheet, book.active)
     sheet.title = "Chargeback"
     for line in header_block(report):
         sheet.append(line)
@@ -148,7 +151,7 @@ def report_xlsx(report: FinanceReport) -> bytes:
         sheet.cell(sheet.max_row, 2).number_format = GPU_H
     for column in range(1, 16):
         sheet.column_dimensions[get_column_letter(column)].width = 30 if column <= 2 else 16
-    sheet.freeze_panes = sheet.cell(head_at + 1, 2)
+    sheet.freeze_panes = sheet.cell(head_at + 1, 2).coordinate
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()

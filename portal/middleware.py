@@ -33,7 +33,7 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
 @sync_and_async_middleware
 def query_string_limit(get_response: Handler | AsyncHandler) -> Handler | AsyncHandler:
     if iscoroutinefunction(get_response):
-        async_response: AsyncHandler = get_response  # type: ignore[assignment]
+        async_response: AsyncHandler = get_response
 
         async def async_middleware(request: HttpRequest) -> HttpResponse:
             return _refusal(request) or await async_response(request)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -56,8 +57,12 @@ class SimulationInput(serializers.Serializer):
 
 
 class SimulationOutput(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     url = serializers.SerializerMethodField()
 
     class Meta:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -119,7 +120,7 @@ def simulation_start(*, user: AnyUser, request: SimulationRequest) -> Simulation
     _quotas_for(fleet_spec_check(spec=fleet_spec), request.team)
     with transaction.atomic():
         simulation = Simulation.objects.create(
-            created_by=user if user.is_authenticated else None,
+            created_by=user if isinstance(user, User) else None,
             team=request.team,
             source=request.source,
             trace_name=request.trace_name[:200] if request.source == Simulation.Source.TRACE else "",

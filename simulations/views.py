@@ -31,6 +31,8 @@ def _startable_teams(request: HttpRequest) -> tuple[list[Team], bool]:
     """Teams the user may replay for, and whether they may replay the whole fleet."""
     if is_fleet_admin(request.user):
         return list(Team.objects.order_by("name")), True
+    if not request.user.is_authenticated:
+        return [], False
     led = Membership.objects.filter(user_id=request.user.pk, role=Membership.Role.LEAD).values("team_id")
     return list(Team.objects.filter(id__in=led).order_by("name")), False
 
