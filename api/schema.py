@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-WEBSOCKET_EVENTS_VERSION = "1"
+from portal.socket_events import EVENT_VERSION
 
 _NUMBER = {"type": "number"}
 _NULLABLE_NUMBER = {"type": "number", "nullable": True}
@@ -14,11 +14,12 @@ _INTEGER = {"type": "integer"}
 
 
 def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    version = {"type": "integer", "enum": [EVENT_VERSION], "description": "the payload's version"}
     return {
         "type": "object",
         "description": description,
-        "required": ["kind", *properties],
-        "properties": {"kind": {"type": "string", "enum": [kind]}, **properties},
+        "required": ["v", "kind", *properties],
+        "properties": {"v": version, "kind": {"type": "string", "enum": [kind]}, **properties},
     }
 
 
@@ -91,11 +92,17 @@ WEBSOCKET_EVENTS: dict[str, dict[str, Any]] = {
             "lost_gpu_s": _NUMBER,
         },
     ),
+    "WsNoticeEvent": _event(
+        "notice",
+        "A new in-app notice for the socket's user (a quota decision, a quota set by a fleet admin), "
+        "with their unread count.",
+        {"message": {"type": "string"}, "url": {"type": "string"}, "unread": _INTEGER},
+    ),
 }
 
 WEBSOCKET = {
     "path": "/ws/fleet/",
-    "version": WEBSOCKET_EVENTS_VERSION,
+    "version": EVENT_VERSION,
     "authentication": "The browser session, or 'Authorization: Bearer <token>' on the opening request.",
     "close_codes": {
         "4401": "not authenticated",
@@ -103,8 +110,9 @@ WEBSOCKET = {
         "1013": "try again later (a dependency is unreachable)",
     },
     "events": {name: {"$ref": f"#/components/schemas/{name}"} for name in WEBSOCKET_EVENTS},
-    "compatibility": "Within a version, fields are only added; a field is removed or changes meaning "
-    "only in a new version, announced here.",
+    "compatibility": "Every event carries its payload version in 'v' (this 'version'). Within a version, "
+    "fields are only added, so readers ignore fields they do not know; a field is removed or changes "
+    "meaning only in a new version, announced here.",
 }
 
 

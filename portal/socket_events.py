@@ -1,6 +1,7 @@
 """Telling a user's open websockets that what they may read changed: after a membership change
 (they re-check and leave the groups they may no longer read) and when a session ends (the
-sockets that session opened close)."""
+sockets that session opened close). Also the one shape of the events sockets forward to pages,
+``fleet_event_message``, stamped with the payloads' version."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ from portal.groups import ACCESS_CHANGED, SESSION_ENDED, user_group
 
 logger = logging.getLogger(__name__)
 
+# The version of every event payload a socket forwards to its page (``"v"``), documented with the
+# payloads in the API schema. Within a version fields are only added, which readers ignore; a
+# field removed or changing meaning needs the next version.
+EVENT_VERSION = 1
+
+
+def fleet_event_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """The channel-layer message that carries ``payload`` to the sockets of a group."""
+    return {"type": "fleet.event", "payload": {"v": EVENT_VERSION, **payload}}
+
 
 def socket_access_changed_publish(*, user_ids: Iterable[int]) -> None:
     """Once the current transaction commits, each user's sockets re-check their access."""
@@ -37,7 +48,7 @@ def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
 def user_event_publish(*, user_id: int, payload: dict[str, Any]) -> None:
     """Once the current transaction commits, every open socket of the user forwards ``payload``
     to its page (a new notice and the unread count, say)."""
-    message = {"type": "fleet.event", "payload": payload}
+    message = fleet_event_message(payload)
     transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
 
 

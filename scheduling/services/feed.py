@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from portal.socket_events import fleet_event_message
 from scheduling.engine import PendingStatus
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
@@ -40,7 +41,7 @@ def fleet_events_publish(events: list[tuple[str, dict[str, Any]]]) -> None:
         for start in range(0, len(events), PUBLISH_CONCURRENCY):
             await asyncio.gather(
                 *(
-                    layer.group_send(group, {"type": "fleet.event", "payload": payload})
+                    layer.group_send(group, fleet_event_message(payload))
                     for group, payload in events[start : start + PUBLISH_CONCURRENCY]
                 )
             )

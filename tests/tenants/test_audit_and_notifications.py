@@ -197,6 +197,7 @@ def test_a_new_notice_reaches_the_users_open_sockets_with_the_unread_count(world
     finally:
         async_to_sync(layer.group_discard)(user_group(world.lead.pk), channel)
     assert message["payload"] == {
+        "v": 1,
         "kind": "notice",
         "message": "Your quota request was approved",
         "url": "/teams/language-models/",
