@@ -213,3 +213,18 @@ def test_the_page_says_why_a_quota_is_refused_and_changes_nothing(world: World) 
 
 def test_the_quota_form_only_takes_posts(world: World) -> None:
     assert client_for(world.admin).get(_form_url(world)).status_code == 405
+
+
+def test_the_audit_log_shows_a_set_quota_field_by_field(world: World) -> None:
+    QuotaFactory(team=world.team, accelerator_type=world.h100, guaranteed=4, borrow_limit=2)
+    _set(world, guaranteed=10, borrow_limit=None)
+
+    body = client_for(world.admin).get("/admin-portal/audit/").content.decode()
+
+    assert "Quota set by a fleet admin" in body
+    assert "Language Models · H100 quota: Launch of the new model family." in body
+    assert '<span class="field">Guaranteed</span>: 4 <span aria-label="changed to">→</span> <strong>10</strong>' in body
+    assert (
+        '<span class="field">Borrow limit</span>: 2 <span aria-label="changed to">→</span> <strong>unlimited</strong>'
+        in body
+    )
