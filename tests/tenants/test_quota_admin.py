@@ -3,17 +3,20 @@ scheduler reads afterwards."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 
 from scheduling.convert import UNLIMITED
 from scheduling.services.snapshot import snapshot_build
 from tenants.models import AuditEvent, Notification, Quota
-from tenants.services import quota_set
-from tests.factories import FleetPolicyFactory, MembershipFactory, QuotaFactory
+from tenants.services import quota_request_approve, quota_set
+from tests.factories import FleetPolicyFactory, MembershipFactory, QuotaFactory, QuotaRequestFactory
 from tests.tenants.conftest import World, client_for
 
 pytestmark = pytest.mark.django_db
@@ -228,3 +231,38 @@ def test_the_audit_log_shows_a_set_quota_field_by_field(world: World) -> None:
         '<span class="field">Borrow limit</span>: 2 <span aria-label="changed to">→</span> <strong>unlimited</strong>'
         in body
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quota_set_and_an_approval_at_the_same_instant_cannot_both_take_the_last_room(world: World) -> None:
+    FleetPolicyFactory()
+    pending = QuotaRequestFactory(
+        team=world.other_team, accelerator_type=world.h100, requested_by=world.outsider, guaranteed=20
+    )
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def run(write: Callable[[], object], name: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            write()
+            outcomes.append(name)
+        except ValidationError as exc:
+            outcomes.append("refused: " + " ".join(exc.messages))
+        finally:
+            connection.close()  # each thread has its own connection
+
+    threads = [
+        threading.Thread(target=run, args=(lambda: _set(world, guaranteed=20), "set")),
+        threading.Thread(
+            target=run, args=(lambda: quota_request_approve(admin=world.admin, quota_request_id=pending.pk), "approved")
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert len(outcomes) == 2
+    assert "refused: Guarantees for H100 would total 40 of 32 GPUs (overcommit ratio 1)." in outcomes
+    assert sum(Quota.objects.values_list("guaranteed", flat=True)) == 20
