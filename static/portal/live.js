@@ -42,11 +42,17 @@ Fleetline.live = (function () {
 // element's content for the answer. One fetch at a time, and a refresh asked for while one is
 // in flight runs after it, so an older answer never replaces a newer one. The server renders
 // the same template as the full page, so controls follow the state (no Cancel on an ended job).
-Fleetline.Part = function (elementId, url, afterSwap) {
-  var busy = false, again = false;
+// `minGapMs` spaces fetches out (a list that many events touch re-reads at most that often).
+Fleetline.Part = function (elementId, url, afterSwap, minGapMs) {
+  var busy = false, again = false, lastAt = 0, timer = null;
   function refresh() {
     if (busy) { again = true; return; }
-    busy = true; again = false;
+    var wait = (minGapMs || 0) - (Date.now() - lastAt);
+    if (wait > 0) {
+      if (timer === null) timer = setTimeout(function () { timer = null; refresh(); }, wait);
+      return;
+    }
+    busy = true; again = false; lastAt = Date.now();
     fetch(url(), { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (html) {
