@@ -18,6 +18,7 @@ from portal.charts import (
     utilisation_figure,
 )
 from portal.exports import report_csv, report_xlsx
+from scheduling.fleet_calendar import fleet_epoch
 from scheduling.selectors import fleet_samples_recent, fleet_summary, team_gpus_now
 from scheduling.services.jobs import fleet_now_s
 from scheduling.services.serving import SERVING_SLO_S, serving_attainment_last_day
@@ -44,6 +45,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "share_summary": share_summary_text(points),
             "team_chart": team_share_figure(teams),
             "team_summary": team_share_summary_text(teams),
+            # The page's live clock turns fleet seconds into fleet-calendar times as the server does.
+            "fleet_epoch_ms": round(fleet_epoch().timestamp() * 1000),
             "serving": serving_attainment_last_day(sim_now_s=fleet_now_s()),
             "serving_slo_s": SERVING_SLO_S,
         },

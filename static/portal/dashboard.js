@@ -35,7 +35,9 @@
     text("fleet-serving", event.serving_gpus);
     text("fleet-training", event.training_gpus);
     text("fleet-pending", event.pending_jobs);
-    text("fleet-time", Fleetline.fleetTime(event.sim_time_s));
+    var clock = document.getElementById("fleet-time");
+    text("fleet-time", clock && clock.dataset.epochMs ? Fleetline.fleetDateTime(event.sim_time_s, +clock.dataset.epochMs)
+      : Fleetline.fleetTime(event.sim_time_s));
     Plotly.extendTraces("share-chart", {
       x: [[hours], [hours], [hours], [hours]],
       y: [[event.serving_gpus], [event.training_gpus], [event.batch_gpus], [idle]],

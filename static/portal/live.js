@@ -81,6 +81,12 @@ Fleetline.fleetTime = function (seconds) {
   return "day " + (days + 1) + ", " + pad(Math.floor(rest / 60)) + ":" + pad(rest % 60);
 };
 
+// Fleet-clock seconds on the fleet calendar, "2026-11-30 14:05", matching the server's
+// fleet_datetime filter (the site's time zone is UTC).
+Fleetline.fleetDateTime = function (seconds, epochMs) {
+  return new Date(epochMs + seconds * 1000).toISOString().slice(0, 16).replace("T", " ");
+};
+
 // A job state as the server renders it: "timed_out" -> "Timed out".
 Fleetline.stateLabel = function (state) {
   var text = state.replace("_", " ");

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -61,5 +62,7 @@ def test_a_member_sees_their_job_start_live_and_the_training_share_grow(asgi_ser
     _off_loop(fleet.tick)
     expect(page.locator("#fleet-training")).to_have_text("24")
     expect(page.locator("#fleet-utilisation")).to_have_text("75%")
+    # The live clock speaks the fleet calendar, as the server's pages do.
+    expect(page.locator("#fleet-time")).to_have_text(re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}$"))
     points = page.evaluate("document.getElementById('share-chart').data[1].y.length")
     assert points >= 1
