@@ -151,8 +151,10 @@ class Policy:
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
     # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota
-    # replays: shorter bounds spread gangs that a rack would have taken a little later, and cost
-    # up to half the mean JCT at overload (benchmarks/README.md).
+    # replays (benchmarks/README.md, "Gang patience"): there it never fired and matched "always
+    # wait", the best on limit_ratio, mean and p99 JCT; a day spread gangs that a rack would have
+    # taken soon after (sim_quotas --quick: limit_ratio 0.918 -> 0.910, mean JCT 8.90 -> 9.35 h),
+    # spreading at once cost most (0.903, 9.54 h). A bound still serves racks that never free.
     gang_spread_after_s: float | None = 7 * 86400.0
 
     @classmethod
