@@ -195,7 +195,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO) ->
         out.write("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
-def emit(args: argparse.Namespace, out: TextIO, data: Any, render: Callable[[], None]) -> None:
+def emit(args: argparse.Namespace, out: TextIO, data: Any, render: Callable[[], object]) -> None:
     if args.json:
         out.write(json.dumps(data, indent=2) + "\n")
     else:

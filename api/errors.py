@@ -79,7 +79,9 @@ class ErrorResponse400Serializer(serializers.Serializer):
     request as a whole is invalid (validation_error), each problem with the field it is about."""
 
     type = serializers.ChoiceField(choices=[("validation_error", "validation_error"), ("client_error", "client_error")])
-    errors = _Error400(many=True)
+    # A field named like Serializer.errors: DRF's metaclass moves declared fields out of the class,
+    # so the property stays; mypy sees only the class body.
+    errors = _Error400(many=True)  # type: ignore[assignment]
 
 
 class _Error409(serializers.Serializer):
@@ -90,7 +92,8 @@ class _Error409(serializers.Serializer):
 
 class ErrorResponse409Serializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=ClientErrorEnum.choices)
-    errors = _Error409(many=True)
+    # A field, not the property: see ErrorResponse400Serializer.
+    errors = _Error409(many=True)  # type: ignore[assignment]
 
 
 class _Error503(serializers.Serializer):
@@ -101,4 +104,5 @@ class _Error503(serializers.Serializer):
 
 class ErrorResponse503Serializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=ServerErrorEnum.choices)
-    errors = _Error503(many=True)
+    # A field, not the property: see ErrorResponse400Serializer.
+    errors = _Error503(many=True)  # type: ignore[assignment]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -10,14 +10,14 @@ from tenants.models import Membership, QuotaRequest, Team
 from tenants.selectors import teams_for_user
 
 
-def quota_requests_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[QuotaRequest]:
+def quota_requests_for_user(*, user: User | AnonymousUser) -> QuerySet[QuotaRequest]:
     """Requests of the teams the user may open (every team's for fleet admins)."""
     return QuotaRequest.objects.filter(team__in=teams_for_user(user=user).values("pk")).select_related(
         "team", "accelerator_type", "requested_by", "decided_by"
     )
 
 
-def quota_request_for_user(*, user: AbstractBaseUser | AnonymousUser, quota_request_id: int) -> QuotaRequest:
+def quota_request_for_user(*, user: User | AnonymousUser, quota_request_id: int) -> QuotaRequest:
     """One request if the user may see it; 404 otherwise, so other teams' requests do not leak."""
     request = quota_requests_for_user(user=user).filter(pk=quota_request_id).first()
     if request is None:

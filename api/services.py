@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
@@ -21,11 +21,11 @@ class NewToken:
     secret: str  # shown once, never stored
 
 
-def api_tokens_for_user(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user_id=user.pk).order_by("-created")
 
 
-def api_token_create(*, user: AbstractBaseUser, name: str) -> NewToken:
+def api_token_create(*, user: User, name: str) -> NewToken:
     """A new token named ``name`` for ``user``; raises ValidationError keyed by field."""
     name = name.strip()
     if not name:
@@ -38,7 +38,7 @@ def api_token_create(*, user: AbstractBaseUser, name: str) -> NewToken:
     return NewToken(token=token, secret=secret)
 
 
-def api_token_revoke(*, user: AbstractBaseUser, token_key: str) -> bool:
+def api_token_revoke(*, user: User, token_key: str) -> bool:
     """Revoke the user's token(s) starting with ``token_key``; False when there was none. Another
     user's token is never touched, whatever key is given."""
     deleted, _ = ApiToken.objects.filter(user_id=user.pk, token_key=token_key).delete()

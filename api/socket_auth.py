@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.authentication import BearerTokenAuthentication
@@ -22,7 +22,7 @@ def _bearer(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def socket_user_for_token(*, headers: Iterable[tuple[bytes, bytes]]) -> tuple[AbstractBaseUser, str] | None:
+def socket_user_for_token(*, headers: Iterable[tuple[bytes, bytes]]) -> tuple[User, str] | None:
     """The user a socket's bearer token belongs to, with the token's digest; None without a
     token, or with a wrong, revoked or inactive user's one."""
     secret = _bearer(headers)
@@ -35,7 +35,7 @@ def socket_user_for_token(*, headers: Iterable[tuple[bytes, bytes]]) -> tuple[Ab
     return user, token.digest
 
 
-def socket_token_user(*, token_digest: str, user_id: int) -> AbstractBaseUser | None:
+def socket_token_user(*, token_digest: str, user_id: int) -> User | None:
     """The token's user while the token still exists and the user is active."""
     token = ApiToken.objects.filter(digest=token_digest, user_id=user_id).select_related("user").first()
     if token is None or not token.user.is_active:

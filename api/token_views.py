@@ -7,13 +7,14 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from api.models import TOKEN_NAME_MAX_LENGTH
 from api.services import NewToken, api_token_create, api_token_revoke, api_tokens_for_user
+from portal.auth import AuthenticatedHttpRequest
 
 
 class TokenCreateForm(forms.Form):
@@ -24,7 +25,7 @@ class TokenCreateForm(forms.Form):
 
 @never_cache
 @login_required
-def token_list_view(request: HttpRequest) -> HttpResponse:
+def token_list_view(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = TokenCreateForm(request.POST or None)
     created: NewToken | None = None
     if request.method == "POST" and form.is_valid():
@@ -50,7 +51,7 @@ def token_list_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def token_revoke_view(request: HttpRequest, token_key: str) -> HttpResponse:
+def token_revoke_view(request: AuthenticatedHttpRequest, token_key: str) -> HttpResponse:
     if api_token_revoke(user=request.user, token_key=token_key):
         messages.success(request, f"Revoked the token {token_key}…: it no longer works.")
     else:

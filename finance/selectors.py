@@ -25,7 +25,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import F, Sum
 from django.http import Http404
 
@@ -35,7 +35,7 @@ from scheduling.models import FleetClock, FleetSample, JobUsage
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_finance, is_fleet_admin
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 CENT = Decimal("0.01")
 # The totals row's budget: the sum of the money budgets, not compared with the total spend.
 TOTAL_BUDGETS = "total"

@@ -8,7 +8,7 @@ from datetime import date
 from decimal import Decimal
 from functools import partial
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -23,7 +23,7 @@ from tenants.roles import FINANCE
 from tenants.services.audit import audit_record
 from tenants.services.notifications import notification_email_queue, notification_send
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 THRESHOLDS = (80, 100)
 MAX_PRICE = Decimal("1000000")
 MAX_BUDGET = Decimal("999999999999")
@@ -92,7 +92,7 @@ def rate_set(*, actor: AnyUser, accelerator_type_id: int, price_per_gpu_hour: De
                 created_by=actor if isinstance(actor, User) else None,
             )
         audit_record(
-            actor=actor if isinstance(actor, AbstractBaseUser) else None,
+            actor=actor if isinstance(actor, User) else None,
             kind=AuditEvent.Kind.RATE_SET,
             object_repr=f"{accelerator.name} rate from {effective_from:%Y-%m-%d}",
             before=old,
@@ -125,7 +125,7 @@ def budget_set(*, actor: AnyUser, team_id: int, unit: str, monthly_amount: Decim
             },
         )
         audit_record(
-            actor=actor if isinstance(actor, AbstractBaseUser) else None,
+            actor=actor if isinstance(actor, User) else None,
             kind=AuditEvent.Kind.BUDGET_SET,
             object_repr=f"{team.name} monthly budget",
             team=team,
@@ -145,7 +145,7 @@ def month_close(*, actor: AnyUser, year: int, month: int) -> MonthClose:
     if last >= fleet_today():
         raise ValidationError(f"{first:%B %Y} has not ended on the fleet calendar yet; it can be closed after.")
     report = finance_report_build(first=first, last=last)
-    who = actor.get_username() if isinstance(actor, AbstractBaseUser) else ""
+    who = actor.get_username() if isinstance(actor, User) else ""
     closed_at = timezone.now()
     report = type(report)(**{**report.__dict__, "closed": ClosedInfo(closed_at.isoformat(), who)})
     try:
@@ -157,7 +157,7 @@ def month_close(*, actor: AnyUser, year: int, month: int) -> MonthClose:
                 closed_at=closed_at,
             )
             audit_record(
-                actor=actor if isinstance(actor, AbstractBaseUser) else None,
+                actor=actor if isinstance(actor, User) else None,
                 kind=AuditEvent.Kind.MONTH_CLOSED,
                 object_repr=f"{first:%B %Y}",
                 after={"total_cost": str(report.totals.cost), "teams": len(report.rows)},
@@ -185,7 +185,7 @@ def month_reopen(*, actor: AnyUser, year: int, month: int, reason: str) -> Month
         if not reopened:
             raise ValidationError(f"{first:%B %Y} is not closed.")
         audit_record(
-            actor=actor if isinstance(actor, AbstractBaseUser) else None,
+            actor=actor if isinstance(actor, User) else None,
             kind=AuditEvent.Kind.MONTH_REOPENED,
             object_repr=f"{first:%B %Y}",
             after={"reason": reason[:500]},

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import auth
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
@@ -37,7 +37,7 @@ class SocketAccess:
         return frozenset({FLEET_GROUP, user_group(self.user_id), *jobs})
 
 
-def socket_access_for(*, user: AbstractBaseUser) -> SocketAccess:
+def socket_access_for(*, user: User) -> SocketAccess:
     return SocketAccess(
         user_id=int(user.pk),
         admin=is_fleet_admin(user),
@@ -53,7 +53,7 @@ def socket_access_for_session(*, session_key: str | None, user_id: int) -> Socke
         return None
     request = HttpRequest()
     request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
-    user: AbstractBaseUser | AnonymousUser = auth.get_user(request)
+    user: User | AnonymousUser = auth.get_user(request)
     if not user.is_authenticated or user.pk != user_id:
         return None
     return socket_access_for(user=user)

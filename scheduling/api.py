@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.auth import signed_in_user
 from portal.parsers import BoundedJSONParser
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -95,7 +96,8 @@ def _pending_info(jobs: list[Job]) -> dict[int, PendingInfo]:
 
 def _output(jobs: list[Job], pending: dict[int, PendingInfo] | None = None) -> list[dict[str, Any]]:
     pending = _pending_info(jobs) if pending is None else pending
-    return JobOutput(jobs, many=True, context={"pending": pending}).data
+    # many=True makes a list serializer, whose data is a list; the stubs type it as one object's.
+    return JobOutput(jobs, many=True, context={"pending": pending}).data  # type: ignore[return-value]
 
 
 class JobApiView(APIView):
@@ -174,7 +176,7 @@ class JobSubmitApi(JobApiView):
         values["accelerator_type_id"] = values.pop("accelerator_type")
         try:
             submission = job_submit_idempotent(
-                team=team, spec=JobSpec(**values), user=request.user, idempotency_key=key
+                team=team, spec=JobSpec(**values), user=signed_in_user(request), idempotency_key=key
             )
         except DjangoValidationError as error:
             raise ValidationError(error.message_dict) from error
@@ -208,7 +210,7 @@ class JobDetailApi(JobApiView):
 class JobCancelApi(JobApiView):
     def post(self, request: Request, job_id: int) -> Response:
         job = job_for_user(user=request.user, job_id=job_id)
-        if not job_cancel(job=job, user=request.user):
+        if not job_cancel(job=job, user=signed_in_user(request)):
             raise ValidationError({"state": [f"Job {job.pk} has already ended."]})
         job.refresh_from_db()
         return Response(_output([job])[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduling import engine
@@ -101,13 +102,13 @@ def job_from_row(row: Any) -> engine.Job:
     )
 
 
-def team_from_row(row: dict[str, Any]) -> engine.Team:
+def team_from_row(row: Mapping[str, Any]) -> engine.Team:
     return engine.Team(
         id=str(row["id"]), department=str(row["department_id"]), fairshare_weight=row["fairshare_weight"]
     )
 
 
-def quota_from_row(row: dict[str, Any]) -> engine.Quota:
+def quota_from_row(row: Mapping[str, Any]) -> engine.Quota:
     return engine.Quota(
         team=str(row["team_id"]),
         accelerator=row["accelerator_type__name"],

@@ -5,7 +5,7 @@ service checks the same bounds again in seconds, after the conversion."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -140,7 +140,7 @@ class JobSubmitForm(forms.Form):
 
     def __init__(self, *args: Any, teams: Any, default_accelerators: dict[int, int] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams
+        cast(forms.ModelChoiceField, self.fields["team"]).queryset = teams
         classes = list(PriorityClass.objects.order_by("-value").values_list("pk", "kind"))
         self.fields["priority_class"].widget.kinds = {str(pk): kind for pk, kind in classes}
         # Defaults that submit as they are: the highest class for the default kind, and the
@@ -152,7 +152,8 @@ class JobSubmitForm(forms.Form):
             self.fields["accelerator_type"].initial = default_accelerators.get(first_team.pk)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         priority, kind = data.get("priority_class"), data.get("kind")
         if priority is not None and kind and priority.kind != kind:
             self.add_error("priority_class", f"Priority class {priority.name} is for {priority.kind} jobs, not {kind}.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
@@ -17,7 +17,7 @@ from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import quota_overview_for_team
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +43,18 @@ def fleet_summary() -> FleetSummary:
     )
 
 
+def _memberships_of(user: AnyUser) -> QuerySet[Membership]:
+    """The user's team memberships (none when signed out)."""
+    if not user.is_authenticated:
+        return Membership.objects.none()
+    return Membership.objects.filter(user_id=user.pk)
+
+
 def jobs_for_user(*, user: AnyUser, states: tuple[str, ...] | None = None) -> QuerySet[Job]:
     """Jobs the user may see: their teams' jobs, or every job for fleet admins."""
     jobs = Job.objects.select_related("team", "accelerator_type", "priority_class")
     if not is_fleet_admin(user):
-        jobs = jobs.filter(team__in=Membership.objects.filter(user_id=user.pk).values("team_id"))
+        jobs = jobs.filter(team__in=_memberships_of(user).values("team_id"))
     if states:
         jobs = jobs.filter(state__in=states)
     return jobs
@@ -70,7 +77,7 @@ def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[Job]:
     )
     info = pending_info_for(job_ids=[job.pk for job in jobs])
     for job in jobs:
-        job.pending = info[job.pk]
+        job.pending = info[job.pk]  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
     return jobs
 
 
@@ -123,7 +130,7 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
     admin = is_fleet_admin(user)
     own_teams: set[int] = set()
     if not admin:
-        own_teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+        own_teams = set(_memberships_of(user).values_list("team_id", flat=True))
     jobs_on: dict[int, list[str]] = {}
     own_on: dict[int, int] = {}
     for node_id, name, team_id, gpus in Allocation.objects.order_by("job_id").values_list(
@@ -331,7 +338,7 @@ def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
     teams by name and every other team merged as one, so team names do not leak. Two queries
     besides the user's roles."""
     admin = is_fleet_admin(user)
-    own_teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+    own_teams = set(_memberships_of(user).values_list("team_id", flat=True))
     named: list[TeamGpus] = []
     others = 0
     for team_id, name, gpus in (

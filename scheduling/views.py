@@ -5,6 +5,7 @@ live connection (re)opens and on each event for it, so what they show is never o
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
+from portal.auth import AuthenticatedHttpRequest
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
@@ -91,7 +93,7 @@ def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, JobFilt
 
 
 @login_required
-def job_list(request: HttpRequest) -> HttpResponse:
+def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     jobs, show, sort, filters = _jobs_listed(request)
     if request.GET.get("format") == "csv":
         return _jobs_csv(jobs)
@@ -99,7 +101,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     now_s = fleet_now_s()
     pending = pending_info_for(job_ids=[job.pk for job in page if job.state == Job.State.PENDING])
     for job in page:
-        job.pending = pending.get(job.pk)
+        job.pending = pending.get(job.pk)  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
     context = {
         "page": page,
         "show": show,
@@ -134,7 +136,7 @@ def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
     header = ["id", "name", "team", "submitted_by", "kind", "priority_class", "accelerator", "gpus", "state"]
     header += ["submit_s", "started_s", "finished_s", "duration_s", "time_limit_s", "restarts"]
 
-    def rows() -> object:
+    def rows() -> Iterator[str]:
         yield writer.writerow(header)
         for job in jobs[:CSV_MAX_ROWS].iterator(chunk_size=2000):
             yield writer.writerow(
@@ -167,7 +169,8 @@ def _job_context(request: HttpRequest, job_id: int) -> dict[str, object]:
     # the other way round (a job older than the time it is shown at).
     now_s = fleet_now_s()
     job = job_for_user(user=request.user, job_id=job_id)
-    job.pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
+    pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
+    job.pending = pending  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
     return {
         "job": job,
         "events": job_events(job=job),
@@ -198,7 +201,7 @@ def _submit_form(request: HttpRequest, data: object | None) -> tuple[JobSubmitFo
 
 
 @login_required
-def job_submit_view(request: HttpRequest) -> HttpResponse:
+def job_submit_view(request: AuthenticatedHttpRequest) -> HttpResponse:
     form, left = _submit_form(request, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -233,7 +236,7 @@ def job_submit_estimate(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
+def job_cancel_view(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = job_for_user(user=request.user, job_id=job_id)
     if job_cancel(job=job, user=request.user):
         messages.success(request, f"Cancelled {job.name}.")

@@ -13,6 +13,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from portal.admin import GovernedAdmin, GovernedInline
+from portal.auth import signed_in_user
 from tenants.models import (
     AuditEvent,
     Department,
@@ -31,7 +32,7 @@ MAX_FAIRSHARE_WEIGHT = 1000.0
 
 
 @admin.register(Department)
-class DepartmentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DepartmentAdmin(admin.ModelAdmin):
     list_display = ["name"]
 
 
@@ -46,7 +47,7 @@ class QuotaInline(GovernedInline):
     fields = ["accelerator_type", "guaranteed", "borrow_limit", "lend_limit"]
 
 
-class TeamForm(forms.ModelForm):  # type: ignore[type-arg]
+class TeamForm(forms.ModelForm):
     class Meta:
         model = Team
         fields = ["department", "name", "slug", "fairshare_weight"]
@@ -59,7 +60,7 @@ class TeamForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class TeamAdmin(admin.ModelAdmin):
     """Teams are created and renamed here; deleting one would take its usage ledger with it."""
 
     form = TeamForm
@@ -73,7 +74,7 @@ class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class MembershipAdmin(admin.ModelAdmin):
     """Every add, role change and removal goes through the membership services."""
 
     list_display = ["team", "user", "role"]
@@ -88,16 +89,16 @@ class MembershipAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
         if change:
-            membership_role_change(actor=request.user, membership_id=obj.pk, role=obj.role)
+            membership_role_change(actor=signed_in_user(request), membership_id=obj.pk, role=obj.role)
         else:
-            obj.pk = membership_add(actor=request.user, team=obj.team, user=obj.user, role=obj.role).pk
+            obj.pk = membership_add(actor=signed_in_user(request), team=obj.team, user=obj.user, role=obj.role).pk
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
-        membership_remove(actor=request.user, membership_id=obj.pk)
+        membership_remove(actor=signed_in_user(request), membership_id=obj.pk)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
         for membership_id in queryset.values_list("pk", flat=True):
-            membership_remove(actor=request.user, membership_id=membership_id)
+            membership_remove(actor=signed_in_user(request), membership_id=membership_id)
 
 
 @admin.register(Quota)

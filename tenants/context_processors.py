@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 
 from tenants import permissions, selectors
 
 
 class TenantsNav:
-    def __init__(self, user: AbstractBaseUser | AnonymousUser) -> None:
+    def __init__(self, user: User | AnonymousUser) -> None:
         self._user = user
 
     @cached_property

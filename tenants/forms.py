@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -40,7 +40,7 @@ class QuotaRequestForm(forms.Form):
         super().__init__(*args, **kwargs)
         if accelerator_choices is not None:
             # The page has already read the accelerator types; rendering needs no second query.
-            self.fields["accelerator_type"].choices = accelerator_choices
+            cast(forms.ChoiceField, self.fields["accelerator_type"]).choices = accelerator_choices
 
 
 class QuotaSetForm(forms.Form):
@@ -80,8 +80,12 @@ class FleetPolicyForm(forms.Form):
                 continue
             described = policy_units.BY_NAME.get(model_field.name)
             stored = getattr(instance, model_field.attname)
+            field: forms.Field
             if described is None or described.unit is None:
-                field = model_field.formfield()
+                own = model_field.formfield()
+                if own is None:  # a column people do not edit (none of the policy's today)
+                    continue
+                field = own
                 name, initial = model_field.name, stored
                 if described is not None:
                     field.label, field.help_text = described.label, described.help
@@ -104,7 +108,8 @@ class FleetPolicyForm(forms.Form):
             self.model_names[name] = model_field.name
 
     def clean(self) -> dict[str, Any]:
-        shown = super().clean()
+        super().clean()
+        shown = self.cleaned_data
         stored: dict[str, Any] = {}
         for name, value in shown.items():
             model_name = self.model_names[name]

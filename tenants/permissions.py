@@ -7,13 +7,13 @@ database once, whatever the template asks.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import Http404
 
 from tenants.models import Membership, Team
 from tenants.roles import FINANCE, FLEET_ADMIN
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
 
 
 def _group_names(user: AnyUser) -> frozenset[str]:
@@ -21,8 +21,8 @@ def _group_names(user: AnyUser) -> frozenset[str]:
         return frozenset()
     cached = getattr(user, "_fleetline_groups", None)
     if cached is None:
-        cached = frozenset(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
-        user._fleetline_groups = cached  # type: ignore[union-attr]
+        cached = frozenset(user.groups.values_list("name", flat=True))
+        user._fleetline_groups = cached  # type: ignore[attr-defined]  # a cache for this request's checks
     return cached
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet, Sum
 from django.http import Http404
 
@@ -22,7 +22,7 @@ from tenants.models import (
 from tenants.permissions import is_fleet_admin
 
 
-def team_ids_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[int]:
+def team_ids_for_user(*, user: User | AnonymousUser) -> list[int]:
     """Ids of the teams whose live events the user may receive."""
     if not user.is_authenticated:
         return []
@@ -32,7 +32,7 @@ def team_ids_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[int]:
 # Teams ------------------------------------------------------------------------------------------
 
 
-def teams_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+def teams_for_user(*, user: User | AnonymousUser) -> QuerySet[Team]:
     """The teams the user may open: fleet admins see all, everyone else their memberships."""
     teams = Team.objects.select_related("department").order_by("name")
     if is_fleet_admin(user):
@@ -42,7 +42,7 @@ def teams_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
     return teams.filter(memberships__user_id=user.pk).distinct()
 
 
-def team_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Team:
+def team_for_user(*, user: User | AnonymousUser, slug: str) -> Team:
     """The team with this slug if the user may see it; 404 otherwise, so names do not leak."""
     team = teams_for_user(user=user).filter(slug=slug).first()
     if team is None:
@@ -187,11 +187,11 @@ def audit_events(*, kind: str | None = None, team: Team | None = None) -> QueryS
     return events
 
 
-def notifications_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Notification]:
+def notifications_for_user(*, user: User | AnonymousUser) -> QuerySet[Notification]:
     if not user.is_authenticated:
         return Notification.objects.none()
     return Notification.objects.filter(user_id=user.pk).order_by("-created_at", "-id")
 
 
-def unread_notification_count(*, user: AbstractBaseUser | AnonymousUser) -> int:
+def unread_notification_count(*, user: User | AnonymousUser) -> int:
     return notifications_for_user(user=user).filter(read=False).count()

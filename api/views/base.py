@@ -3,15 +3,18 @@ cursor pagination, bounded JSON bodies and the one error format."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_standardized_errors.handler import exception_handler
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.pagination import BasePagination
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
@@ -21,16 +24,23 @@ from api.throttling import ApiUserThrottle
 from portal.parsers import BoundedJSONParser
 from tenants.permissions import is_fleet_admin
 
+if TYPE_CHECKING:
+    from rest_framework.permissions import _PermissionClass
+
 
 class ApiV1Mixin:
     # Bearer first: DRF answers an anonymous call with the first class's challenge, so the 401
     # carries "WWW-Authenticate: Bearer". The older "Token" keys still work while clients move.
-    authentication_classes = [BearerTokenAuthentication, TokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAuthenticated]
-    throttle_classes = [ApiUserThrottle]
-    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
-    pagination_class = IdCursorPagination
-    filter_backends = [DjangoFilterBackend]
+    authentication_classes: Sequence[type[BaseAuthentication]] = [
+        BearerTokenAuthentication,
+        TokenAuthentication,
+        SessionAuthentication,
+    ]
+    permission_classes: Sequence[_PermissionClass] = [IsAuthenticated]
+    throttle_classes: Sequence[type[BaseThrottle]] = [ApiUserThrottle]
+    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
+    pagination_class: type[BasePagination] | None = IdCursorPagination
+    filter_backends: Sequence[type[Any]] = [DjangoFilterBackend]
 
     def get_exception_handler(self) -> Any:
         # The v1 format here only: the older /api/jobs/ routes keep answering as they did.

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from api.errors import Conflict, ErrorResponse409Serializer, validation_error_from_django
 from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
+from portal.auth import signed_in_user
 from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
@@ -249,7 +250,9 @@ class JobViewSet(ApiViewSet):
         if team is None:
             raise ValidationError({"team": ["No such team among yours."]})
         try:
-            submission = job_submit_idempotent(team=team, spec=_spec(values), user=request.user, idempotency_key=key)
+            submission = job_submit_idempotent(
+                team=team, spec=_spec(values), user=signed_in_user(request), idempotency_key=key
+            )
         except DjangoValidationError as error:
             raise validation_error_from_django(error, fields=FIELD_FOR_ERROR) from error
         except IdempotencyKeyReused as error:
@@ -270,7 +273,7 @@ class JobViewSet(ApiViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         job = job_for_user(user=request.user, job_id=int(pk))
-        if not job_cancel(job=job, user=request.user):
+        if not job_cancel(job=job, user=signed_in_user(request)):
             raise Conflict(f"Job {job.pk} has already ended.")
         job.refresh_from_db()
         return Response(self._render([job])[0])

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from api.selectors import memberships_for_team, quota_request_for_user, quota_requests_for_user
 from api.views.base import ApiView, ApiViewSet, require_fleet_admin
+from portal.auth import signed_in_user
 from scheduling.models import AcceleratorType
 from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest, Team
 from tenants.permissions import is_fleet_admin, team_role
@@ -131,7 +132,7 @@ class TeamViewSet(ApiViewSet):
             raise NotFound("No such accelerator type.")
         data = QuotaSetInput(data=request.data)
         data.is_valid(raise_exception=True)
-        quota_set(admin=request.user, team=team, accelerator_type=accelerator_type, **data.validated_data)
+        quota_set(admin=signed_in_user(request), team=team, accelerator_type=accelerator_type, **data.validated_data)
         row = next(row for row in quota_overview_for_team(team=team) if row.accelerator_type_id == accelerator_type.pk)
         return Response(QuotaOutput(row).data)
 
@@ -150,7 +151,9 @@ class TeamViewSet(ApiViewSet):
         user = get_user_model().objects.filter(username=data.validated_data["username"]).first()
         if user is None:
             raise ValidationError({"username": ["No such user."]})
-        membership = membership_add(actor=request.user, team=team, user=user, role=data.validated_data["role"])
+        membership = membership_add(
+            actor=signed_in_user(request), team=team, user=user, role=data.validated_data["role"]
+        )
         return Response(MemberOutput(membership).data, status=status.HTTP_201_CREATED)
 
     def _membership(self, request: Request, slug: str, username: str) -> Membership:
@@ -169,12 +172,12 @@ class TeamViewSet(ApiViewSet):
         membership = self._membership(request, slug, username)
         _require_team_manager(request, membership.team)
         if request.method == "DELETE":
-            membership_remove(actor=request.user, membership_id=membership.pk)
+            membership_remove(actor=signed_in_user(request), membership_id=membership.pk)
             return Response(status=status.HTTP_204_NO_CONTENT)
         data = MemberRoleInput(data=request.data)
         data.is_valid(raise_exception=True)
         membership = membership_role_change(
-            actor=request.user, membership_id=membership.pk, role=data.validated_data["role"]
+            actor=signed_in_user(request), membership_id=membership.pk, role=data.validated_data["role"]
         )
         return Response(MemberOutput(membership).data)
 
@@ -252,7 +255,7 @@ class QuotaRequestViewSet(ApiViewSet):
         if accelerator is None:
             raise ValidationError({"accelerator": [f"No accelerator type named {values['accelerator']!r}."]})
         quota_request = quota_request_submit(
-            user=request.user,
+            user=signed_in_user(request),
             team=team,
             accelerator_type=accelerator,
             guaranteed=values["guaranteed"],
@@ -266,7 +269,9 @@ class QuotaRequestViewSet(ApiViewSet):
     @action(detail=True, methods=["post"])
     def withdraw(self, request: Request, pk: str) -> Response:
         one = self._one(request, pk)
-        return Response(QuotaRequestOutput(quota_request_withdraw(user=request.user, quota_request_id=one.pk)).data)
+        return Response(
+            QuotaRequestOutput(quota_request_withdraw(user=signed_in_user(request), quota_request_id=one.pk)).data
+        )
 
     @extend_schema(request=DecisionInput, responses=QuotaRequestOutput, summary="Approve and apply (fleet admins)")
     @action(detail=True, methods=["post"])
@@ -274,7 +279,7 @@ class QuotaRequestViewSet(ApiViewSet):
         one = self._one(request, pk)
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        quota_request_approve(admin=request.user, quota_request_id=one.pk, note=data.validated_data["note"])
+        quota_request_approve(admin=signed_in_user(request), quota_request_id=one.pk, note=data.validated_data["note"])
         return Response(QuotaRequestOutput(self._one(request, pk)).data)
 
     @extend_schema(request=DecisionInput, responses=QuotaRequestOutput, summary="Reject with a note (fleet admins)")
@@ -283,7 +288,9 @@ class QuotaRequestViewSet(ApiViewSet):
         one = self._one(request, pk)
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        decided = quota_request_reject(admin=request.user, quota_request_id=one.pk, note=data.validated_data["note"])
+        decided = quota_request_reject(
+            admin=signed_in_user(request), quota_request_id=one.pk, note=data.validated_data["note"]
+        )
         return Response(QuotaRequestOutput(decided).data)
 
 
@@ -326,7 +333,7 @@ class PriorityClassViewSet(ApiViewSet):
         require_fleet_admin(request, "Only fleet admins change priority classes.")
         data = PriorityClassSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        saved = priority_class_save(actor=request.user, **data.validated_data)
+        saved = priority_class_save(actor=signed_in_user(request), **data.validated_data)
         return Response(PriorityClassSerializer(saved).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=PriorityClassSerializer, responses=PriorityClassSerializer)
@@ -337,7 +344,7 @@ class PriorityClassViewSet(ApiViewSet):
         data.is_valid(raise_exception=True)
         values = {**PriorityClassSerializer(current).data, **data.validated_data}
         values.pop("id")
-        saved = priority_class_save(actor=request.user, priority_class_id=current.pk, **values)
+        saved = priority_class_save(actor=signed_in_user(request), priority_class_id=current.pk, **values)
         return Response(PriorityClassSerializer(saved).data)
 
 
@@ -361,4 +368,6 @@ class PolicyView(ApiView):
         require_fleet_admin(request, "Only fleet admins change the fleet policy.")
         data = PolicySerializer(fleet_policy_get(), data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        return Response(PolicySerializer(fleet_policy_update(actor=request.user, changes=data.validated_data)).data)
+        return Response(
+            PolicySerializer(fleet_policy_update(actor=signed_in_user(request), changes=data.validated_data)).data
+        )

@@ -40,6 +40,20 @@ def rows_update_supported() -> bool:
     return connection.vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35)
 
 
+def _column(model: type[Model], name: str) -> Field[Any, Any]:
+    """The field behind one of ``model``'s own columns (a reverse relation has none here)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{model.__name__}.{name} is not a column of its table")
+    return field
+
+
+def _column_name(field: Field[Any, Any] | None) -> str:
+    if field is None or field.column is None:
+        raise ValueError(f"{field} has no column of its own")
+    return field.column
+
+
 # Columns whose values the database drivers take as they are.
 _AS_THEY_ARE = {"BooleanField", "CharField", "TextField", "ForeignKey", "AutoField", "BigAutoField"}
 
@@ -59,12 +73,18 @@ def _preparer(field: Field[Any, Any]) -> Callable[[Any], Any]:
 
 def _prepared(model: type[Model], columns: Sequence[str], rows: Sequence[Row]) -> list[list[Any]]:
     """The rows' values as the database takes them, column by column."""
-    preparers = [_preparer(model._meta.get_field(c)) for c in columns]
+    preparers = [_preparer(_column(model, c)) for c in columns]
     return [[prepare(row[i]) for row in rows] for i, prepare in enumerate(preparers)]
 
 
 def _db_types(model: type[Model], columns: Sequence[str]) -> list[str]:
-    return [model._meta.get_field(c).cast_db_type(connection) for c in columns]
+    types = []
+    for name in columns:
+        kind = _column(model, name).cast_db_type(connection)
+        if kind is None:
+            raise ValueError(f"{model.__name__}.{name} has no database type to cast to")
+        types.append(kind)
+    return types
 
 
 def _batches(rows: Sequence[Row], columns: int) -> Iterator[Sequence[Row]]:
@@ -97,7 +117,7 @@ def rows_update(
     ]
     head = f"UPDATE {table} SET {', '.join(settings)} FROM "
     guard = " AND ".join(f"{quote(c)} = v.{quote(f'm_{c}')}" for c in match)
-    tail = f" WHERE {guard} RETURNING {quote(model._meta.pk.column)}"
+    tail = f" WHERE {guard} RETURNING {quote(_column_name(model._meta.pk))}"
     types = _db_types(model, columns)
     updated: set[int] = set()
     with connection.cursor() as cursor:
@@ -124,7 +144,7 @@ def rows_insert(model: type[Model], *, columns: Sequence[str], rows: Sequence[Ro
     if not rows:
         return
     quote = connection.ops.quote_name
-    names = ", ".join(quote(model._meta.get_field(c).column) for c in columns)
+    names = ", ".join(quote(_column_name(_column(model, c))) for c in columns)
     head = f"INSERT INTO {quote(model._meta.db_table)} ({names}) "
     prepared = _prepared(model, columns, rows)
     with connection.cursor() as cursor:

@@ -194,12 +194,15 @@ def _follow_up(now_s: float) -> set[int]:
     for incident in Incident.objects.filter(detected_at__isnull=False, resumed_at__isnull=True).prefetch_related(
         "jobs"
     ):
+        detected_at = incident.detected_at
+        if detected_at is None:  # excluded by the query; says so to the type checker
+            continue
         jobs = list(incident.jobs.all())
-        back = [j for j in jobs if j.state == Job.State.RUNNING and (j.started_s or 0.0) >= incident.detected_at]
+        back = [j for j in jobs if j.state == Job.State.RUNNING and (j.started_s or 0.0) >= detected_at]
         gone = [j for j in jobs if j.state not in Job.ACTIVE_STATES]
         if len(back) + len(gone) < len(jobs):
             continue
-        replaced = max((j.started_s or now_s for j in back), default=incident.detected_at)
+        replaced = max((j.started_s or now_s for j in back), default=detected_at)
         restored = max((j.anchor_s or replaced for j in back), default=replaced)
         Incident.objects.filter(pk=incident.pk).update(replaced_at=replaced, restored_at=restored, resumed_at=restored)
         changed.add(incident.pk)
@@ -208,7 +211,7 @@ def _follow_up(now_s: float) -> set[int]:
 
 def _repair(rates: FailureRates, now_s: float, wall_now: datetime) -> set[int]:
     """A failed node comes back after its kind's repair time, once nothing else holds it out."""
-    kinds = {Incident.Kind.DEAD: CRASH, Incident.Kind.DEGRADED: GPU_LOSS, Incident.Kind.SLOW: "slow"}
+    kinds: dict[str, str] = {Incident.Kind.DEAD: CRASH, Incident.Kind.DEGRADED: GPU_LOSS, Incident.Kind.SLOW: "slow"}
     for incident in Incident.objects.filter(resumed_at__isnull=False).select_related("node"):
         node = incident.node
         if node.state == Node.State.UP and node.healthy_gpus == node.gpus:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
@@ -190,7 +190,7 @@ def job_spec_errors(*, team: Team, spec: JobSpec) -> dict[str, str]:
     return _spec_errors(spec, team, _lookups(spec, team))
 
 
-def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> Job:
+def job_submit(*, team: Team, spec: JobSpec, user: User | None) -> Job:
     """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field.
 
     Nothing is written unless every check passes; the job and its event commit together."""
@@ -198,11 +198,12 @@ def job_submit(*, team: Team, spec: JobSpec, user: AbstractBaseUser | None) -> J
 
 
 def _job_insert(
-    *, team: Team, spec: JobSpec, user: AbstractBaseUser | None, idempotency_key: str = "", idempotency_digest: str = ""
+    *, team: Team, spec: JobSpec, user: User | None, idempotency_key: str = "", idempotency_digest: str = ""
 ) -> Job:
     looked_up = _lookups(spec, team)
     errors = _spec_errors(spec, team, looked_up)
-    if errors:
+    priority, accelerator = looked_up.priority, looked_up.accelerator
+    if errors or priority is None or accelerator is None:  # either missing is among the errors
         raise ValidationError(errors)
     now = looked_up.now_s
     job = Job.objects.create(
@@ -211,8 +212,8 @@ def _job_insert(
         name=spec.name.strip(),
         kind=spec.kind,
         # The rows just read, so that the event and the API's answer name them without a query.
-        priority_class=looked_up.priority,
-        accelerator_type=looked_up.accelerator,
+        priority_class=priority,
+        accelerator_type=accelerator,
         gpus=spec.gpus,
         min_gpus=spec.min_gpus,
         max_gpus=spec.max_gpus,
@@ -243,7 +244,7 @@ def submission_digest(*, team: Team, spec: JobSpec) -> str:
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
 
 
-def _earlier_submission(*, user: AbstractBaseUser, idempotency_key: str, digest: str) -> Submission | None:
+def _earlier_submission(*, user: User, idempotency_key: str, digest: str) -> Submission | None:
     job = Job.objects.filter(submitted_by_id=user.pk, idempotency_key=idempotency_key).first()
     if job is None:
         return None
@@ -252,7 +253,7 @@ def _earlier_submission(*, user: AbstractBaseUser, idempotency_key: str, digest:
     return Submission(job=job, created=False)
 
 
-def job_submit_idempotent(*, team: Team, spec: JobSpec, user: AbstractBaseUser, idempotency_key: str) -> Submission:
+def job_submit_idempotent(*, team: Team, spec: JobSpec, user: User, idempotency_key: str) -> Submission:
     """Submit once per ``idempotency_key`` and submitter, as payment APIs do: a retry of the same
     submission (after a timeout or an error response) gets the job the first attempt made. An
     empty key submits without that promise.
@@ -307,7 +308,7 @@ def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[i
     return cancelled
 
 
-def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
+def job_cancel(*, job: Job, user: User) -> bool:
     """Cancel a job on a user's request; False when it had already ended."""
     name = user.get_username()
     return bool(jobs_release(job_ids=[job.pk], sim_now_s=fleet_now_s(), reason=f"Cancelled by {name}"))

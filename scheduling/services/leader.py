@@ -121,7 +121,7 @@ def _lock_renewed(lock: Lock, *, every_s: float) -> Iterator[None]:
 def _leader_note(*, client: redis.Redis, worker: str, token: int) -> None:
     """Log when this tick's worker is not the one that ran the previous tick."""
     previous = client.getset(LAST_LEADER_KEY, worker)
-    previous_name = previous.decode() if previous is not None else None
+    previous_name = previous.decode() if isinstance(previous, bytes) else previous
     if previous_name != worker:
         logger.info("cycle leader is now %s (token %d), was %s", worker, token, previous_name or "unknown")
 

@@ -118,8 +118,7 @@ def _replica_record(row: Any, events: list[tuple[str, float]]) -> ReplicaRecord:
     ended_s = row.finished_s if row.state in _ENDED else None
     current = _serving_from(row)
     if not events:
-        runs = ((current, ended_s),) if current is not None else ()
-        return ReplicaRecord(row.submit_s, ended_s, runs)
+        return ReplicaRecord(row.submit_s, ended_s, ((current, ended_s),) if current is not None else ())
     runs: list[tuple[float, float | None]] = []
     for kind, time_s in events:
         if kind == SchedulerEvent.Kind.STARTED:

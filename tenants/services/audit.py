@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import models
 
 from tenants.models import AuditEvent, Team
@@ -13,6 +13,8 @@ def snapshot_fields(instance: models.Model, fields: list[str]) -> dict[str, Any]
     picture: dict[str, Any] = {}
     for name in fields:
         field = instance._meta.get_field(name)
+        if not isinstance(field, models.Field):
+            raise ValueError(f"{type(instance).__name__}.{name} is a relation seen from the other side, not a field")
         value = getattr(instance, field.attname)
         picture[name] = value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
     return picture
@@ -20,7 +22,7 @@ def snapshot_fields(instance: models.Model, fields: list[str]) -> dict[str, Any]
 
 def audit_record(
     *,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     kind: str,
     object_repr: str,
     team: Team | None = None,

@@ -17,7 +17,7 @@ DEFAULT_PRIORITY_CLASSES = (
 )
 # slug -> {accelerator: (guaranteed, borrow_limit, lend_limit)}; per type the guarantees sum to
 # 224 of the demo fleet's 256 GPUs, leaving room for a quota request to be approved.
-DEMO_QUOTAS = {
+DEMO_QUOTAS: dict[str, dict[str, tuple[int, int, int | None]]] = {
     "language-models": {"H100": (128, 64, None), "A100": (32, 32, None)},
     "vision": {"H100": (32, 32, None), "A100": (96, 64, None)},
     "search-serving": {"H100": (48, 0, 0), "A100": (32, 0, 0)},

@@ -4,7 +4,7 @@ websockets once it commits: they re-check which teams' events they may read and 
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
@@ -14,12 +14,12 @@ from tenants.permissions import is_fleet_admin, team_role
 from tenants.services.audit import audit_record
 
 
-def _require_admin(actor: AbstractBaseUser | None) -> None:
+def _require_admin(actor: User | None) -> None:
     if actor is not None and not is_fleet_admin(actor):
         raise PermissionDenied("Only fleet admins change team memberships.")
 
 
-def _require_may_manage(actor: AbstractBaseUser | None, team: Team, role: str) -> None:
+def _require_may_manage(actor: User | None, team: Team, role: str) -> None:
     """The system (no actor) and fleet admins manage anyone; a lead manages the team's members."""
     if actor is None or is_fleet_admin(actor):
         return
@@ -32,9 +32,7 @@ def _picture(membership: Membership, username: str) -> dict[str, str]:
     return {"user": username, "role": membership.role}
 
 
-def membership_add(
-    *, actor: AbstractBaseUser | None, team: Team, user: AbstractBaseUser, role: str = Membership.Role.MEMBER
-) -> Membership:
+def membership_add(*, actor: User | None, team: Team, user: User, role: str = Membership.Role.MEMBER) -> Membership:
     _require_may_manage(actor, team, role)
     with transaction.atomic():
         membership = Membership(team=team, user=user, role=role)
@@ -51,7 +49,7 @@ def membership_add(
     return membership
 
 
-def membership_role_change(*, actor: AbstractBaseUser | None, membership_id: int, role: str) -> Membership:
+def membership_role_change(*, actor: User | None, membership_id: int, role: str) -> Membership:
     _require_admin(actor)
     with transaction.atomic():
         membership = (
@@ -74,7 +72,7 @@ def membership_role_change(*, actor: AbstractBaseUser | None, membership_id: int
     return membership
 
 
-def membership_remove(*, actor: AbstractBaseUser | None, membership_id: int) -> None:
+def membership_remove(*, actor: User | None, membership_id: int) -> None:
     """Take the user out of the team; their open sockets stop receiving its job events."""
     with transaction.atomic():
         membership = (

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import transaction
 
@@ -10,7 +10,7 @@ from portal.socket_events import user_event_publish
 from tenants.models import Notification
 
 
-def notification_send(*, user: AbstractBaseUser, message: str, url: str = "") -> Notification:
+def notification_send(*, user: User, message: str, url: str = "") -> Notification:
     """A notice for the user; once it commits, their open pages show it and the unread count."""
     notice = Notification.objects.create(user=user, message=message[:300], url=url)
     unread = Notification.objects.filter(user_id=user.pk, read=False).count()
@@ -20,7 +20,7 @@ def notification_send(*, user: AbstractBaseUser, message: str, url: str = "") ->
     return notice
 
 
-def notification_mark_read(*, user: AbstractBaseUser, notification_id: int | None = None) -> int:
+def notification_mark_read(*, user: User, notification_id: int | None = None) -> int:
     """Mark one of the user's notices read, or all of them; returns how many changed."""
     notices = Notification.objects.filter(user_id=user.pk, read=False)
     if notification_id is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
@@ -18,7 +18,7 @@ POLICY_FIELDS = [f.name for f in FleetPolicy._meta.concrete_fields if f.name not
 
 def priority_class_save(
     *,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     priority_class_id: int | None = None,
     name: str,
     value: int,
@@ -49,7 +49,7 @@ def priority_class_save(
     return priority_class
 
 
-def fleet_policy_update(*, actor: AbstractBaseUser | None, changes: dict[str, Any]) -> FleetPolicy:
+def fleet_policy_update(*, actor: User | None, changes: dict[str, Any]) -> FleetPolicy:
     """Apply field changes to the policy row; the live cycle picks them up on its next run."""
     if actor is not None and not is_fleet_admin(actor):
         raise PermissionDenied("Only fleet admins change the fleet policy.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
@@ -29,7 +29,7 @@ Pending = QuotaRequest.State.PENDING
 
 def quota_request_submit(
     *,
-    user: AbstractBaseUser,
+    user: User,
     team: Team,
     accelerator_type: AcceleratorType,
     guaranteed: int,
@@ -69,7 +69,7 @@ def quota_request_submit(
     return request
 
 
-def quota_request_withdraw(*, user: AbstractBaseUser, quota_request_id: int) -> QuotaRequest:
+def quota_request_withdraw(*, user: User, quota_request_id: int) -> QuotaRequest:
     with transaction.atomic():
         request = QuotaRequest.objects.select_related("team").get(pk=quota_request_id)
         if not can_manage_team_quota(user, request.team):
@@ -86,7 +86,7 @@ def quota_request_withdraw(*, user: AbstractBaseUser, quota_request_id: int) -> 
     return request
 
 
-def quota_request_approve(*, admin: AbstractBaseUser, quota_request_id: int, note: str = "") -> Quota:
+def quota_request_approve(*, admin: User, quota_request_id: int, note: str = "") -> Quota:
     """Approve and apply a request, unless guarantees would exceed fleet capacity × overcommit.
 
     The policy row's lock is taken before the request is read, so a second approval of the same
@@ -117,7 +117,7 @@ def quota_request_approve(*, admin: AbstractBaseUser, quota_request_id: int, not
     return quota
 
 
-def quota_request_reject(*, admin: AbstractBaseUser, quota_request_id: int, note: str) -> QuotaRequest:
+def quota_request_reject(*, admin: User, quota_request_id: int, note: str) -> QuotaRequest:
     _require_admin(admin)
     if not note.strip():
         raise ValidationError({"note": "Say why the request is rejected."})
@@ -136,7 +136,7 @@ def quota_request_reject(*, admin: AbstractBaseUser, quota_request_id: int, note
     return request
 
 
-def _require_admin(user: AbstractBaseUser) -> None:
+def _require_admin(user: User) -> None:
     if not is_fleet_admin(user):
         raise PermissionDenied("Only fleet admins decide quota requests.")
 
@@ -154,7 +154,7 @@ def _pending_request(quota_request_id: int) -> QuotaRequest:
     return request
 
 
-def _decide(request: QuotaRequest, *, state: str, user: AbstractBaseUser, note: str) -> None:
+def _decide(request: QuotaRequest, *, state: str, user: User, note: str) -> None:
     """Move a pending request to ``state``; refuse if someone else decided it first."""
     now = timezone.now()
     changed = QuotaRequest.objects.filter(pk=request.pk, state=Pending).update(

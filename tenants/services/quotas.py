@@ -11,7 +11,7 @@ leaves one object for the audit trail to name and one path through the code.
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Sum
@@ -80,7 +80,7 @@ def quota_write(
 
 def quota_set(
     *,
-    admin: AbstractBaseUser,
+    admin: User,
     team: Team,
     accelerator_type: AcceleratorType,
     guaranteed: int,

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.auth import AuthenticatedHttpRequest
 from tenants import selectors, services
 from tenants.forms import ApproveForm, AuditFilterForm, FleetPolicyForm, PriorityClassForm, RejectForm
 from tenants.models import PriorityClass, QuotaRequest
@@ -33,12 +34,12 @@ def quota_queue(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def quota_request_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+def quota_request_decide(request: AuthenticatedHttpRequest, pk: int, decision: str) -> HttpResponse:
     require_fleet_admin(request.user)
     form = (ApproveForm if decision == "approve" else RejectForm)(request.POST)
     if not form.is_valid():
         for errors in form.errors.values():
-            messages.error(request, " ".join(errors))
+            messages.error(request, " ".join(str(error) for error in errors))
         return redirect("tenants:quota_queue")
     try:
         if decision == "approve":
@@ -56,7 +57,7 @@ def quota_request_decide(request: HttpRequest, pk: int, decision: str) -> HttpRe
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def policy(request: HttpRequest) -> HttpResponse:
+def policy(request: AuthenticatedHttpRequest) -> HttpResponse:
     require_fleet_admin(request.user)
     current = selectors.fleet_policy_get()
     form = FleetPolicyForm(_posted(request), instance=current)
@@ -74,7 +75,7 @@ def policy(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def priority_class_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+def priority_class_edit(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpResponse:
     require_fleet_admin(request.user)
     instance = get_object_or_404(PriorityClass, pk=pk) if pk is not None else None
     form = PriorityClassForm(_posted(request), instance=instance)

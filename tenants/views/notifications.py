@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from portal.auth import AuthenticatedHttpRequest
 from tenants import selectors, services
 
 
@@ -18,7 +19,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def notification_read(request: HttpRequest) -> HttpResponse:
+def notification_read(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Mark one notice (``id`` in the form) or all of them read; only ever the user's own."""
     raw_id = request.POST.get("id", "")
     notification_id = int(raw_id) if raw_id.isdigit() else None

@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from portal.auth import AuthenticatedHttpRequest
 from scheduling.models import AcceleratorType
 from tenants import selectors, services
 from tenants.forms import QuotaSetForm
@@ -17,7 +18,7 @@ from tenants.permissions import require_fleet_admin
 
 @login_required
 @require_POST
-def quota_set(request: HttpRequest, slug: str, accelerator_type_id: int) -> HttpResponse:
+def quota_set(request: AuthenticatedHttpRequest, slug: str, accelerator_type_id: int) -> HttpResponse:
     """Refusals come back to the team page as messages, so the page's own forms stay as they
     were and a reload never posts twice."""
     require_fleet_admin(request.user)

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.auth import AuthenticatedHttpRequest
 from portal.charts import KindSeries, team_usage_figure, usage_summary_text
 from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
 from scheduling.services.jobs import fleet_now_s
@@ -32,7 +33,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+def team_detail(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     can_manage = can_manage_team_quota(request.user, team)
     quotas = selectors.quota_overview_for_team(team=team)
@@ -109,7 +110,7 @@ def _usage_context(team: Team) -> dict[str, object]:
 
 @login_required
 @require_POST
-def team_member_add(request: HttpRequest, slug: str) -> HttpResponse:
+def team_member_add(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     admin = is_fleet_admin(request.user)
     if not (admin or can_manage_team_quota(request.user, team)):
@@ -133,7 +134,7 @@ def team_member_add(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def team_member_remove(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def team_member_remove(request: AuthenticatedHttpRequest, slug: str, pk: int) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     membership = Membership.objects.filter(pk=pk, team=team).select_related("user").first()
     if membership is None:
@@ -149,7 +150,7 @@ def team_member_remove(request: HttpRequest, slug: str, pk: int) -> HttpResponse
 
 @login_required
 @require_POST
-def quota_request_withdraw(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def quota_request_withdraw(request: AuthenticatedHttpRequest, slug: str, pk: int) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     if not QuotaRequest.objects.filter(pk=pk, team=team).exists():
         raise Http404("No such request.")

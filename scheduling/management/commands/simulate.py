@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from argparse import ArgumentParser
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -18,6 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         namespace = type("Options", (), options)()
-        code = run(namespace, self.stdout, self.stderr)
+        # The command's wrappers are text streams (io.TextIOBase) that end lines as Django likes.
+        code = run(namespace, cast(TextIO, self.stdout), cast(TextIO, self.stderr))
         if code:
             raise CommandError("simulation failed (see the errors above)", returncode=code)
