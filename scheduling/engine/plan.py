@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 Allocation = tuple[tuple[str, int], ...]
 
@@ -83,6 +83,7 @@ class Cordon:
 
 
 Action = Start | Preempt | Shrink | Grow | Reserve | Requeue | Cordon
+ActionT = TypeVar("ActionT", Start, Preempt, Shrink, Grow, Reserve, Requeue, Cordon)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ class Plan:
     actions: tuple[Action, ...]
     pending: tuple[PendingStatus, ...]
 
-    def of_type(self, kind: type) -> tuple[Action, ...]:
+    def of_type(self, kind: type[ActionT]) -> tuple[ActionT, ...]:
         return tuple(action for action in self.actions if isinstance(action, kind))
 
     def starts(self) -> tuple[Start, ...]:

@@ -55,7 +55,7 @@ def gang_snapshots(draw: st.DrawFn) -> Snapshot:
     base = draw(snapshots())
     busy = {node_id for run in base.running for node_id, _ in run.allocation}
     idle = [node for node in base.nodes if node.id not in busy and node.usable_gpus == 8]
-    gangs = []
+    gangs: list[Running] = []
     while len(idle) >= 2 and draw(st.booleans()):
         span = idle[: draw(st.integers(2, min(3, len(idle))))]
         idle = idle[len(span) :]
@@ -192,7 +192,8 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
     held = prepared.index.held
     releases = _plain_team_releases(cycle, plan)
     blockers = Blockers(prepared, cycle.policy.elastic)
-    statuses, demand = [], {}
+    statuses: list[PendingStatus] = []
+    demand: dict[str, float] = {}
     for job, reason in zip(queue, cycle.reasons, strict=True):
         if reason == STARTED:
             continue

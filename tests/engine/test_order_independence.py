@@ -24,7 +24,8 @@ def busy_snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(base.nodes, base.running, base.pending + extra, base.teams, base.quotas, policy, base.usage)
 
 
-def _permuted(draw: st.DrawFn, snapshot: Snapshot) -> Snapshot:
+def _permuted(data: st.DataObject, snapshot: Snapshot) -> Snapshot:
+    draw = data.draw
     return Snapshot(
         tuple(draw(st.permutations(snapshot.nodes))),
         tuple(draw(st.permutations(snapshot.running))),
@@ -41,7 +42,7 @@ def _permuted(draw: st.DrawFn, snapshot: Snapshot) -> Snapshot:
 def test_permuting_the_snapshots_tuples_gives_the_same_plan(
     snapshot: Snapshot, now: float, data: st.DataObject
 ) -> None:
-    permuted = _permuted(data.draw, snapshot)
+    permuted = _permuted(data, snapshot)
 
     assert schedule(permuted, now) == schedule(snapshot, now)
     assert schedule(permuted, now, explain=False) == schedule(snapshot, now, explain=False)

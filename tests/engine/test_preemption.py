@@ -8,7 +8,7 @@ from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
 
 def _one_busy_node(victim_overrides: dict[str, object], borrowing: bool = False) -> Scenario:
-    victim = job("victim", 8, **victim_overrides)  # type: ignore[arg-type]
+    victim = job("victim", 8, **victim_overrides)
     return Scenario(fleet("1x1x1x8")).with_running(running(victim, on="p0-r0-n0", borrowing=borrowing))
 
 
@@ -32,7 +32,7 @@ def test_a_higher_priority_job_preempts_lower_priority_work_and_starts_on_its_gp
     ids=["equal-priority", "not-preemptible", "serving-vs-training", "same-team-same-priority"],
 )
 def test_a_job_never_preempts_work_it_has_no_right_to(victim: dict[str, object], preemptor: dict[str, object]) -> None:
-    plan = _one_busy_node(victim).pending(job("p", 8, **preemptor)).plan()  # type: ignore[arg-type]
+    plan = _one_busy_node(victim).pending(job("p", 8, **preemptor)).plan()
 
     assert plan.of_type(Preempt) == ()
 

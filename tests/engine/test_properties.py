@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -315,10 +316,15 @@ def reclaim_snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(nodes, running, pending, (), quotas, policy, ())
 
 
+def _body_of(test: Callable[..., None]) -> Callable[[Snapshot], None]:
+    """A Hypothesis test's own body, run on a given snapshot (``.hypothesis.inner_test``)."""
+    return test.hypothesis.inner_test  # type: ignore[attr-defined]  # given() is typed as a plain callable
+
+
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reclaim_snapshots())
 def test_under_reclaim_every_eviction_is_matched_by_a_start_and_no_node_or_team_goes_over(snapshot: Snapshot) -> None:
-    test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpus.hypothesis.inner_test(snapshot)
-    test_no_node_is_ever_planned_over_its_healthy_capacity.hypothesis.inner_test(snapshot)
-    test_no_team_starts_beyond_its_guarantee_plus_borrow_limit.hypothesis.inner_test(snapshot)
-    test_victims_are_strictly_lower_priority_or_borrowing.hypothesis.inner_test(snapshot)
+    _body_of(test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpus)(snapshot)
+    _body_of(test_no_node_is_ever_planned_over_its_healthy_capacity)(snapshot)
+    _body_of(test_no_team_starts_beyond_its_guarantee_plus_borrow_limit)(snapshot)
+    _body_of(test_victims_are_strictly_lower_priority_or_borrowing)(snapshot)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,19 @@ from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
 NOW = 100_000.0
 HOUR = 3600.0
-RUNNING_SINCE_ZERO = {
+
+
+class RunningSince(TypedDict):
+    """`FleetState.restore`'s record of how long a job has been running."""
+
+    start_s: float
+    borrowing: bool
+    anchor_s: float | None
+    anchor_progress_s: float
+    base_progress_s: float
+
+
+RUNNING_SINCE_ZERO: RunningSince = {
     "start_s": 0.0,
     "borrowing": True,
     "anchor_s": 0.0,

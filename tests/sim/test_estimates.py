@@ -17,7 +17,7 @@ from .builders import job
 QUEUE = [job("a", 0, 8, 100), job("b", 10, 8, 50), job("c", 20, 8, 30), job("d", 400, 1, 1)]
 
 
-def _run(jobs, **options):  # type: ignore[no-untyped-def]
+def _run(jobs, **options):
     return run_simulation(jobs, parse_fleet("1x1x1x8").nodes(), Policy(), **options)
 
 

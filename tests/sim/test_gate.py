@@ -102,7 +102,7 @@ def _replay(
     Without estimates the gate may skip arrivals too (they need no explanation)."""
     plans: list[tuple[float, tuple]] = []
 
-    def scheduler(snapshot, now, explain):  # type: ignore[no-untyped-def]
+    def scheduler(snapshot, now, explain):
         plan = schedule(snapshot, now, explain=explain)
         acted = tuple(action for action in plan.actions if not isinstance(action, Reserve))
         if acted:

@@ -17,7 +17,7 @@ from .builders import job
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def rotating(grace_s: float):  # type: ignore[no-untyped-def]
+def rotating(grace_s: float):
     """A stand-in scheduler that never lets a job finish: each cycle preempts whatever runs on the
     one node and starts the pending job that follows it in id order (a deliberate livelock)."""
 
