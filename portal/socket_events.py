@@ -49,7 +49,8 @@ def user_event_publish(*, user_id: int, payload: dict[str, Any]) -> None:
     """Once the current transaction commits, every open socket of the user forwards ``payload``
     to its page (a new notice and the unread count, say)."""
     message = fleet_event_message(payload)
-    transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
+    # Robust: a page missing a notice must never stop what else the commit triggers (its mail).
+    transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]), robust=True)
 
 
 def _group_send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
