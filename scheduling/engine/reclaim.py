@@ -52,11 +52,16 @@ def eviction_pays(
     start_s = now + handover
     if natural_s <= start_s:
         return False
-    if cost_gpu_s <= 0.0 or job.kind == "serving":
-        return True
-    if policy.reclaim_after_s is not None and now - job.submit_s >= policy.reclaim_after_s:
+    if cost_gpu_s <= 0.0 or pays_any_cost(job, now, policy):
         return True
     return cost_gpu_s < gpus * (natural_s - start_s)
+
+
+def pays_any_cost(job: Job, now: float, policy: Policy) -> bool:
+    """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
+    wait costs a service, not GPU-seconds), or a preemptor that has waited `reclaim_after_s`."""
+    bound_s = policy.reclaim_after_s
+    return job.kind == "serving" or (bound_s is not None and now - job.submit_s >= bound_s)
 
 
 def eviction_cap_gpu_s(job: Job, gpus: int, handover: float, natural_s: float, now: float, policy: Policy) -> float:
@@ -67,7 +72,7 @@ def eviction_cap_gpu_s(job: Job, gpus: int, handover: float, natural_s: float, n
     start_s = now + handover
     if natural_s <= start_s:
         return 0.0
-    if job.kind == "serving" or (policy.reclaim_after_s is not None and now - job.submit_s >= policy.reclaim_after_s):
+    if pays_any_cost(job, now, policy):
         return math.inf
     return gpus * (natural_s - start_s)
 
@@ -194,26 +199,47 @@ class Reclaiming:
         victims = self.candidates.get(accelerator)
         if victims is None:
             victims = self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
+        self.preemption_attempts += 1
         max_level = gang_level(pool, job, self.policy, self.now)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
-        searched = False
         for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
             # What a paying eviction may cost is known before any search: when even the cheapest
-            # eviction could not pay (and no shrink could), no victim search is made, nor counted
-            # as an attempt, so the jobs after this one keep theirs.
-            natural_s = self._natural_s(job, pool, target, max_level)
-            cap = eviction_cap_gpu_s(job, target, max(0.0, policy.preemption_grace_s), natural_s, self.now, policy)
+            # eviction could not pay (and no shrink could), no victim search is made. It still
+            # counts as an attempt: attempts bound the sweeps for natural starts as well, and once
+            # they run out the rest of the queue is answered from cached verdicts.
+            natural_s, cap = self._cap(job, pool, target, max_level)
             if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
                 continue
-            if not searched:
-                self.preemption_attempts, searched = self.preemption_attempts + 1, True
             eligible = self._eligible(job, reclaiming, cap, victims.shrinkable)
             choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level):
                 return True
         return False
+
+    def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> tuple[float, float]:
+        """`eviction_cap_gpu_s` for `size` GPUs of `job`, with its natural start or a lower bound on
+        it: a serving or long-waiting preemptor may pay anything once it could not start by the end
+        of the handover anyway, which the cheap bound of `_pays` often shows without a sweep."""
+        policy, now = self.policy, self.now
+        grace_s = max(0.0, policy.preemption_grace_s)
+        if pays_any_cost(job, now, policy):
+            bound = self._natural_bound_s(pool, job.accelerator, size, grace_s)
+            if bound > now + grace_s:
+                return bound, math.inf
+        natural_s = self._natural_s(job, pool, size, level)
+        return natural_s, eviction_cap_gpu_s(job, size, grace_s, natural_s, now, policy)
+
+    def _natural_bound_s(self, pool: AcceleratorPool, accelerator: str, size: int, wait_s: float) -> float:
+        """A lower bound on the natural start: when `size` GPUs are free at all (`first_free_s`)
+        and, if they are free now but not in a fitting shape, the first release."""
+        profile = self.profiles[accelerator]
+        bound = first_free_s(profile, pool.total_free, size)
+        if bound <= self.now + wait_s and not could_fit_by_shape(pool, size):
+            events = profile.sorted_events()
+            bound = events[0][0] if events else math.inf
+        return bound
 
     def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
         """When `size` GPUs of `job` would start within `level` without preemption, along the release
@@ -290,11 +316,8 @@ class Reclaiming:
         """`eviction_pays` at the job's natural start within `level`, found by a sweep of the release
         profile only when the cheap bounds on it do not already say yes: when `size` GPUs are free at
         all (`first_free_s`) and, if they have no fitting shape now, the first release."""
-        profile, now, policy = self.profiles[job.accelerator], self.now, self.policy
-        bound = first_free_s(profile, pool.total_free, size)
-        if bound <= now + wait_s and not could_fit_by_shape(pool, size):
-            events = profile.sorted_events()
-            bound = events[0][0] if events else math.inf
+        now, policy = self.now, self.policy
+        bound = self._natural_bound_s(pool, job.accelerator, size, wait_s)
         if bound > now + wait_s and eviction_pays(job, size, cost_gpu_s, wait_s, bound, now, policy):
             return True
         return eviction_pays(job, size, cost_gpu_s, wait_s, self._natural_s(job, pool, size, level), now, policy)
