@@ -66,7 +66,7 @@ def test_a_killed_child_is_restarted_and_the_restart_is_logged(
     caplog.set_level(logging.INFO, logger="portal.supervisor")
 
     os.kill(first_pid, signal.SIGKILL)
-    _run_until(sleeper, lambda: child.process.pid != first_pid, timeout_s=5)  # type: ignore[union-attr]
+    _run_until(sleeper, lambda: child.process.pid != first_pid, timeout_s=5)
 
     assert child.process.poll() is None
     assert f"sleeper (pid {first_pid}) exited with code -9 (SIGKILL) after" in caplog.text
@@ -83,7 +83,7 @@ def test_a_child_that_keeps_dying_waits_longer_each_time(sleeper: Supervisor) ->
         os.kill(pid, signal.SIGKILL)
         _run_until(sleeper, lambda: "sleeper" in sleeper.restart_at, timeout_s=5)
         waits.append(round(sleeper.restart_at["sleeper"] - time.monotonic(), 1))
-        _run_until(sleeper, lambda pid=pid: child.process.pid != pid, timeout_s=10)  # type: ignore[misc, union-attr]
+        _run_until(sleeper, lambda pid=pid: child.process.pid != pid, timeout_s=10)
     assert waits[0] <= 0.5 < waits[1] <= 1.0 < waits[2] <= 2.0
 
 
@@ -153,7 +153,7 @@ def test_an_embedded_redis_that_stops_answering_is_killed_and_restarted(redis_so
         os.kill(hung_pid, signal.SIGSTOP)  # alive, but answers nothing
 
         started = time.monotonic()
-        _run_until(supervisor, lambda: redis_child.process.pid != hung_pid, timeout_s=15)  # type: ignore[union-attr]
+        _run_until(supervisor, lambda: redis_child.process.pid != hung_pid, timeout_s=15)
 
         assert embedded_redis.answers(redis_socket)
         assert time.monotonic() - started < 10

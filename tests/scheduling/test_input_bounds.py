@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.test import Client
@@ -20,19 +21,19 @@ from tests.scheduling.conftest import Fleet
 
 
 @pytest.fixture
-def member_user(fleet: Fleet):  # type: ignore[no-untyped-def]
-    return MembershipFactory(team=fleet.team).user
+def member_user(fleet: Fleet) -> User:
+    return MembershipFactory.create(team=fleet.team).user
 
 
 @pytest.fixture
-def member(member_user) -> Client:  # type: ignore[no-untyped-def]
+def member(member_user: User) -> Client:
     client = Client()
     client.force_login(member_user)
     return client
 
 
 @pytest.fixture
-def member_api(member_user) -> APIClient:  # type: ignore[no-untyped-def]
+def member_api(member_user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(member_user)
     return client
