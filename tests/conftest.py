@@ -4,7 +4,17 @@ only when pytest-django is: the engine and simulator tests are plain Python and 
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run of the suite, so that it passes or fails for
+# the code and not for the draw; `HYPOTHESIS_PROFILE=explore` draws new examples each run (how
+# new counterexamples are found: run it before changing the engine's rules).
+settings.register_profile("suite", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

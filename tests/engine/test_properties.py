@@ -153,12 +153,19 @@ def test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpu
             kept = dict(action.allocation)
             released = tuple((n, gpus - kept.get(n, 0)) for n, gpus in runs[action.job_id].allocation)
             takers = list(plan.starts())
-        # Some start needs the released GPUs: without them it would not fit on one of its nodes.
+        # Some start needs the released GPUs: without them it would not fit on one of its nodes
+        # beside the plan's other starts there.
         assert any(
-            gpus > free_before[node_id] and any(node_id == n and freed > 0 for n, freed in released)
+            gpus > _free_beside_other_starts(plan, start, node_id, free_before)
+            and any(node_id == n and freed > 0 for n, freed in released)
             for start in takers
             for node_id, gpus in start.allocation
         )
+
+
+def _free_beside_other_starts(plan: Plan, start: Start, node_id: str, free_before: dict[str, int]) -> int:
+    taken = sum(gpus for other in plan.starts() if other is not start for n, gpus in other.allocation if n == node_id)
+    return free_before[node_id] - taken
 
 
 def _busy_at(snapshot: Snapshot, plan: Plan, time_s: float) -> dict[str, int]:
