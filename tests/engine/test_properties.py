@@ -154,9 +154,11 @@ def test_every_eviction_is_matched_by_a_start_of_its_preemptor_that_uses_its_gpu
             released = tuple((n, gpus - kept.get(n, 0)) for n, gpus in runs[action.job_id].allocation)
             takers = list(plan.starts())
         # Some start needs the released GPUs: without them it would not fit on one of its nodes
-        # beside the plan's other starts there.
+        # beside the plan's other starts there (a gang over several nodes takes whole nodes).
+        whole = snapshot.policy.gpus_per_node
         assert any(
-            gpus > _free_beside_other_starts(plan, start, node_id, free_before)
+            (gpus if len(start.allocation) == 1 else whole)
+            > _free_beside_other_starts(plan, start, node_id, free_before)
             and any(node_id == n and freed > 0 for n, freed in released)
             for start in takers
             for node_id, gpus in start.allocation
