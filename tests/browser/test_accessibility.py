@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from tenants.models import Membership
 from tenants.roles import FLEET_ADMIN
-from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduling.conftest import build_fleet
 
@@ -30,13 +30,13 @@ def _violations(page: Page) -> list[str]:
 def test_every_page_of_a_lead_and_an_admin_passes_axe_core_and_404_keeps_the_navigation(
     asgi_server: str, page: Page
 ) -> None:
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
     admin = UserFactory()
     admin.groups.add(Group.objects.get_or_create(name=FLEET_ADMIN)[0])
     running = fleet.submit(gpus=8, name="running-job")
     waiting = fleet.submit(gpus=32, name="waiting-job")
-    _off_loop(fleet.tick)
+    off_loop(fleet.tick)
 
     found: dict[str, list[str]] = {}
     page.goto(f"{asgi_server}/login/")
@@ -44,7 +44,7 @@ def test_every_page_of_a_lead_and_an_admin_passes_axe_core_and_404_keeps_the_nav
 
     lead_pages = ["/", "/fleet/", "/incidents/", "/jobs/", "/jobs/new/", f"/jobs/{running.pk}/", f"/jobs/{waiting.pk}/"]
     lead_pages += ["/teams/", f"/teams/{fleet.team.slug}/", "/notifications/"]
-    _log_in(page, asgi_server, lead.username)
+    log_in(page, asgi_server, lead.username)
     for path in lead_pages:
         page.goto(f"{asgi_server}{path}")
         page.wait_for_load_state("networkidle")
@@ -56,7 +56,7 @@ def test_every_page_of_a_lead_and_an_admin_passes_axe_core_and_404_keeps_the_nav
     found["404"] = _violations(page)
 
     page.get_by_role("button", name="Log out").click()
-    _log_in(page, asgi_server, admin.username)
+    log_in(page, asgi_server, admin.username)
     for path in ["/admin-portal/quota-requests/", "/admin-portal/policy/", "/admin-portal/audit/", "/teams/"]:
         page.goto(f"{asgi_server}{path}")
         found[f"admin {path}"] = _violations(page)

@@ -13,25 +13,17 @@ from playwright.sync_api import Page, expect
 
 from finance.models import Budget, MonthClose
 from scheduling.models import JobUsage
-from tests.factories import PASSWORD
+from tests.browser.journeys import log_in_to
 from tests.finance.ledger import books_build
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _log_in(page: Page, base_url: str, username: str, next_path: str) -> None:
-    page.goto(f"{base_url}{next_path}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("form[action='/login/'] button[type=submit]")
-    expect(page).to_have_url(f"{base_url}{next_path}")
 
 
 def test_finance_closes_a_month_and_downloads_its_xlsx(asgi_server: str, page: Page) -> None:
     books = books_build()
     Budget.objects.create(team=books.vision, unit=Budget.Unit.MONEY, monthly_amount=Decimal("500"))
 
-    _log_in(page, asgi_server, books.finance.username, "/reports/usage/?month=2026-01")
+    log_in_to(page, asgi_server, books.finance.username, "/reports/usage/?month=2026-01")
     expect(page.locator("#report-table tfoot")).to_contain_text("520.00")
     expect(page.locator("#reconciliation")).to_contain_text("unaccounted 0.00 GPU-h")
     expect(page.locator("#gpu-hours-chart .main-svg").first).to_be_visible()
@@ -59,7 +51,7 @@ def test_a_lead_sees_their_teams_spend_against_budget(asgi_server: str, page: Pa
     Budget.objects.create(team=books.vision, unit=Budget.Unit.MONEY, monthly_amount=Decimal("500"))
     JobUsage.objects.filter(job=books.jobs[0], day="2026-01-10").update(day="2026-02-03")  # 80 GPU-h at 3.00
 
-    _log_in(page, asgi_server, books.lead.username, f"/teams/{books.vision.slug}/")
+    log_in_to(page, asgi_server, books.lead.username, f"/teams/{books.vision.slug}/")
     budget = page.locator("#team-budget")
     expect(budget).to_contain_text("240.00 of 500.00 EUR spent (48 %)")
     budget.get_by_role("link", name="Chargeback report").click()

@@ -9,7 +9,7 @@ from playwright.sync_api import Page, expect
 from scheduling.models import Node
 from tenants.models import AuditEvent
 from tenants.roles import FLEET_ADMIN
-from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduling.conftest import build_fleet
 
@@ -17,11 +17,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_an_admin_cordons_a_node_by_clicking_it_on_the_map(asgi_server: str, page: Page) -> None:
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     admin = UserFactory()
     admin.groups.add(Group.objects.get_or_create(name=FLEET_ADMIN)[0])
     node = fleet.nodes[2]
-    _log_in(page, asgi_server, admin.username)
+    log_in(page, asgi_server, admin.username)
 
     page.goto(f"{asgi_server}/fleet/")
     page.locator(f"#node-{node.pk}").hover()
@@ -38,11 +38,11 @@ def test_an_admin_cordons_a_node_by_clicking_it_on_the_map(asgi_server: str, pag
 
 
 def test_a_member_moves_across_nodes_with_the_keyboard_and_reads_their_cards(asgi_server: str, page: Page) -> None:
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     member = MembershipFactory(team=fleet.team).user
     fleet.submit(gpus=8, name="ours")
-    _off_loop(fleet.tick)
-    _log_in(page, asgi_server, member.username)
+    off_loop(fleet.tick)
+    log_in(page, asgi_server, member.username)
 
     page.goto(f"{asgi_server}/fleet/")
     first = page.locator(".node").first

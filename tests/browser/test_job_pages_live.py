@@ -4,8 +4,6 @@ and show only the controls that fit the state."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import pytest
 import redis
@@ -13,42 +11,27 @@ from django.conf import settings
 from playwright.sync_api import Dialog, Page, Route, expect
 
 from scheduling.services.leader import LOCK_KEY
-from tests.factories import PASSWORD, MembershipFactory
+from tests.browser.journeys import log_in, off_loop
+from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-T = TypeVar("T")
-
-
-def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    # Playwright's sync API owns this thread's event loop; ticks publish to the channel layer,
-    # so they run on another thread, as they would in the Celery worker.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn, *args, **kwargs).result()
-
-
-def _log_in(page: Page, base: str, username: str) -> None:
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
 
 
 def test_a_job_that_starts_before_its_page_connects_shows_running_then_completed_without_cancel(
     asgi_server: str, page: Page
 ) -> None:
     redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY)
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     member = MembershipFactory(team=fleet.team).user
     job = fleet.submit(gpus=8, duration_s=600.0, name="quick-eval", time_limit_s=1200.0)
-    _log_in(page, asgi_server, member.username)
+    log_in(page, asgi_server, member.username)
 
     # The job page is rendered while the job is pending, but reaches the browser only after the
     # tick that starts it: the start event is published before the page's socket exists.
     def start_while_in_flight(route: Route) -> None:
         response = route.fetch()
-        _off_loop(fleet.tick)
+        off_loop(fleet.tick)
         route.fulfill(response=response)
 
     page.route(f"{asgi_server}/jobs/{job.pk}/", start_while_in_flight)
@@ -67,7 +50,7 @@ def test_a_job_that_starts_before_its_page_connects_shows_running_then_completed
     expect(jobs.locator("body")).to_have_attribute("data-live", "open")
 
     for _ in range(3):  # a tick advances the fleet clock by at most 5 minutes
-        _off_loop(fleet.tick, 5.0)
+        off_loop(fleet.tick, 5.0)
 
     expect(page.locator("#job-state")).to_have_text("Completed")
     expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
@@ -77,17 +60,17 @@ def test_a_job_that_starts_before_its_page_connects_shows_running_then_completed
     expect(row.locator("[data-field=state]")).to_have_text("Completed")
 
     arrival = fleet.submit(gpus=8, name="new-arrival")
-    _off_loop(fleet.tick)
+    off_loop(fleet.tick)
     expect(jobs.locator(f"#job-{arrival.pk}")).to_contain_text("new-arrival")
 
 
 def test_cancelling_a_large_job_asks_first(asgi_server: str, page: Page) -> None:
     redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY)
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     member = MembershipFactory(team=fleet.team).user
     job = fleet.submit(gpus=16, name="big-pretrain")
-    _off_loop(fleet.tick)
-    _log_in(page, asgi_server, member.username)
+    off_loop(fleet.tick)
+    log_in(page, asgi_server, member.username)
     page.goto(f"{asgi_server}/jobs/{job.pk}/")
     expect(page.locator("#job-state")).to_have_text("Running")
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import pytest
 import redis
@@ -13,34 +10,19 @@ from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from scheduling.services.leader import LOCK_KEY
-from tests.factories import PASSWORD, MembershipFactory
+from tests.browser.journeys import log_in, off_loop
+from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-T = TypeVar("T")
-
-
-def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    # Playwright's sync API owns this thread's event loop; ticks publish to the channel layer,
-    # so they run on another thread, as they would in the Celery worker.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn, *args, **kwargs).result()
-
-
-def _log_in(page: Page, base: str, username: str) -> None:
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
 
 
 def test_a_member_sees_their_job_start_live_and_the_training_share_grow(asgi_server: str, page: Page) -> None:
     redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY)
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     member = MembershipFactory(team=fleet.team).user
 
-    _log_in(page, asgi_server, member.username)
+    log_in(page, asgi_server, member.username)
     page.goto(f"{asgi_server}/jobs/new/")
     page.fill("#id_name", "live-finetune")
     page.select_option("#id_accelerator_type", label="H100")
@@ -51,7 +33,7 @@ def test_a_member_sees_their_job_start_live_and_the_training_share_grow(asgi_ser
     expect(page.locator("#job-state")).to_have_text("Pending")
     expect(page.locator("body")).to_have_attribute("data-live", "open")
 
-    _off_loop(fleet.tick)
+    off_loop(fleet.tick)
 
     expect(page.locator("#job-state")).to_have_text("Running")
     expect(page.locator("#job-events")).to_contain_text("Started on 2 node(s)")
@@ -59,7 +41,7 @@ def test_a_member_sees_their_job_start_live_and_the_training_share_grow(asgi_ser
     page.goto(f"{asgi_server}/")
     expect(page.locator("body")).to_have_attribute("data-live", "open")
     fleet.submit(gpus=8, name="second")
-    _off_loop(fleet.tick)
+    off_loop(fleet.tick)
     expect(page.locator("#fleet-training")).to_have_text("24")
     expect(page.locator("#fleet-utilisation")).to_have_text("75%")
     # The live clock speaks the fleet calendar, as the server's pages do.

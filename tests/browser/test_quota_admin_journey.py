@@ -7,7 +7,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from tenants.models import Membership
-from tests.browser.test_quota_journey import _log_in, _log_out
+from tests.browser.journeys import log_in_to, log_out
 from tests.factories import MembershipFactory, NodeFactory, TeamFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,7 +20,7 @@ def test_an_admin_sets_a_quota_on_the_team_page_and_the_lead_is_told(asgi_server
     admin = UserFactory(is_superuser=True, is_staff=True)
     team_path = "/teams/language-models/"
 
-    _log_in(page, asgi_server, admin.username, team_path)
+    log_in_to(page, asgi_server, admin.username, team_path)
     form = page.locator("#quota-admin form[data-accelerator=H100]")
     form.get_by_label("Guaranteed GPUs").fill("40")
     form.get_by_label("Reason").fill("Launch week.")
@@ -37,9 +37,9 @@ def test_an_admin_sets_a_quota_on_the_team_page_and_the_lead_is_told(asgi_server
     expect(page.locator("#quota-table tr[data-accelerator=H100] .guaranteed")).to_have_text("24")
     serious = [v["id"] for v in Axe().run(page).response["violations"] if v["impact"] in {"serious", "critical"}]
     assert serious == []
-    _log_out(page)
+    log_out(page)
 
-    _log_in(page, asgi_server, lead.username, team_path)
+    log_in_to(page, asgi_server, lead.username, team_path)
     expect(page.locator("#quota-admin")).to_have_count(0)
     expect(page.locator("#quota-table tr[data-accelerator=H100] .guaranteed")).to_have_text("24")
     expect(page.locator("#unread-count")).to_have_text("1")

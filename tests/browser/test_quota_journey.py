@@ -6,22 +6,10 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tenants.models import Membership
-from tests.factories import PASSWORD, MembershipFactory, NodeFactory, TeamFactory, UserFactory
+from tests.browser.journeys import log_in_to, log_out
+from tests.factories import MembershipFactory, NodeFactory, TeamFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _log_in(page: Page, base_url: str, username: str, next_path: str) -> None:
-    page.goto(f"{base_url}{next_path}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("form[action='/login/'] button[type=submit]")
-    expect(page).to_have_url(f"{base_url}{next_path}")
-
-
-def _log_out(page: Page) -> None:
-    page.click("form.logout button[type=submit]")
-    expect(page.locator("#id_username")).to_be_visible()
 
 
 def test_a_lead_requests_quota_an_admin_approves_it_and_the_team_page_shows_it(asgi_server: str, page: Page) -> None:
@@ -31,7 +19,7 @@ def test_a_lead_requests_quota_an_admin_approves_it_and_the_team_page_shows_it(a
     admin = UserFactory(is_superuser=True, is_staff=True)
     team_path = "/teams/language-models/"
 
-    _log_in(page, asgi_server, lead.username, team_path)
+    log_in_to(page, asgi_server, lead.username, team_path)
     expect(page.locator("#quota-table tr[data-accelerator=H100] .guaranteed")).to_have_text("0")
     page.select_option("#id_accelerator_type", label="H100")
     page.fill("#id_guaranteed", "24")
@@ -39,18 +27,18 @@ def test_a_lead_requests_quota_an_admin_approves_it_and_the_team_page_shows_it(a
     page.fill("#id_justification", "Pre-training the next model generation.")
     page.click("#request-quota button[type=submit]")
     expect(page.locator("#request-history")).to_contain_text("Pending")
-    _log_out(page)
+    log_out(page)
 
-    _log_in(page, asgi_server, admin.username, "/admin-portal/quota-requests/")
+    log_in_to(page, asgi_server, admin.username, "/admin-portal/quota-requests/")
     card = page.locator("section.request", has_text="Language Models · H100")
     expect(card).to_contain_text("Guarantees for H100 would total 24 of 32 GPUs")
     card.locator("input[name=note]").first.fill("Approved for Q3.")
     card.locator("button.approve").click()
     expect(page.locator(".messages")).to_contain_text("Request approved.")
     expect(page.locator("body")).to_contain_text("No pending quota requests.")
-    _log_out(page)
+    log_out(page)
 
-    _log_in(page, asgi_server, lead.username, team_path)
+    log_in_to(page, asgi_server, lead.username, team_path)
     expect(page.locator("#quota-table tr[data-accelerator=H100] .guaranteed")).to_have_text("24")
     expect(page.locator("#request-history")).to_contain_text("Approved")
     expect(page.locator("#unread-count")).to_have_text("1")

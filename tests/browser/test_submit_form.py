@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tenants.models import Membership
-from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.browser.journeys import log_in, off_loop
 from tests.factories import AcceleratorTypeFactory, MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
@@ -16,10 +16,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_lead_submits_with_the_defaults_and_sees_quota_left_and_when_it_would_start(
     asgi_server: str, page: Page
 ) -> None:
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     AcceleratorTypeFactory(name="A100")  # first by name; the team's quota is on H100
     lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
-    _log_in(page, asgi_server, lead.username)
+    log_in(page, asgi_server, lead.username)
 
     page.goto(f"{asgi_server}/jobs/new/")
     expect(page.locator("#id_accelerator_type option:checked")).to_have_text("H100")

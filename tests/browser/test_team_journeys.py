@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 
 from tenants.models import Membership
 from tenants.roles import FINANCE
-from tests.browser.test_job_pages_live import _log_in, _off_loop
+from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduling.conftest import build_fleet
 
@@ -16,17 +16,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_lead_adds_a_member_who_then_sees_the_teams_jobs(asgi_server: str, page: Page) -> None:
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
     newcomer = UserFactory(username="newcomer")
     fleet.submit(gpus=8, name="team-pretrain")
 
-    _log_in(page, asgi_server, newcomer.username)
+    log_in(page, asgi_server, newcomer.username)
     page.goto(f"{asgi_server}/jobs/")
     expect(page.locator("#job-rows")).not_to_contain_text("team-pretrain")
     page.get_by_role("button", name="Log out").click()
 
-    _log_in(page, asgi_server, lead.username)
+    log_in(page, asgi_server, lead.username)
     page.goto(f"{asgi_server}/teams/{fleet.team.slug}/")
     page.fill("#id_username", "newcomer")
     page.get_by_role("button", name="Add member").click()
@@ -34,16 +34,16 @@ def test_a_lead_adds_a_member_who_then_sees_the_teams_jobs(asgi_server: str, pag
     expect(page.locator("#member-list")).to_contain_text("newcomer")
     page.get_by_role("button", name="Log out").click()
 
-    _log_in(page, asgi_server, newcomer.username)
+    log_in(page, asgi_server, newcomer.username)
     page.goto(f"{asgi_server}/jobs/")
     expect(page.locator("#job-rows")).to_contain_text("team-pretrain")
 
 
 def test_finance_sees_neither_a_submit_button_nor_an_invitation_to_submit(asgi_server: str, page: Page) -> None:
-    _off_loop(build_fleet)
+    off_loop(build_fleet)
     finance = UserFactory()
     finance.groups.add(Group.objects.get_or_create(name=FINANCE)[0])
-    _log_in(page, asgi_server, finance.username)
+    log_in(page, asgi_server, finance.username)
 
     page.goto(f"{asgi_server}/jobs/")
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
@@ -55,7 +55,7 @@ def test_a_leads_open_team_page_shows_the_decision_and_the_unread_badge_live(asg
     from tenants.models import QuotaRequest
     from tenants.services import quota_request_approve, quota_request_submit
 
-    fleet = _off_loop(build_fleet)
+    fleet = off_loop(build_fleet)
     lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
     admin = UserFactory(is_superuser=True, is_staff=True)
     quota_request_submit(
@@ -67,14 +67,14 @@ def test_a_leads_open_team_page_shows_the_decision_and_the_unread_badge_live(asg
         lend_limit=None,
         justification="Pre-training the next model generation.",
     )
-    _log_in(page, asgi_server, lead.username)
+    log_in(page, asgi_server, lead.username)
     page.goto(f"{asgi_server}/teams/{fleet.team.slug}/")
     expect(page.locator("#request-history")).to_contain_text("Pending")
     expect(page.locator("#unread-count")).to_be_hidden()
     expect(page.locator("body")).to_have_attribute("data-live", "open")
 
     request = QuotaRequest.objects.get()
-    _off_loop(quota_request_approve, admin=admin, quota_request_id=request.pk, note="Approved for Q3.")
+    off_loop(quota_request_approve, admin=admin, quota_request_id=request.pk, note="Approved for Q3.")
 
     expect(page.locator("#request-history")).to_contain_text("Approved")
     expect(page.locator("#quota-table tr[data-accelerator=H100] .guaranteed")).to_have_text("24")
