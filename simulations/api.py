@@ -22,7 +22,7 @@ from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import upload_size_check
 from simulations.models import Simulation
-from simulations.selectors import simulation_for_user, simulations_for_user
+from simulations.selectors import LIST_FIELDS, simulation_for_user, simulations_for_user
 from simulations.services import SimulationRequest, simulation_cancel, simulation_start
 from tenants.models import Team
 
@@ -67,28 +67,7 @@ class SimulationOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Simulation
-        fields = [
-            "id",
-            "url",
-            "team",
-            "created_by",
-            "created_at",
-            "source",
-            "trace_name",
-            "trace_format",
-            "history_days",
-            "jobs",
-            "preset",
-            "policy_settings",
-            "fleet_spec",
-            "seed",
-            "state",
-            "progress",
-            "cancel_requested",
-            "started_at",
-            "finished_at",
-            "error",
-        ]
+        fields = ["url", *LIST_FIELDS]
 
     def get_url(self, simulation: Simulation) -> str:
         return reverse("simulations:detail", args=[simulation.pk])
