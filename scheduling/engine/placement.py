@@ -11,13 +11,15 @@ never wider than the job's `required_level`.
 
 Without topology awareness (the FIFO and EASY baselines) placement is first fit in node-id order,
 but a required level still holds: the gang takes the first domain of that level, in node-id order,
-to gather enough whole nodes. Ties are always broken by id, so the plan never depends on the order
-the snapshot lists nodes or running jobs in.
+to gather enough whole nodes, and a single-node job first fits outside the domains the waiting
+gangs with a required level would take (`kept_for_gangs`) when any node outside them has room, so
+a small job that goes first does not take the one rack such a gang can start in. Ties are always
+broken by id, so the plan never depends on the order the snapshot lists nodes or running jobs in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 
@@ -58,12 +60,14 @@ def fit_gang(
     *,
     max_level: str = "fleet",
     topology_aware: bool = True,
+    kept: Container[str] = frozenset(),
 ) -> Fit | None:
-    """Where `gpus` GPUs fit right now, or None. Never mutates the pool."""
+    """Where `gpus` GPUs fit right now, or None. Never mutates the pool. Without topology awareness
+    a single-node job takes a node of `kept` only when no other node has room."""
     if gpus <= 0:
         return None
     if gpus <= pool.gpus_per_node:
-        node_id = best_node(pool, gpus) if topology_aware else _first_node(pool, gpus)
+        node_id = best_node(pool, gpus) if topology_aware else _first_node(pool, gpus, kept)
         return None if node_id is None else Fit(((node_id, gpus),), "node")
     count = nodes_needed(gpus, pool.gpus_per_node)
     if pool.whole_count < count or LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
@@ -110,14 +114,38 @@ def first_in_one_domain(
     return None
 
 
-def _first_node(pool: AcceleratorPool, gpus: int) -> str | None:
+def _first_node(pool: AcceleratorPool, gpus: int, kept: Container[str]) -> str | None:
     if pool.max_free() < gpus:
         return None
     free = pool.free
+    fallback = None
     for node_id in pool.order:
         if free[node_id] >= gpus:
-            return node_id
-    return None
+            if node_id not in kept:
+                return node_id
+            fallback = fallback or node_id
+    return fallback
+
+
+def kept_for_gangs(pool: AcceleratorPool, gangs: Iterable[Job]) -> frozenset[str]:
+    """The whole nodes that the multi-node `gangs` with a required level narrower than the fleet
+    would take now, without topology awareness (the first domain of their level, in node-id order,
+    that gathers enough of them): what single-node jobs should leave to them."""
+    gpn, free = pool.gpus_per_node, pool.free
+    whole = [node_id for node_id in pool.order if free[node_id] >= gpn]
+    kept: set[str] = set()
+    seen: set[tuple[int, str]] = set()
+    for gang in gangs:
+        level = gang.required_level
+        if gang.gpus <= gpn or level not in ("rack", "pod"):
+            continue
+        shape = (nodes_needed(gang.gpus, gpn), level)
+        if shape in seen:  # the same shape finds the same domain
+            continue
+        seen.add(shape)
+        chosen = first_in_one_domain(iter(whole), shape[0], level, pool.node_rack, pool.node_pod)
+        kept.update(chosen or ())
+    return frozenset(kept)
 
 
 def _whole_nodes_in_smallest_domain(pool: AcceleratorPool, count: int, max_level: str) -> list[str] | None:

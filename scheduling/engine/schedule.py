@@ -26,7 +26,7 @@ from .explain import STARTED, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Snapshot
 from .ordering import order_jobs
-from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_level, narrower
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_level, kept_for_gangs, narrower
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
@@ -89,12 +89,17 @@ class _Cycle(Reclaiming):
         self.preemption_attempts, self.scan_budget = 0, policy.preemption_scan_budget
         # GPUs per (team, accelerator) already on their way out: in grace, or picked this cycle.
         self.evicting: dict[tuple[str, str], int] = prepared.evicting
+        # Without topology awareness: per accelerator, the nodes single-node jobs leave to the
+        # waiting gangs with a required level when they can (`placement.kept_for_gangs`).
+        self.kept: dict[str, frozenset[str]] = {}
 
     def run(self) -> Plan:
         snapshot = self.snapshot
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
         queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
         self.reasons = [None] * len(queue)
+        if not self.policy.topology_aware:
+            self._keep_domains_for_gangs(queue)
         self._consider_all(queue)
         if self.policy.elastic:  # Step 5.
             self.actions.extend(grow_actions(self.index, self.running, self.picked, self.waiting, self.ledger))
@@ -102,6 +107,14 @@ class _Cycle(Reclaiming):
             return Plan(tuple(self.actions), topology_waits(queue, self.reasons))
         pending = explain_pending(queue, self.prepared, self.reasons, self.estimates, self.policy.elastic)  # Step 6.
         return Plan(tuple(self.actions), pending)
+
+    def _keep_domains_for_gangs(self, queue: list[Job]) -> None:
+        gangs: dict[str, list[Job]] = {}
+        for job in queue:
+            if job.required_level in ("rack", "pod") and job.accelerator in self.index.pools:
+                gangs.setdefault(job.accelerator, []).append(job)
+        for accelerator, jobs in gangs.items():
+            self.kept[accelerator] = kept_for_gangs(self.index.pools[accelerator], jobs)
 
     def _consider_all(self, queue: list[Job]) -> None:
         """Within each priority level, jobs that fit their own guarantee go before the rest, which
@@ -298,7 +311,8 @@ class _Cycle(Reclaiming):
             preferred = fit_gang(pool, size, max_level=narrower(job.preferred_level, max_level))
             if preferred is not None:
                 return preferred
-        return fit_gang(pool, size, max_level=max_level, topology_aware=topology_aware)
+        kept = self.kept.get(job.accelerator, frozenset())
+        return fit_gang(pool, size, max_level=max_level, topology_aware=topology_aware, kept=kept)
 
     def _fit_around_reservations(self, job: Job, pool: AcceleratorPool, size: int, max_level: str) -> Fit | None:
         """EASY backfill: use reserved nodes only if the job surely ends before they are needed.
@@ -320,7 +334,8 @@ class _Cycle(Reclaiming):
         fit = None
         if usable:
             self.book.release_holds(self.index, usable)
-            fit = fit_gang(pool, size, max_level=max_level, topology_aware=self.policy.topology_aware)
+            aware, kept = self.policy.topology_aware, self.kept.get(job.accelerator, frozenset())
+            fit = fit_gang(pool, size, max_level=max_level, topology_aware=aware, kept=kept)
             if fit is not None:
                 self.index.take(fit.allocation)
             self.book.restore_holds(self.index, usable)

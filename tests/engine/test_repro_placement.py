@@ -28,7 +28,7 @@ def _two_pods_one_rack_name() -> tuple[Node, ...]:
 @pytest.mark.parametrize("policy", POLICIES.values(), ids=POLICIES.keys())
 def test_a_gang_with_a_required_rack_starts_on_an_empty_fleet_under_every_policy(policy: Policy) -> None:
     gang = job("g", 16, required_level="rack", time_limit_s=7200.0)
-    small = job("s", 1, submit_s=10.0, time_limit_s=9000.0)
+    small = job("s", 1, submit_s=10.0, time_limit_s=120.0)
     plan = Scenario(_two_pods_one_rack_name()).policy(policy).pending(gang, small).plan(now=1000.0)
 
     assert {node for node, _ in started(plan)["g"]} == {"n0", "n2"}
@@ -117,3 +117,15 @@ def test_a_job_shrunk_for_a_preemptor_is_expected_to_end_later_on_the_nodes_it_k
         base_progress_s=0.0,
     )  # fmt: skip
     assert reservations["h"].start_s == state.next_event_time() == NOW + 2000.0
+
+
+def test_without_topology_awareness_a_small_job_takes_a_rack_bound_gangs_rack_when_no_other_node_has_room() -> None:
+    nodes = _two_pods_one_rack_name()
+    scenario = Scenario(nodes).with_running(running(job("r", 8, time_limit_s=5000.0), on="n1"))
+    gang = job("g", 16, required_level="rack", time_limit_s=7200.0)
+    small = job("s", 1, submit_s=10.0, time_limit_s=120.0)
+    plan = scenario.policy(replace(Policy(), topology_aware=False)).pending(gang, small).plan(now=1000.0)
+
+    # The small job goes first (shortest limit) and only the gang's rack has room: it first-fits there.
+    assert started(plan)["s"] == (("n0", 1),)
+    assert "g" not in started(plan)
