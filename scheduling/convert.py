@@ -31,6 +31,7 @@ JOB_FIELDS = (
     "kind",
     "priority_class__value",
     "priority_class__preemptible",
+    "priority_class__may_preempt",
     "accelerator_type__name",
     "gpus",
     "min_gpus",
@@ -64,7 +65,7 @@ class JobCache:
     Building a frozen ``engine.Job`` costs tens of microseconds, and a fleet has tens of
     thousands of queued jobs that do not change from one tick to the next. The key holds
     everything that can change a job's engine form: its version (bumped on every write) and its
-    priority class's current value and preemptibility (admins may edit the class).
+    priority class's current value, preemptibility and right to preempt (admins may edit the class).
     """
 
     def __init__(self) -> None:
@@ -73,7 +74,13 @@ class JobCache:
     def jobs_from_rows(self, rows: list[Any]) -> list[engine.Job]:
         fresh: dict[tuple[Any, ...], engine.Job] = {}
         for row in rows:
-            key = (row.id, row.version, row.priority_class__value, row.priority_class__preemptible)
+            key = (
+                row.id,
+                row.version,
+                row.priority_class__value,
+                row.priority_class__preemptible,
+                row.priority_class__may_preempt,
+            )
             fresh[key] = self._jobs.get(key) or job_from_row(row)
         self._jobs = fresh  # only this tick's jobs are kept, so the cache never outgrows the queue
         return list(fresh.values())
@@ -96,6 +103,7 @@ def job_from_row(row: Any) -> engine.Job:
         checkpoint_interval_s=row.checkpoint_interval_s,
         checkpoint_gb=row.checkpoint_gb,
         checkpoint_on_preempt=row.checkpoint_on_preempt,
+        may_preempt=row.priority_class__may_preempt,
         required_level=row.required_level or None,
         preferred_level=row.preferred_level or None,
         attained_gpu_s=row.attained_gpu_s,

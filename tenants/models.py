@@ -150,8 +150,16 @@ class PriorityClass(models.Model):
     name = models.SlugField(max_length=50, unique=True)
     value = models.IntegerField(help_text="Higher runs first.")
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    preemptible = models.BooleanField(default=True)
-    may_preempt = models.BooleanField(default=False)
+    preemptible = models.BooleanField(
+        default=True,
+        help_text="Its running jobs may be evicted or shrunk for higher-priority work or by owners reclaiming a loan.",
+    )
+    may_preempt = models.BooleanField(
+        default=True,
+        help_text="Its jobs may evict or shrink running work they have a right to (lower priority, or borrowed "
+        "from their team's guarantee) to start. Off, they wait for free GPUs instead, as Kubernetes' "
+        "preemptionPolicy Never. Serving classes need it on to take GPUs from training when demand rises.",
+    )
 
     class Meta:
         ordering = ["-value", "name"]

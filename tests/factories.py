@@ -117,7 +117,7 @@ class PriorityClassFactory(factory.django.DjangoModelFactory):
     value = 300
     kind = PriorityClass.Kind.TRAINING
     preemptible = True
-    may_preempt = False
+    may_preempt = True
 
 
 class FleetPolicyFactory(factory.django.DjangoModelFactory):

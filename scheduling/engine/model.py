@@ -64,6 +64,10 @@ class Job:
     # The job writes a checkpoint when it is told it is preempted: it loses only the grace period
     # it takes to do so, never the work since its last periodic checkpoint.
     checkpoint_on_preempt: bool = False
+    # Its priority class may evict or shrink running work to start (Kubernetes' preemptionPolicy
+    # PreemptLowerPriority); False is `Never`: it waits for room instead. Either way it may itself
+    # be a victim, as its own priority, preemptibility and borrowing say.
+    may_preempt: bool = True
 
     @property
     def is_elastic(self) -> bool:

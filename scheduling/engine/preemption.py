@@ -1,6 +1,9 @@
 """Victim selection: the cheapest set of running work whose removal frees a fitting domain.
 
-Work nobody may preempt (its priority class says so) is never a victim. Other work may be taken
+A job whose priority class may not preempt (`Job.may_preempt` False, Kubernetes' preemptionPolicy
+`Never`) takes nothing from anyone: it neither evicts nor shrinks running work to start, even to
+reclaim its team's guarantee. Work nobody may preempt (its priority class says so) is never a
+victim. Other work may be taken
 when it is strictly lower priority, or when it is borrowing quota and the preemptor's team is
 reclaiming within its own guarantee. Serving is never preempted by anything but serving. Cost is
 the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
@@ -105,7 +108,7 @@ def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_s
     after losing the victim, otherwise two teams would keep reclaiming from each other.
     """
     job = victim.job
-    if not job.preemptible or victim.grace_until_s is not None:
+    if not preemptor.may_preempt or not job.preemptible or victim.grace_until_s is not None:
         return False
     if job.kind == "serving" and preemptor.kind != "serving":
         return False

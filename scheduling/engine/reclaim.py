@@ -182,6 +182,8 @@ class Reclaiming:
         raise NotImplementedError
 
     def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
+        if not job.may_preempt:  # `may_preempt` refuses every victim: no search, no attempt spent
+            return False
         policy, accelerator, ledger = self.policy, job.accelerator, self.ledger
         attempts_left = self.preemption_attempts < policy.max_preemption_attempts
         if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below

@@ -42,6 +42,7 @@ def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
         kind=spec.kind,
         priority=priority.value,
         preemptible=priority.preemptible,
+        may_preempt=priority.may_preempt,
         accelerator=accelerator,
         gpus=spec.gpus,
         duration_s=spec.duration_s,

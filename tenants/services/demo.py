@@ -7,12 +7,14 @@ from django.db import transaction
 from scheduling.models import AcceleratorType
 from tenants.models import FleetPolicy, PriorityClass, Quota, Team
 
-# (name, value, kind, preemptible, may_preempt)
+# (name, value, kind, preemptible, may_preempt). Serving is never a victim and takes GPUs from
+# training and batch when its demand rises; training evicts lower classes and reclaims its team's
+# guarantee from borrowers; batch scavenges: it runs on what is free and never evicts anyone.
 DEFAULT_PRIORITY_CLASSES = (
     ("serving-critical", 1000, PriorityClass.Kind.SERVING, False, True),
-    ("serving", 900, PriorityClass.Kind.SERVING, False, False),
-    ("training-high", 500, PriorityClass.Kind.TRAINING, True, False),
-    ("training", 300, PriorityClass.Kind.TRAINING, True, False),
+    ("serving", 900, PriorityClass.Kind.SERVING, False, True),
+    ("training-high", 500, PriorityClass.Kind.TRAINING, True, True),
+    ("training", 300, PriorityClass.Kind.TRAINING, True, True),
     ("batch", 100, PriorityClass.Kind.BATCH, True, False),
 )
 # slug -> {accelerator: (guaranteed, borrow_limit, lend_limit)}; per type the guarantees sum to

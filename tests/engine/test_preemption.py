@@ -153,3 +153,61 @@ def test_a_gang_no_search_can_place_leaves_scan_budget_for_the_preemptors_after_
 
     assert plan.of_type(Preempt) == (Preempt("v00", "preempted-by:small", 30.0),)
     assert reason_of(plan, "gang") == "capacity"
+
+
+# A priority class that may not preempt (Kubernetes' preemptionPolicy: Never): its jobs wait for
+# room and never evict or shrink anyone, but they remain victims as their own class says.
+
+
+@pytest.mark.parametrize(
+    ("victim", "preemptor", "reclaims"),
+    [
+        ({"priority": 0}, {"priority": 10}, False),
+        ({"priority": 50, "team": "beta"}, {"priority": 0, "team": "alpha"}, True),
+        ({"priority": 0, "kind": "serving"}, {"priority": 10, "kind": "serving"}, False),
+    ],
+    ids=["lower-priority", "reclaiming-a-loan", "serving-vs-serving"],
+)
+def test_a_job_whose_class_may_not_preempt_evicts_nobody_and_waits(
+    victim: dict[str, object], preemptor: dict[str, object], reclaims: bool
+) -> None:
+    scenario = _one_busy_node(victim, borrowing=reclaims)
+    if reclaims:
+        scenario.quotas(quota("alpha", 8))
+    plan = scenario.pending(job("polite", 8, may_preempt=False, **preemptor)).plan()
+
+    assert plan.of_type(Preempt) == ()
+    assert started(plan) == {}
+    assert plan.of_type(Reserve) == (Reserve("polite", ("p0-r0-n0",), 3600.0),)
+
+
+def test_a_job_whose_class_may_not_preempt_shrinks_no_elastic_work() -> None:
+    scenario = Scenario(fleet("1x1x2x8")).with_running(
+        running(job("elastic", 8, min_gpus=4, max_gpus=8), on="p0-r0-n0"),
+        running(job("rigid", 8), on="p0-r0-n1"),
+    )
+    plan = scenario.pending(job("polite", 4, priority=10, may_preempt=False)).plan()
+
+    assert plan.of_type(Shrink) == ()
+    assert plan.of_type(Preempt) == ()
+    assert reason_of(plan, "polite") == "capacity"
+
+
+def test_a_job_whose_class_may_not_preempt_is_still_a_victim_of_higher_priority_work() -> None:
+    plan = _one_busy_node({"priority": 0, "may_preempt": False}).pending(job("urgent", 8, priority=10)).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+    assert started(plan) == {"urgent": (("p0-r0-n0", 8),)}
+
+
+def test_a_job_that_may_not_preempt_leaves_the_cycles_preemption_attempts_to_the_jobs_after_it() -> None:
+    scenario = Scenario(fleet("1x1x1x8") + fleet("1x1x1x8", "h100", prefix="h")).policy(max_preemption_attempts=1)
+    scenario.with_running(
+        running(job("kept", 8), on="p0-r0-n0"),
+        running(job("victim", 8, accelerator="h100"), on="hp0-r0-n0"),
+    )
+    plan = scenario.pending(
+        job("polite", 8, priority=10, may_preempt=False), job("urgent", 8, priority=5, accelerator="h100")
+    ).plan()
+
+    assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)

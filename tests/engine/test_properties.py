@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -130,6 +131,22 @@ def test_victims_are_strictly_lower_priority_or_borrowing(snapshot: Snapshot) ->
         assert victim.job.priority < preemptor.priority or victim.borrowing
         if victim.job.kind == "serving":
             assert preemptor.kind == "serving"
+
+
+@SETTINGS
+@given(snapshots(), st.data())
+def test_jobs_whose_class_may_not_preempt_never_evict_or_shrink_anyone(snapshot: Snapshot, data: st.DataObject) -> None:
+    """Kubernetes' preemptionPolicy `Never`: such a job starts only on room nobody has to give up;
+    when every pending job is such a job, the plan evicts and shrinks nothing at all."""
+    ids = sorted(job.id for job in snapshot.pending)
+    polite = data.draw(st.sets(st.sampled_from(ids)) if ids else st.just(set[str]()))
+    pending = tuple(replace(job, may_preempt=job.id not in polite) for job in snapshot.pending)
+    plan = schedule(replace(snapshot, pending=pending), NOW)
+
+    assert not [action for action in plan.of_type(Preempt) if action.reason.removeprefix("preempted-by:") in polite]
+    assert not [start for start in plan.starts() if start.job_id in polite and start.replaces]
+    if polite == set(ids):
+        assert plan.of_type(Preempt) == () and plan.of_type(Shrink) == ()
 
 
 @SETTINGS

@@ -12,6 +12,7 @@ from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node, Sc
 from scheduling.services.cycle import MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, cycle_tick, wall_step_for
 from scheduling.services.pending import pending_info_for
 from scheduling.services.snapshot import snapshot_build
+from tenants.services.policy import priority_class_save
 from tests.scheduling.conftest import T0, Fleet
 
 
@@ -246,3 +247,38 @@ def test_serving_growth_preempts_training_which_hands_its_gpus_over_during_its_g
     started = SchedulerEvent.objects.get(job=serving, kind=SchedulerEvent.Kind.STARTED)
     assert "taking over preempted jobs' GPUs after 60 s" in started.message
     assert "restoring" not in started.message
+
+
+def test_serving_of_a_class_that_may_not_preempt_waits_until_an_admin_lets_it_preempt(fleet: Fleet) -> None:
+    training = fleet.submit(gpus=32, duration_s=36000.0, checkpoint_interval_s=600.0, name="pretrain")
+    fleet.tick()
+    priority_class_save(
+        actor=None,
+        priority_class_id=fleet.serving.pk,
+        name="serving",
+        value=900,
+        kind="serving",
+        preemptible=False,
+        may_preempt=False,
+    )
+    serving = fleet.submit(gpus=8, kind="serving", priority_class_id=fleet.serving.pk, name="api")
+    for _ in range(3):
+        fleet.tick()
+    training.refresh_from_db()
+    serving.refresh_from_db()
+    assert (training.state, serving.state) == (Job.State.RUNNING, Job.State.PENDING)
+
+    # The class changes while the job waits: the next tick reads it (no cached engine job keeps the old one).
+    priority_class_save(
+        actor=None,
+        priority_class_id=fleet.serving.pk,
+        name="serving",
+        value=900,
+        kind="serving",
+        preemptible=False,
+        may_preempt=True,
+    )
+    fleet.tick()
+    training.refresh_from_db()
+    serving.refresh_from_db()
+    assert (training.state, serving.state) == (Job.State.PENDING, Job.State.RUNNING)
