@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduling import engine
+from scheduling.engine.vocabulary import LEVELS
 from scheduling.models import Node
 
 UNLIMITED = 10**9
@@ -126,25 +127,48 @@ def quota_from_row(row: Mapping[str, Any]) -> engine.Quota:
     )
 
 
+# FleetPolicy field -> the engine Policy field it sets: every knob an admin may set.
+POLICY_FIELDS: dict[str, str] = {
+    "backfill": "backfill",
+    "reservation_depth": "reservation_depth",
+    "preemption": "preemption",
+    "preemption_grace_s": "preemption_grace_s",
+    "reclaim_after_s": "reclaim_after_s",
+    "fairshare_half_life_s": "fairshare_half_life_s",
+    "fairshare_age_weight": "age_weight",
+    "fairshare_max_age_s": "max_age_s",
+    "gang_spread_after_s": "gang_spread_after_s",
+    "within_team_order": "within_team_order",
+}
+# FleetPolicy field -> the level of `Policy.level_penalty` it sets.
+PENALTY_FIELDS: dict[str, str] = {f"topology_penalty_{level}": level for level in LEVELS}
+# Engine knobs admins cannot set: every cycle runs with the engine's defaults (the policy page
+# lists them, with what they do).
+ENGINE_ONLY_FIELDS: dict[str, str] = {
+    "topology_aware": "Gangs are placed in the narrowest domain that fits, best fit within it.",
+    "elastic": "Elastic jobs start smaller when they must, shrink before anyone is evicted and grow into idle GPUs.",
+    "fairshare": "Teams are ordered by their decayed use against their entitlement (with the half-life above).",
+    "gpus_per_node": "The node size planning assumes: a gang larger than this takes whole nodes.",
+    "max_preemption_attempts": "Victim searches one cycle makes; later preemptors try again next cycle.",
+    "preemption_scan_budget": "Running jobs one cycle may look at as victims in total, a quarter of them per search.",
+}
+# FleetPolicy fields the engine does not read: quota approval, failure detection, reports.
+PORTAL_ONLY_FIELDS = (
+    "id",
+    "guarantee_overcommit_ratio",
+    "heartbeat_interval_s",
+    "dead_after_missed_heartbeats",
+    "slow_threshold",
+    "slow_consecutive_steps",
+    "charge_model",
+    "updated_at",
+)
+
+
 def policy_from_row(row: Any | None) -> engine.Policy:
     """The engine policy from the admin's FleetPolicy row (engine defaults when there is none)."""
     if row is None:
         return engine.Policy()
-    return engine.Policy(
-        backfill=row.backfill,
-        reservation_depth=row.reservation_depth,
-        preemption=row.preemption,
-        preemption_grace_s=row.preemption_grace_s,
-        reclaim_after_s=row.reclaim_after_s,
-        fairshare_half_life_s=row.fairshare_half_life_s,
-        age_weight=row.fairshare_age_weight,
-        max_age_s=row.fairshare_max_age_s,
-        gang_spread_after_s=row.gang_spread_after_s,
-        within_team_order=row.within_team_order,
-        level_penalty=(
-            ("node", row.topology_penalty_node),
-            ("rack", row.topology_penalty_rack),
-            ("pod", row.topology_penalty_pod),
-            ("fleet", row.topology_penalty_fleet),
-        ),
-    )
+    knobs = {engine_name: getattr(row, name) for name, engine_name in POLICY_FIELDS.items()}
+    penalty = tuple((level, getattr(row, name)) for name, level in PENALTY_FIELDS.items())
+    return engine.Policy(**knobs, level_penalty=penalty)

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
+from scheduling.engine.vocabulary import JOB_STATE_LABELS, KIND_LABELS, LEVEL_LABELS
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
@@ -129,18 +130,18 @@ class Node(models.Model):
 
 
 class Level(models.TextChoices):
-    """Topology domains, smallest first."""
+    """Topology domains, smallest first (the engine's vocabulary: a code it lacks fails here)."""
 
-    NODE = "node", "Node"
-    RACK = "rack", "Rack"
-    POD = "pod", "Pod"
-    FLEET = "fleet", "Fleet"
+    NODE = "node", LEVEL_LABELS["node"]
+    RACK = "rack", LEVEL_LABELS["rack"]
+    POD = "pod", LEVEL_LABELS["pod"]
+    FLEET = "fleet", LEVEL_LABELS["fleet"]
 
 
 class JobKind(models.TextChoices):
-    TRAINING = "training", "Training"
-    SERVING = "serving", "Serving"
-    BATCH = "batch", "Batch"
+    TRAINING = "training", KIND_LABELS["training"]
+    SERVING = "serving", KIND_LABELS["serving"]
+    BATCH = "batch", KIND_LABELS["batch"]
 
 
 class FleetClock(models.Model):
@@ -201,11 +202,11 @@ class ServingDeployment(models.Model):
 
 class Job(models.Model):
     class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        COMPLETED = "completed", "Completed"
-        CANCELLED = "cancelled", "Cancelled"
-        TIMED_OUT = "timed_out", "Timed out"
+        PENDING = "pending", JOB_STATE_LABELS["pending"]
+        RUNNING = "running", JOB_STATE_LABELS["running"]
+        COMPLETED = "completed", JOB_STATE_LABELS["completed"]
+        CANCELLED = "cancelled", JOB_STATE_LABELS["cancelled"]
+        TIMED_OUT = "timed_out", JOB_STATE_LABELS["timed_out"]
 
     ACTIVE_STATES = (State.PENDING, State.RUNNING)
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from scheduling.engine.vocabulary import WITHIN_TEAM_ORDER_LABELS
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import POLICY_SETTINGS
@@ -43,12 +44,7 @@ class SimulationForm(forms.Form):
     age_weight = forms.FloatField(required=False)
     max_age_s = forms.FloatField(required=False, label="Max age (s)")
     within_team_order = forms.ChoiceField(
-        choices=[
-            (KEEP, "as the policy has it"),
-            ("submit", "submit"),
-            ("shortest_limit", "shortest_limit"),
-            ("las", "las"),
-        ],
+        choices=[(KEEP, "as the policy has it"), *WITHIN_TEAM_ORDER_LABELS.items()],
         required=False,
     )
     elastic = forms.ChoiceField(choices=TRI_STATE, required=False)

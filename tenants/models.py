@@ -9,6 +9,13 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from scheduling.engine.model import Policy
+from scheduling.engine.vocabulary import KIND_LABELS, WITHIN_TEAM_ORDER_LABELS
+
+# The scheduling knobs' defaults are the engine's (``scheduling.convert.policy_from_row`` maps
+# each field to its engine name; a test checks every field both ways).
+ENGINE_DEFAULTS = Policy()
+
 
 class Department(models.Model):
     """A quota cohort: teams of one department borrow each other's idle guarantees first."""
@@ -143,9 +150,9 @@ class QuotaRequest(models.Model):
 
 class PriorityClass(models.Model):
     class Kind(models.TextChoices):
-        SERVING = "serving", "Serving"
-        TRAINING = "training", "Training"
-        BATCH = "batch", "Batch"
+        SERVING = "serving", KIND_LABELS["serving"]
+        TRAINING = "training", KIND_LABELS["training"]
+        BATCH = "batch", KIND_LABELS["batch"]
 
     name = models.SlugField(max_length=50, unique=True)
     value = models.IntegerField(help_text="Higher runs first.")
@@ -175,36 +182,40 @@ class FleetPolicy(models.Model):
     SINGLETON_ID = 1
 
     class WithinTeamOrder(models.TextChoices):
-        SUBMIT = "submit", "Submit time"
-        SHORTEST_LIMIT = "shortest_limit", "Shortest time limit first"
-        LAS = "las", "Least attained service"
+        SUBMIT = "submit", WITHIN_TEAM_ORDER_LABELS["submit"]
+        SHORTEST_LIMIT = "shortest_limit", WITHIN_TEAM_ORDER_LABELS["shortest_limit"]
+        LAS = "las", WITHIN_TEAM_ORDER_LABELS["las"]
 
     class ChargeModel(models.TextChoices):
         USAGE = "usage", "Usage: allocated GPU-hours x rate"
         GUARANTEE = "guarantee", "Guarantee: reserved GPUs x hours x rate, plus borrowed GPU-hours x rate"
 
-    fairshare_half_life_s = models.FloatField(default=7 * 86400.0, validators=[validate_positive])
+    fairshare_half_life_s = models.FloatField(
+        default=ENGINE_DEFAULTS.fairshare_half_life_s, validators=[validate_positive]
+    )
     fairshare_age_weight = models.FloatField(
-        default=2.0,
+        default=ENGINE_DEFAULTS.age_weight,
         validators=[MinValueValidator(0.0)],
         help_text="Added to a team's fair-share priority (1 = unused, 0.5 = used its share) for a job "
         "that has waited the max age, in proportion before; 0 orders by fair share alone.",
     )
-    fairshare_max_age_s = models.FloatField(default=2 * 86400.0, validators=[validate_positive])
+    fairshare_max_age_s = models.FloatField(default=ENGINE_DEFAULTS.max_age_s, validators=[validate_positive])
     gang_spread_after_s = models.FloatField(
         null=True,
         blank=True,
-        default=7 * 86400.0,
+        default=ENGINE_DEFAULTS.gang_spread_after_s,
         validators=[MinValueValidator(0.0)],
         help_text="How long a multi-node gang waits for the narrowest domain that can hold it (one "
         "rack, usually) before it may be spread wider, at once if no such domain frees within 30 "
         "days; empty: it always waits.",
     )
-    backfill = models.BooleanField(default=True)
-    reservation_depth = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
-    preemption = models.BooleanField(default=True)
+    backfill = models.BooleanField(default=ENGINE_DEFAULTS.backfill)
+    reservation_depth = models.PositiveIntegerField(
+        default=ENGINE_DEFAULTS.reservation_depth, validators=[MinValueValidator(1)]
+    )
+    preemption = models.BooleanField(default=ENGINE_DEFAULTS.preemption)
     preemption_grace_s = models.FloatField(
-        default=30.0,
+        default=ENGINE_DEFAULTS.preemption_grace_s,
         validators=[MinValueValidator(0.0)],
         help_text="How long a preempted job has to stop (and to checkpoint, if it does so when told): "
         "the job that preempted it starts on its GPUs once this has passed.",
@@ -212,18 +223,18 @@ class FleetPolicy(models.Model):
     reclaim_after_s = models.FloatField(
         null=True,
         blank=True,
-        default=14400.0,
+        default=ENGINE_DEFAULTS.reclaim_after_s,
         validators=[MinValueValidator(0.0)],
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
         "or once it has waited this long; empty: only when it pays.",
     )
     within_team_order = models.CharField(
-        max_length=20, choices=WithinTeamOrder.choices, default=WithinTeamOrder.SHORTEST_LIMIT
+        max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )
-    topology_penalty_node = models.FloatField(default=1.0, validators=[validate_penalty])
-    topology_penalty_rack = models.FloatField(default=1.0, validators=[validate_penalty])
-    topology_penalty_pod = models.FloatField(default=1.15, validators=[validate_penalty])
-    topology_penalty_fleet = models.FloatField(default=1.4, validators=[validate_penalty])
+    topology_penalty_node = models.FloatField(default=ENGINE_DEFAULTS.penalty("node"), validators=[validate_penalty])
+    topology_penalty_rack = models.FloatField(default=ENGINE_DEFAULTS.penalty("rack"), validators=[validate_penalty])
+    topology_penalty_pod = models.FloatField(default=ENGINE_DEFAULTS.penalty("pod"), validators=[validate_penalty])
+    topology_penalty_fleet = models.FloatField(default=ENGINE_DEFAULTS.penalty("fleet"), validators=[validate_penalty])
     guarantee_overcommit_ratio = models.FloatField(
         default=1.0,
         validators=[validate_positive],

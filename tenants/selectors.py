@@ -9,8 +9,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet, Sum
 from django.http import Http404
 
+from scheduling.convert import ENGINE_ONLY_FIELDS
 from scheduling.models import AcceleratorType, Allocation, Job, Node
 from tenants.models import (
+    ENGINE_DEFAULTS,
     AuditEvent,
     FleetPolicy,
     Membership,
@@ -124,6 +126,26 @@ def fleet_policy_get() -> FleetPolicy:
     """The policy row, or the defaults (unsaved) before anyone has saved it: reads never write."""
     policy = FleetPolicy.objects.filter(pk=FleetPolicy.SINGLETON_ID).first()
     return policy if policy is not None else FleetPolicy(pk=FleetPolicy.SINGLETON_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineKnob:
+    """A scheduling knob admins cannot set: its engine name, the value every cycle uses, what it does."""
+
+    name: str
+    value: str
+    description: str
+
+
+def engine_only_knobs() -> list[EngineKnob]:
+    """The engine's knobs that the fleet policy does not set, at the values every cycle runs with."""
+    defaults = ENGINE_DEFAULTS
+    knobs = []
+    for name, description in ENGINE_ONLY_FIELDS.items():
+        value = getattr(defaults, name)
+        shown = ("on" if value else "off") if isinstance(value, bool) else f"{value:,}"
+        knobs.append(EngineKnob(name=name, value=shown, description=description))
+    return knobs
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEVELS: tuple[str, ...] = ("node", "rack", "pod", "fleet")
-LEVEL_RANK: dict[str, int] = {level: rank for rank, level in enumerate(LEVELS)}
-JOB_KINDS: tuple[str, ...] = ("training", "serving", "batch")
-WITHIN_TEAM_ORDERS: tuple[str, ...] = ("submit", "shortest_limit", "las")
+# The levels, kinds and orders are the shared vocabulary's, re-exported where they always were.
+from .vocabulary import JOB_KINDS as JOB_KINDS
+from .vocabulary import LEVEL_RANK as LEVEL_RANK
+from .vocabulary import LEVELS as LEVELS
+from .vocabulary import WITHIN_TEAM_ORDERS as WITHIN_TEAM_ORDERS
+
 DEFAULT_LEVEL_PENALTY: tuple[tuple[str, float], ...] = (
     ("node", 1.0),
     ("rack", 1.0),

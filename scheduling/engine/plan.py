@@ -5,24 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
+# The reason codes and what a blocked job waits for are the shared vocabulary's, re-exported here
+# where the engine's modules have always found them.
+from .vocabulary import REASON_CAPACITY as REASON_CAPACITY
+from .vocabulary import REASON_GUARANTEE as REASON_GUARANTEE
+from .vocabulary import REASON_PRIORITY as REASON_PRIORITY
+from .vocabulary import REASON_QUOTA as REASON_QUOTA
+from .vocabulary import REASON_RESERVED_PREFIX as REASON_RESERVED_PREFIX
+from .vocabulary import REASON_TOPOLOGY as REASON_TOPOLOGY
+from .vocabulary import WAITS_DOMAIN as WAITS_DOMAIN
+from .vocabulary import WAITS_HARDWARE as WAITS_HARDWARE
+from .vocabulary import WAITS_JOB as WAITS_JOB
+from .vocabulary import WAITS_QUEUE as WAITS_QUEUE
+from .vocabulary import WAITS_QUOTA as WAITS_QUOTA
+from .vocabulary import WAITS_QUOTA_LIMIT as WAITS_QUOTA_LIMIT
+from .vocabulary import reserved_for as reserved_for
+
 Allocation = tuple[tuple[str, int], ...]
-
-REASON_QUOTA = "quota"
-REASON_CAPACITY = "capacity"
-REASON_TOPOLOGY = "topology"
-REASON_PRIORITY = "priority"
-# Work nobody may preempt waits for room within its team's guarantee (or on capacity nobody is
-# guaranteed): borrowed GPUs must stay reclaimable by their owners.
-REASON_GUARANTEE = "guarantee"
-REASON_RESERVED_PREFIX = "reserved-for:"
-
-# What a job without a believable estimate waits for (`BlockedStatus.waits_for`).
-WAITS_QUOTA_LIMIT = "quota-limit:"  # + team: larger than the team may ever run (guarantee + borrow)
-WAITS_QUOTA = "quota:"  # + team: the team's own running work must end first, beyond the horizon
-WAITS_HARDWARE = "hardware"  # more healthy GPUs or whole nodes than the accelerator has
-WAITS_DOMAIN = "domain:"  # + level: no rack (or pod) has enough healthy nodes for the gang
-WAITS_JOB = "job:"  # + job id: the running job whose end makes room ends beyond the horizon
-WAITS_QUEUE = "queue"  # the work queued ahead of it runs beyond the horizon
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,3 @@ def pending_status(job_id: str, reason: str, estimated_start_s: float | None) ->
 def blocked_status(job_id: str, reason: str, waits_for: str) -> BlockedStatus:
     """`BlockedStatus(job_id, reason, None, waits_for)`: no estimate to believe, what it waits for."""
     return BlockedStatus(job_id, reason, None, waits_for)
-
-
-def reserved_for(job_id: str) -> str:
-    return f"{REASON_RESERVED_PREFIX}{job_id}"

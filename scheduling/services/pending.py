@@ -11,9 +11,10 @@ import redis
 from django.conf import settings
 
 from scheduling import engine
+from scheduling.engine.vocabulary import REASON_NEW
 
 PENDING_KEY = "fleetline:pending"
-NEW_JOB_REASON = "new"
+NEW_JOB_REASON = REASON_NEW
 
 
 @dataclass(frozen=True, slots=True)

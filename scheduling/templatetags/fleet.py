@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduling import fleet_calendar as calendar
+from scheduling.engine import vocabulary
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
 from scheduling.services.pending import PendingInfo
 
@@ -88,39 +89,12 @@ def starts_in(pending: PendingInfo | float | None, now_s: float) -> str:
     return "now" if wait <= 60 else f"in {duration(wait)}"
 
 
-REASONS = {
-    "quota": "over the team's quota (guarantee plus borrow limit)",
-    "capacity": "waiting for free GPUs",
-    "topology": "GPUs are free but not in one domain of the required shape",
-    "guarantee": "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
-    "priority": "higher-priority work comes first",
-    "new": "waiting for the next scheduling cycle",
-}
-
-
-_HORIZON = f"{ESTIMATE_HORIZON_S / 86400:.0f} days"
-WAITS = {
-    "quota-limit": "never, at this size: more GPUs than team {} may use (guarantee plus borrow limit)",
-    "quota": "when team {}'s running jobs make room, beyond the next " + _HORIZON,
-    "hardware": "when more healthy GPUs are in the fleet: it needs more than there are",
-    "domain": "when a {} of the fleet has enough healthy nodes for it",
-    "job": "when job #{} ends, beyond the next " + _HORIZON,
-    "queue": f"after more than {_HORIZON} of work queued ahead of it",
-}
-
-
 @register.filter
 def waits_text(waits_for: str | None) -> str:
     """What a job without a believable estimate waits for, in words (`engine.plan.WAITS_*`)."""
-    if not waits_for:
-        return "unknown"
-    kind, _, subject = waits_for.partition(":")
-    text = WAITS.get(kind)
-    return waits_for if text is None else text.format(subject)
+    return vocabulary.waits_text(waits_for, horizon_s=ESTIMATE_HORIZON_S)
 
 
 @register.filter
 def reason_text(reason: str) -> str:
-    if reason.startswith("reserved-for:"):
-        return f"nodes are reserved for job #{reason.split(':', 1)[1]}, which starts first"
-    return REASONS.get(reason, reason or "—")
+    return vocabulary.reason_text(reason)

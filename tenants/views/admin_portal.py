@@ -69,7 +69,11 @@ def policy(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Fleet policy saved; it applies from the next scheduling cycle.")
             return redirect("tenants:policy")
-    context = {"form": form, "priority_classes": PriorityClass.objects.all()}
+    context = {
+        "form": form,
+        "priority_classes": PriorityClass.objects.all(),
+        "engine_only": selectors.engine_only_knobs(),
+    }
     return render(request, "tenants/policy.html", context, status=400 if form.errors else 200)
 
 

@@ -218,3 +218,12 @@ def test_the_policy_form_speaks_days_hours_and_percentages_with_help_on_every_fi
     assert form["guarantee_overcommit_percent"].value() == 100
     assert "604800" not in page and "1.15" not in page
     assert all(field.help_text for field in form), [field.name for field in form if not field.help_text]
+
+
+def test_the_policy_page_names_the_engine_settings_admins_cannot_set_with_their_values(world: World) -> None:
+    page = client_for(world.admin).get("/admin-portal/policy/").content.decode()
+    section = page[page.index('id="engine-only"') :]
+
+    for name in ("topology_aware", "elastic", "fairshare", "preemption_scan_budget", "max_preemption_attempts"):
+        assert f"<code>{name}</code>" in section
+    assert f'<td class="num">{engine.Policy().preemption_scan_budget:,}</td>' in section
