@@ -17,11 +17,11 @@ from finance.models import Budget, BudgetAlert, MonthClose, Rate, ReportExport
 from finance.selectors import ClosedInfo, budget_statuses, finance_report_build
 from scheduling.fleet_calendar import fleet_today, month_bounds
 from scheduling.models import AcceleratorType
-from tenants.models import AuditEvent, Membership, Team
+from tenants.models import AuditEvent, Membership, NoticeKind, Team
 from tenants.permissions import is_finance, is_fleet_admin
 from tenants.roles import FINANCE
 from tenants.services.audit import audit_record
-from tenants.services.notifications import notification_email_queue, notification_send
+from tenants.services.notifications import notice_deliver
 
 AnyUser = User | AnonymousUser
 THRESHOLDS = (80, 100)
@@ -224,13 +224,13 @@ def budgets_check() -> list[BudgetAlert]:
                         f"budget for {month_first:%B %Y} ({status.percent:.0f} %, past {threshold} %)."
                     )
                     for person in _finance_and_leads(team):
-                        notification_send(user=person, message=message, url=f"/teams/{team.slug}/")
-                        if person.email:
-                            notification_email_queue(
-                                to=person.email,
-                                subject=f"Fleetline budget: {team.name} at {threshold} %",
-                                message=message,
-                            )
+                        notice_deliver(
+                            user=person,
+                            kind=NoticeKind.BUDGET,
+                            message=message,
+                            url=f"/teams/{team.slug}/",
+                            subject=f"Fleetline budget: {team.name} at {threshold} %",
+                        )
             except IntegrityError:
                 continue  # told already this month
             alerts.append(alert)

@@ -192,6 +192,8 @@ EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
 # Where the file backend (django.core.mail.backends.filebased.EmailBackend) writes messages.
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "fleetline@localhost")
+# The address people open the site at: mails link to jobs and settings under it.
+FLEETLINE_SITE_URL = os.environ.get("FLEETLINE_SITE_URL", "http://localhost:8000").rstrip("/")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

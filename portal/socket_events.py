@@ -48,9 +48,17 @@ def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
 def user_event_publish(*, user_id: int, payload: dict[str, Any]) -> None:
     """Once the current transaction commits, every open socket of the user forwards ``payload``
     to its page (a new notice and the unread count, say)."""
-    message = fleet_event_message(payload)
+    user_events_publish(events=[(user_id, payload)])
+
+
+def user_events_publish(*, events: Iterable[tuple[int, dict[str, Any]]]) -> None:
+    """``user_event_publish`` for many users in one pass over the channel layer (at once when no
+    transaction is open)."""
+    messages = [(user_group(user_id), fleet_event_message(payload)) for user_id, payload in events]
+    if not messages:
+        return
     # Robust: a page missing a notice must never stop what else the commit triggers (its mail).
-    transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]), robust=True)
+    transaction.on_commit(lambda: _group_send_all(messages), robust=True)
 
 
 def _group_send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:

@@ -8,6 +8,7 @@ from celery import Task, shared_task
 
 from scheduling.services.feed import fleet_heartbeat_publish
 from scheduling.services.leader import cycle_run_as_leader
+from scheduling.services.notices import job_notices_email_send
 from scheduling.services.workload import demo_load_generate
 
 
@@ -27,3 +28,8 @@ def fleet_cycle(self: Task) -> dict[str, Any] | None:
 @shared_task
 def demo_load() -> int:
     return demo_load_generate()
+
+
+@shared_task
+def job_notices_email(*, items: list[list[Any]]) -> int:
+    return job_notices_email_send(items=items)

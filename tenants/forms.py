@@ -11,7 +11,8 @@ from django.db import models
 
 from scheduling.models import AcceleratorType
 from tenants import policy_units
-from tenants.models import AuditEvent, FleetPolicy, Membership, PriorityClass, Team
+from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, PriorityClass, Team
+from tenants.selectors import NoticeChannels
 
 MAX_GPUS = 1_000_000
 
@@ -154,3 +155,30 @@ class MemberAddForm(forms.Form):
         if user is None:
             raise forms.ValidationError(f"No user is called {username!r}.")
         return user
+
+
+class NotificationPreferencesForm(forms.Form):
+    """Two boxes per kind of notice: in the app, by e-mail. Unticked boxes are off (browsers send
+    nothing for them), so every kind is saved on each submit."""
+
+    def __init__(self, *args: Any, initial_channels: dict[str, NoticeChannels], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for kind, label in NoticeKind.choices:
+            channels = initial_channels[kind]
+            self.fields[f"{kind}__in_app"] = forms.BooleanField(
+                required=False, initial=channels.in_app, label=f"{label}: in the app"
+            )
+            self.fields[f"{kind}__email"] = forms.BooleanField(
+                required=False, initial=channels.email, label=f"{label}: by e-mail"
+            )
+
+    def rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField]]:
+        """Each kind's label with its two boxes, for the table."""
+        return [(label, self[f"{kind}__in_app"], self[f"{kind}__email"]) for kind, label in NoticeKind.choices]
+
+    def channels(self) -> dict[str, NoticeChannels]:
+        data = self.cleaned_data
+        return {
+            kind: NoticeChannels(in_app=bool(data[f"{kind}__in_app"]), email=bool(data[f"{kind}__email"]))
+            for kind in NoticeKind.values
+        }

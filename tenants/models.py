@@ -319,10 +319,24 @@ class AuditEvent(models.Model):
         return f"{self.kind}: {self.object_repr}"
 
 
+class NoticeKind(models.TextChoices):
+    """What a notice is about; each user chooses per kind whether to be told in the app, by e-mail."""
+
+    JOB_STARTED = "job_started", "A job of mine started"
+    JOB_PREEMPTED = "job_preempted", "A job of mine was preempted"
+    JOB_FAILED = "job_failed", "A job of mine failed (a node failed under it, or it hit its time limit)"
+    JOB_FINISHED = "job_finished", "A job of mine finished"
+    QUOTA = "quota", "Quota decisions (my requests, my teams' quotas)"
+    BUDGET = "budget", "Budget alerts (80 % and 100 % of a month's budget)"
+
+
 class Notification(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=20, choices=NoticeKind.choices, blank=True)
     message = models.CharField(max_length=300)
     url = models.CharField(max_length=300, blank=True)
+    # The jobs a summary of job events is about, each {"id", "name", "kind"}, linked from the list.
+    jobs = models.JSONField(default=list, blank=True)
     read = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -332,3 +346,21 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"To {self.user}: {self.message}"
+
+
+class NotificationPreference(models.Model):
+    """How one user wants to hear of one kind of notice. A kind without a row has the defaults
+    (``tenants.selectors.NOTICE_DEFAULTS``): in the app for every kind, by e-mail for what needs acting on."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preferences"
+    )
+    kind = models.CharField(max_length=20, choices=NoticeKind.choices)
+    in_app = models.BooleanField()
+    email = models.BooleanField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "kind"], name="notification_preference_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.kind} (in app {self.in_app}, e-mail {self.email})"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
 from scheduling.convert import ENGINE_ONLY_FIELDS
@@ -16,7 +17,9 @@ from tenants.models import (
     AuditEvent,
     FleetPolicy,
     Membership,
+    NoticeKind,
     Notification,
+    NotificationPreference,
     Quota,
     QuotaRequest,
     Team,
@@ -217,3 +220,52 @@ def notifications_for_user(*, user: User | AnonymousUser) -> QuerySet[Notificati
 
 def unread_notification_count(*, user: User | AnonymousUser) -> int:
     return notifications_for_user(user=user).filter(read=False).count()
+
+
+def unread_notification_counts(*, user_ids: Iterable[int]) -> dict[int, int]:
+    """Each user's unread count in one query (users with none are 0)."""
+    ids = sorted(set(user_ids))
+    counts = dict.fromkeys(ids, 0)
+    rows = (
+        Notification.objects.filter(user_id__in=ids, read=False)
+        .order_by()
+        .values_list("user_id")
+        .annotate(unread=Count("id"))
+    )
+    counts.update(rows)
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeChannels:
+    """Where a user hears of one kind of notice."""
+
+    in_app: bool
+    email: bool
+
+
+# In the app for every kind; by e-mail for what asks for action: a job that failed or was
+# preempted (resubmit, checkpoint more often), a quota decision, a budget alert.
+NOTICE_DEFAULTS: dict[str, NoticeChannels] = {
+    NoticeKind.JOB_STARTED: NoticeChannels(in_app=True, email=False),
+    NoticeKind.JOB_PREEMPTED: NoticeChannels(in_app=True, email=True),
+    NoticeKind.JOB_FAILED: NoticeChannels(in_app=True, email=True),
+    NoticeKind.JOB_FINISHED: NoticeChannels(in_app=True, email=False),
+    NoticeKind.QUOTA: NoticeChannels(in_app=True, email=True),
+    NoticeKind.BUDGET: NoticeChannels(in_app=True, email=True),
+}
+
+
+def notification_preferences_for_users(*, user_ids: Iterable[int]) -> dict[int, dict[str, NoticeChannels]]:
+    """Every kind's channels for each user, their own choices over the defaults, in one query."""
+    ids = set(user_ids)
+    preferences = {user_id: dict(NOTICE_DEFAULTS) for user_id in ids}
+    rows = NotificationPreference.objects.filter(user_id__in=ids).values_list("user_id", "kind", "in_app", "email")
+    for user_id, kind, in_app, email in rows:
+        if kind in NOTICE_DEFAULTS:
+            preferences[user_id][kind] = NoticeChannels(in_app=in_app, email=email)
+    return preferences
+
+
+def notification_preferences_for_user(*, user: User) -> dict[str, NoticeChannels]:
+    return notification_preferences_for_users(user_ids=[user.pk])[user.pk]

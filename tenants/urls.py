@@ -36,4 +36,5 @@ urlpatterns = [
     path("admin-portal/audit/", admin_portal.audit_log, name="audit_log"),
     path("notifications/", notifications.notification_list, name="notifications"),
     path("notifications/read/", notifications.notification_read, name="notification_read"),
+    path("settings/notifications/", notifications.notification_settings, name="notification_settings"),
 ]

@@ -48,6 +48,7 @@ class JobChange:
     state: str
     event: str
     message: str
+    cause: str = ""  # why an evicted job left its GPUs: the engine's reason ("preempted-by:…", "node-failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +335,8 @@ def _applied(writes: Iterable[JobWrite], applied_ids: set[int], sim_now_s: float
             applied.skipped.append(write.job_id)
             continue
         state = write.fields["state"]
-        applied.changes.append(JobChange(write.job_id, write.team_id, state, write.kind, write.message))
+        cause = next((e.reason for e in reversed(write.history) if isinstance(e, engine.Evicted)), "")
+        applied.changes.append(JobChange(write.job_id, write.team_id, state, write.kind, write.message, cause))
         new_events.append((write.job_id, write.team_id, write.kind, sim_now_s, write.message, created_at))
         for event in write.history:
             if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):

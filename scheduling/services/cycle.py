@@ -8,7 +8,8 @@
 5. advance the engine's FleetState to the new fleet time (completions, time limits, grace)
 6. schedule(snapshot, now) -> Plan; FleetState applies it
 7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint
-8. record the usage ledger; publish to the live feed after commit
+8. record the usage ledger; after commit, publish to the live feed and tell the jobs'
+   submitters (``notices``: one summary per user per tick, mails by a worker)
 
 The fleet clock follows wall time × speed. ``FleetClock.wall_updated_at`` is the wall time the
 fleet clock has accounted for so far: in steady state the last tick's wall time, and behind it
@@ -35,6 +36,7 @@ from scheduling.services.apply import AppliedTick, plan_apply
 from scheduling.services.failures import failures_tick
 from scheduling.services.feed import incidents_publish, tick_publish
 from scheduling.services.ledger import usage_record
+from scheduling.services.notices import job_notices_send
 from scheduling.services.serving import deployments_reconcile
 from scheduling.services.snapshot import snapshot_build
 
@@ -165,6 +167,8 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
         watch.lap("apply")
         transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, pending=plan.pending))
+        # Robust: a notice that cannot be written never holds back the tick or its feed.
+        transaction.on_commit(lambda: job_notices_send(changes=applied.changes), robust=True)
     watch.lap("commit_publish")
     return TickResult(
         tick=clock.ticks + 1,

@@ -6,7 +6,12 @@ from __future__ import annotations
 from tenants.services.audit import audit_record
 from tenants.services.demo import demo_quotas_seed
 from tenants.services.memberships import membership_add, membership_remove, membership_role_change
-from tenants.services.notifications import notification_mark_read, notification_send
+from tenants.services.notifications import (
+    notice_deliver,
+    notification_mark_read,
+    notification_preferences_save,
+    notification_send,
+)
 from tenants.services.policy import fleet_policy_update, priority_class_save
 from tenants.services.quota_requests import (
     quota_request_approve,
@@ -23,7 +28,9 @@ __all__ = [
     "membership_add",
     "membership_remove",
     "membership_role_change",
+    "notice_deliver",
     "notification_mark_read",
+    "notification_preferences_save",
     "notification_send",
     "priority_class_save",
     "quota_request_approve",

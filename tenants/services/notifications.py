@@ -1,23 +1,53 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 
 from portal.socket_events import user_event_publish
-from tenants.models import Notification
+from tenants.models import NoticeKind, Notification, NotificationPreference
+from tenants.selectors import NOTICE_DEFAULTS, NoticeChannels, notification_preferences_for_user
 
 
-def notification_send(*, user: User, message: str, url: str = "") -> Notification:
-    """A notice for the user; once it commits, their open pages show it and the unread count."""
-    notice = Notification.objects.create(user=user, message=message[:300], url=url)
+def notification_send(*, user: User, message: str, url: str = "", kind: str = "") -> Notification:
+    """A notice for the user; once it commits, their open pages show it and the unread count.
+    Sends whatever the user's preferences say: callers with a kind go through ``notice_deliver``."""
+    notice = Notification.objects.create(user=user, kind=kind, message=message[:300], url=url)
     unread = Notification.objects.filter(user_id=user.pk, read=False).count()
     user_event_publish(
         user_id=user.pk, payload={"kind": "notice", "message": notice.message, "url": url, "unread": unread}
     )
     return notice
+
+
+def notice_deliver(*, user: User, kind: NoticeKind, message: str, subject: str, url: str = "") -> Notification | None:
+    """Tell the user of one event as they chose for its kind: a notice in the app, a mail sent by
+    a worker after commit (when they have an address), both or neither. Returns the notice, if any."""
+    wanted = notification_preferences_for_user(user=user)[kind]
+    notice = notification_send(user=user, message=message, url=url, kind=kind) if wanted.in_app else None
+    if wanted.email and user.email:
+        notification_email_queue(to=user.email, subject=subject, message=message)
+    return notice
+
+
+def notification_preferences_save(*, user: User, choices: Mapping[str, NoticeChannels]) -> None:
+    """Store the user's channels for each kind given (kinds left out keep what they had)."""
+    unknown = sorted(set(choices) - set(NOTICE_DEFAULTS))
+    if unknown:
+        raise ValidationError(f"Unknown kind of notice: {', '.join(unknown)}.")
+    NotificationPreference.objects.bulk_create(
+        [
+            NotificationPreference(user=user, kind=kind, in_app=channels.in_app, email=channels.email)
+            for kind, channels in sorted(choices.items())
+        ],
+        update_conflicts=True,
+        unique_fields=["user", "kind"],
+        update_fields=["in_app", "email"],
+    )
 
 
 def notification_mark_read(*, user: User, notification_id: int | None = None) -> int:

@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduling.models import AcceleratorType
-from tenants.models import AuditEvent, Quota, QuotaRequest, Team
+from tenants.models import AuditEvent, NoticeKind, Quota, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
-from tenants.services.notifications import notification_email_queue, notification_send
+from tenants.services.notifications import notice_deliver
 from tenants.services.quotas import QUOTA_FIELDS, fleet_policy_lock, quota_write
 
 logger = logging.getLogger(__name__)
@@ -173,8 +173,10 @@ def _tell_requester(request: QuotaRequest, *, verb: str) -> None:
     )
     if request.decision_note:
         message += f" Note: {request.decision_note}"
-    notification_send(user=request.requested_by, message=message, url=url)
-    if request.requested_by.email:
-        notification_email_queue(
-            to=request.requested_by.email, subject=f"[Fleetline] Quota request {verb}", message=message
-        )
+    notice_deliver(
+        user=request.requested_by,
+        kind=NoticeKind.QUOTA,
+        message=message,
+        url=url,
+        subject=f"[Fleetline] Quota request {verb}",
+    )

@@ -18,10 +18,10 @@ from django.db.models import Sum
 from django.urls import reverse
 
 from scheduling.models import AcceleratorType, Node
-from tenants.models import AuditEvent, FleetPolicy, Membership, Quota, Team
+from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
-from tenants.services.notifications import notification_email_queue, notification_send
+from tenants.services.notifications import notice_deliver
 
 QUOTA_FIELDS = ["guaranteed", "borrow_limit", "lend_limit"]
 REASON_MAX_CHARS = 2000
@@ -146,6 +146,6 @@ def _tell_leads(quota: Quota, *, reason: str) -> None:
         .order_by("pk")
     )
     for lead in leads:
-        notification_send(user=lead, message=message, url=url)
-        if lead.email:
-            notification_email_queue(to=lead.email, subject=f"[Fleetline] {team.name} quota changed", message=message)
+        notice_deliver(
+            user=lead, kind=NoticeKind.QUOTA, message=message, url=url, subject=f"[Fleetline] {team.name} quota changed"
+        )

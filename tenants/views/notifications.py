@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -8,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from portal.auth import AuthenticatedHttpRequest
 from tenants import selectors, services
+from tenants.forms import NotificationPreferencesForm
 
 
 @login_required
@@ -25,3 +27,15 @@ def notification_read(request: AuthenticatedHttpRequest) -> HttpResponse:
     notification_id = int(raw_id) if raw_id.isdigit() else None
     services.notification_mark_read(user=request.user, notification_id=notification_id)
     return redirect("tenants:notifications")
+
+
+@login_required
+def notification_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The user's own choice, per kind of notice, of being told in the app and by e-mail."""
+    current = selectors.notification_preferences_for_user(user=request.user)
+    form = NotificationPreferencesForm(request.POST or None, initial_channels=current)
+    if request.method == "POST" and form.is_valid():
+        services.notification_preferences_save(user=request.user, choices=form.channels())
+        messages.success(request, "Saved: you are told of each kind as ticked.")
+        return redirect("tenants:notification_settings")
+    return render(request, "tenants/notification_settings.html", {"form": form, "has_email": bool(request.user.email)})

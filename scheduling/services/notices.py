@@ -1,0 +1,217 @@
+"""Job notices: once a tick has committed, each submitter hears of their jobs that started, were
+preempted, failed or finished, in the app and by e-mail as they chose for each kind.
+
+Batched, and never inside the tick's transaction: per tick one query for the changed jobs'
+submitters, one for their preferences, one insert for every in-app notice (one summary per
+user, "3 jobs started, 1 preempted", linking each job), one query for the unread counts, one
+pass over the channel layer, and one Celery task for the mails, which the worker renders one per
+user. The number of statements does not grow with the jobs or the people in a tick.
+
+Submitters only: a team's leads follow the team's jobs live on the jobs list, and a notice for
+every teammate's job would drown the ones about their own. Jobs with no submitter (serving
+replicas, the demo's arrivals) tell nobody.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.urls import reverse
+
+from portal.socket_events import user_events_publish
+from scheduling.models import Job, SchedulerEvent
+from scheduling.services.apply import JobChange
+from scheduling.services.bulk_rows import ROWS_PER_STATEMENT
+from tenants.models import NoticeKind, Notification
+from tenants.selectors import notification_preferences_for_users, unread_notification_counts
+
+# The order kinds are listed in, and the word each takes in a summary.
+VERBS: dict[str, str] = {
+    NoticeKind.JOB_STARTED: "started",
+    NoticeKind.JOB_PREEMPTED: "preempted",
+    NoticeKind.JOB_FAILED: "failed",
+    NoticeKind.JOB_FINISHED: "finished",
+}
+NAMES_SHOWN = 5
+
+
+def job_notice_kind(change: JobChange) -> str | None:
+    """What a job's change in a tick tells its submitter, if anything. Failed: a node failed or
+    degraded under it (it restarts from its checkpoint) or it was killed at its time limit."""
+    if change.event == SchedulerEvent.Kind.STARTED:
+        return NoticeKind.JOB_STARTED
+    if change.event == SchedulerEvent.Kind.COMPLETED:
+        return NoticeKind.JOB_FINISHED
+    if change.event == SchedulerEvent.Kind.TIMED_OUT:
+        return NoticeKind.JOB_FAILED
+    if change.event == SchedulerEvent.Kind.EVICTED:
+        return NoticeKind.JOB_FAILED if change.cause.startswith("node-") else NoticeKind.JOB_PREEMPTED
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class JobNotice:
+    """One job's event for its submitter."""
+
+    user_id: int
+    username: str
+    job_id: int
+    name: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobNoticesSent:
+    notices: int  # in-app summaries written
+    mailed_users: int  # users a mail was queued for
+
+
+def job_notices_send(*, changes: Iterable[JobChange]) -> JobNoticesSent:
+    """Tell each submitter of the tick's changes, as they chose (see the module docstring).
+    Call it after the tick commits."""
+    by_user = _by_submitter(changes)
+    if not by_user:
+        return JobNoticesSent(notices=0, mailed_users=0)
+    preferences = notification_preferences_for_users(user_ids=by_user)
+    in_app: dict[int, list[JobNotice]] = {}
+    by_mail: list[list[object]] = []
+    for user_id, items in sorted(by_user.items()):
+        wanted = preferences[user_id]
+        shown = [item for item in items if wanted[item.kind].in_app]
+        if shown:
+            in_app[user_id] = shown
+        by_mail += [[item.user_id, item.job_id, item.kind, item.message] for item in items if wanted[item.kind].email]
+    notices = Notification.objects.bulk_create(_summary(user_id, items) for user_id, items in in_app.items())
+    unread = unread_notification_counts(user_ids=in_app)
+    user_events_publish(
+        events=[
+            (n.user_id, {"kind": "notice", "message": n.message, "url": n.url, "unread": unread[n.user_id]})
+            for n in notices
+        ]
+    )
+    if by_mail:
+        from scheduling.tasks import job_notices_email  # the task calls back into this module
+
+        transaction.on_commit(partial(job_notices_email.delay, items=by_mail), robust=True)
+    return JobNoticesSent(notices=len(notices), mailed_users=len({row[0] for row in by_mail}))
+
+
+def _by_submitter(changes: Iterable[JobChange]) -> dict[int, list[JobNotice]]:
+    """Each submitter's job events, one query per thousand jobs; submitters with no e-mail
+    address still get their notices in the app."""
+    kinds = {change.job_id: (kind, change.message) for change in changes if (kind := job_notice_kind(change))}
+    ids = sorted(kinds)
+    by_user: dict[int, list[JobNotice]] = defaultdict(list)
+    for start in range(0, len(ids), ROWS_PER_STATEMENT):
+        rows = (
+            Job.objects.filter(pk__in=ids[start : start + ROWS_PER_STATEMENT], submitted_by__is_active=True)
+            .order_by("pk")
+            .values_list("pk", "name", "submitted_by_id", "submitted_by__username")
+        )
+        for job_id, name, user_id, username in rows:
+            kind, message = kinds[job_id]
+            by_user[user_id].append(JobNotice(user_id, username, job_id, name, kind, message))
+    return by_user
+
+
+def job_notices_summary(items: Sequence[JobNotice]) -> str:
+    """ "train-a started" for one job; "3 jobs started, 1 preempted" for several."""
+    if len(items) == 1:
+        return f"Your job {items[0].name} {VERBS[items[0].kind]}"
+    counts = {kind: sum(1 for item in items if item.kind == kind) for kind in VERBS}
+    parts = [f"{n} {VERBS[kind]}" for kind, n in counts.items() if n]
+    first_count = parts[0].split(" ", 1)[0]
+    parts[0] = f"{first_count} {'job' if first_count == '1' else 'jobs'} {parts[0].split(' ', 1)[1]}"
+    return ", ".join(parts)
+
+
+def _in_order(items: Iterable[JobNotice]) -> list[JobNotice]:
+    """Started, preempted, failed, finished; by job number within each."""
+    kinds = list(VERBS)
+    return sorted(items, key=lambda item: (kinds.index(item.kind), item.job_id))
+
+
+def _summary(user_id: int, items: list[JobNotice]) -> Notification:
+    ordered = _in_order(items)
+    summary = job_notices_summary(ordered)
+    if len(ordered) == 1:
+        message = f"{summary}."
+        url = reverse("job-detail", kwargs={"job_id": ordered[0].job_id})
+    else:
+        names = ", ".join(item.name for item in ordered[:NAMES_SHOWN])
+        more = f" and {len(ordered) - NAMES_SHOWN} more" if len(ordered) > NAMES_SHOWN else ""
+        message = f"{summary}: {names}{more}."
+        url = f"{reverse('job-list')}?{urlencode({'user': ordered[0].username})}"
+    return Notification(
+        user_id=user_id,
+        kind=ordered[0].kind if len({item.kind for item in ordered}) == 1 else "",
+        message=message[:300],
+        url=url,
+        jobs=[{"id": item.job_id, "name": item.name, "kind": item.kind} for item in ordered],
+    )
+
+
+# The worker's half: one mail per user -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobNoticeMail:
+    to: str
+    subject: str
+    body: str
+
+
+def job_notice_mails(*, items: Sequence[Sequence[object]]) -> list[JobNoticeMail]:
+    """One mail per user for a tick's ``[user_id, job_id, kind, message]`` rows, each job linked."""
+    by_user: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
+    for user_id, job_id, kind, message in items:
+        if str(kind) in VERBS:
+            by_user[int(str(user_id))].append((int(str(job_id)), str(kind), str(message)))
+    job_ids = {job_id for rows in by_user.values() for job_id, _, _ in rows}
+    names = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "name"))
+    people = User.objects.filter(pk__in=by_user, is_active=True).exclude(email="").order_by("pk")
+    site = settings.FLEETLINE_SITE_URL
+    mails = []
+    for person in people:
+        ordered = _in_order(
+            JobNotice(person.pk, person.username, job_id, names[job_id], kind, message)
+            for job_id, kind, message in by_user[person.pk]
+            if job_id in names
+        )
+        if not ordered:
+            continue
+        lines = [
+            f"- {item.name} (#{item.job_id}) {VERBS[item.kind]}: {item.message}\n  {site}/jobs/{item.job_id}/"
+            for item in ordered
+        ]
+        body = "\n".join(
+            [
+                f"Hello {person.get_short_name() or person.username},",
+                "",
+                "In the fleet's last scheduling cycle:",
+                *lines,
+                "",
+                f"Choose what you are told, in the app and by e-mail: {site}/settings/notifications/",
+            ]
+        )
+        mails.append(JobNoticeMail(to=person.email, subject=f"[Fleetline] {job_notices_summary(ordered)}", body=body))
+    return mails
+
+
+def job_notices_email_send(*, items: Sequence[Sequence[object]]) -> int:
+    """Queue each user's mail on its own task, so a failing mail server retries one mail, not
+    the tick's. Returns how many were queued."""
+    from tenants.tasks import notification_email
+
+    mails = job_notice_mails(items=items)
+    for mail in mails:
+        notification_email.delay(to=[mail.to], subject=mail.subject, message=mail.body)
+    return len(mails)
