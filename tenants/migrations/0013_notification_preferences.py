@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0011_quota_set_audit_kind'),
+        ('tenants', '0012_priority_class_may_preempt_read'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
