@@ -6,6 +6,7 @@ Plotly is imported here only, so the simulator itself needs nothing beyond the s
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 from .runner import Comparison
@@ -55,12 +56,13 @@ def build_html(comparison: Comparison) -> str:
     figure.update_xaxes(title_text="days", row=1, col=1)
     figure.update_xaxes(title_text="days", row=1, col=2)
     figure.update_xaxes(title_text="hours", type="log", row=2, col=1)
-    figure.update_layout(
-        title=f"Fleet simulation: {comparison.meta.get('fleet')} ({comparison.meta.get('jobs')} jobs)",
-        height=900,
-        barmode="group",
+    title = f"Fleet simulation: {comparison.meta.get('fleet')} ({comparison.meta.get('jobs')} jobs)"
+    figure.update_layout(title=title, height=900, barmode="group")
+    # A document of its own (a language and a title for screen readers), around Plotly's figure.
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8"><title>{escape(title)}</title></head>\n'
+        f"<body>\n{figure.to_html(include_plotlyjs=True, full_html=False)}\n</body>\n</html>\n"
     )
-    return figure.to_html(include_plotlyjs=True, full_html=True)
 
 
 def write_html(comparison: Comparison, path: str | Path) -> None:
