@@ -1,9 +1,12 @@
-"""A lead's job starts: the unread badge in the menu counts the notice without a reload, the
-notices list links to the job, and a kind turned off in the settings stops its notices."""
+"""A lead's jobs start: the unread badge in the menu counts the cycle's one notice without a
+reload, the notices list links to each job, and a kind turned off in the settings stops its
+notices."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,6 +21,13 @@ from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _screenshot(page: Page, name: str) -> None:
+    """For the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
+    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
+    if folder:
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
 def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asgi_server: str, page: Page) -> None:
@@ -36,18 +46,24 @@ def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asg
     job = Job.objects.get(name="pretrain-7b")
     assert job.submitted_by == lead
 
+    other = off_loop(fleet.submit, gpus=4, name="eval-sweep")
+    Job.objects.filter(pk=other.pk).update(submitted_by=lead)
+
     page.goto(f"{asgi_server}/")
     expect(page.locator("#unread-count")).to_be_hidden()
     expect(page.locator("body")).to_have_attribute("data-live", "open")
     off_loop(fleet.tick)
 
+    # Both jobs started in one cycle: one notice that names and links both.
     badge = page.locator("#unread-count")
     expect(badge).to_have_text("1")
     expect(badge).to_be_visible()
     page.get_by_role("link", name=re.compile(r"^Notifications")).click()
-    notice = page.locator("#notices li.unread").first
-    expect(notice).to_contain_text("Your job pretrain-7b started.")
-    notice.get_by_role("link", name="Your job pretrain-7b started.").click()
+    notice = page.locator("#notices > li.unread")
+    expect(notice).to_have_count(1)
+    expect(notice).to_contain_text("2 jobs started: pretrain-7b, eval-sweep.")
+    _screenshot(page, "notifications.png")
+    notice.get_by_role("list", name="Jobs").get_by_role("link", name="pretrain-7b").click()
     expect(page).to_have_url(f"{asgi_server}/jobs/{job.pk}/")
     expect(page.locator("#job-state")).to_have_text("Running")
 
@@ -57,14 +73,15 @@ def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asg
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".messages")).to_contain_text("Saved")
     expect(page.get_by_label("A job of mine started: in the app")).not_to_be_checked()
+    _screenshot(page, "notification-settings.png")
     expect(
         page.get_by_label("A job of mine failed (a node failed under it, or it hit its time limit): by e-mail")
     ).to_be_checked()
     page.goto(f"{asgi_server}/notifications/")
     expect(page.locator("body")).to_have_attribute("data-live", "open")
-    second = off_loop(fleet.submit, gpus=8, name="second")
+    second = off_loop(fleet.submit, gpus=4, name="second")
     Job.objects.filter(pk=second.pk).update(submitted_by=lead)
     off_loop(fleet.tick)
     assert Job.objects.get(pk=second.pk).state == Job.State.RUNNING
     assert Notification.objects.filter(user=lead).count() == 1  # the tick wrote none for it
-    expect(page.locator("#notices li")).to_have_count(1)
+    expect(page.locator("#notices > li")).to_have_count(1)
