@@ -2,7 +2,7 @@
 
     python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
-        [--order submit|shortest_limit|las ...] [--limit N] [--window START_DAY:DAYS]
+        [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--limit N] [--window START_DAY:DAYS]
         [--sample FRACTION] [--seed N] [--quick] > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
@@ -13,7 +13,8 @@ one estimate setting (`exact`: time limits are the true durations; `2`: twice th
 `noisy2`: the duration times a factor drawn per job between 1 and 4, log-uniformly, so that its
 median is 2 and it reorders jobs, seeded by `--seed`). Every case replays every policy; `sjf-oracle`
 (shortest true duration first, no quotas, no preemption) is the unfair bound. `--order` adds
-fleetline with other within-team orders (named `fleetline[order=...]`).
+fleetline with other within-team orders (named `fleetline[order=...]`), `--reclaim-share` with
+another `Policy.reclaim_guaranteed_share` (named `fleetline[reclaim_share=...]`).
 
 Prints JSON on stdout: per case its setting, fleet and quotas, one metrics object per policy (every
 key of the metrics contract, including `preemption_lost_gpu_hours`, `guarantee_violation_gpu_hours`
@@ -116,12 +117,25 @@ def shaped(trace: list[TraceJob], checkpoint_s: float | None, estimate: str, see
     return trace
 
 
-def variants(orders: list[str]) -> dict[str, Preset]:
-    """fleetline with another within-team order, named `fleetline[order=...]`."""
-    return {
+def variants(orders: list[str], shares: list[float]) -> dict[str, Preset]:
+    """fleetline with another within-team order, named `fleetline[order=...]`, or another
+    `reclaim_guaranteed_share`, named `fleetline[reclaim_share=...]`."""
+    by_order = {
         f"fleetline[order={order}]": Preset(lambda order=order: replace(Policy(), within_team_order=order))
         for order in orders
     }
+    by_share = {
+        f"fleetline[reclaim_share={share:g}]": Preset(
+            lambda share=share: replace(Policy(), reclaim_guaranteed_share=share)
+        )
+        for share in shares
+    }
+    return by_order | by_share
+
+
+def variant_names(options: argparse.Namespace) -> list[str]:
+    orders = [f"fleetline[order={order}]" for order in options.order or []]
+    return orders + [f"fleetline[reclaim_share={share:g}]" for share in options.reclaim_share or []]
 
 
 def run_case(
@@ -131,7 +145,7 @@ def run_case(
     quotas = quotas_by_demand(trace, fleet, guaranteed_share=GUARANTEED_SHARE)
     jobs = shaped(trace, CHECKPOINTS[checkpoint], estimate, options.seed)
     factor = None if estimate == "exact" or estimate.startswith(NOISY_PREFIX) else float(estimate)
-    extra = variants(options.order or [])
+    extra = variants(options.order or [], options.reclaim_share or [])
     results: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
     for name in policies:
@@ -245,6 +259,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--estimate", action="append", help="exact, a factor like 2, or noisyF (repeatable)")
     parser.add_argument("--policy", action="append", choices=sorted(PRESETS), help="repeatable")
     parser.add_argument("--order", action="append", choices=WITHIN_TEAM_ORDERS, help="add fleetline with this order")
+    parser.add_argument(
+        "--reclaim-share", type=float, action="append", help="add fleetline with this reclaim_guaranteed_share"
+    )
     parser.add_argument("--limit", type=int, help="only the first N jobs (by submit time) of the selection")
     parser.add_argument("--window", help="START_DAY:DAYS of the merged trace")
     parser.add_argument("--sample", type=float, default=1.0, help="keep this fraction of the jobs (seeded)")
@@ -272,9 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         raise SystemExit(f"no ITP trace files (cluster*.csv) in {options.traces}: pass --traces DIR")
     trace = select(load_itp(files), options)
-    policies = list(
-        dict.fromkeys((options.policy or list(POLICIES)) + [f"fleetline[order={o}]" for o in options.order or []])
-    )
+    policies = list(dict.fromkeys((options.policy or list(POLICIES)) + variant_names(options)))
     cases = []
     settings = itertools.product(
         options.load or LOADS, options.checkpoint or list(CHECKPOINTS), options.estimate or ESTIMATES

@@ -134,6 +134,7 @@ POLICY_FIELDS: dict[str, str] = {
     "preemption": "preemption",
     "preemption_grace_s": "preemption_grace_s",
     "reclaim_after_s": "reclaim_after_s",
+    "reclaim_guaranteed_share": "reclaim_guaranteed_share",
     "fairshare_half_life_s": "fairshare_half_life_s",
     "fairshare_age_weight": "age_weight",
     "fairshare_max_age_s": "max_age_s",

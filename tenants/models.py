@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -227,6 +227,14 @@ class FleetPolicy(models.Model):
         validators=[MinValueValidator(0.0)],
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
         "or once it has waited this long; empty: only when it pays.",
+    )
+    reclaim_guaranteed_share = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A job larger than what is left of its team's guarantee may still evict other teams' "
+        "borrowed work when at least this share of it lies within that guarantee (the rest it borrows), "
+        "and only when the work lost is worth less than the wait it saves its GPUs within the guarantee; "
+        "1: only jobs that fit within it whole.",
     )
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order

@@ -112,6 +112,15 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         HOURS,
     ),
     PolicyField(
+        "reclaim_guaranteed_share",
+        "Reclaim for a job partly within the guarantee",
+        "A job larger than what is left of its team's guarantee may still evict other teams' borrowed work "
+        "when at least this share of it lies within that guarantee (it borrows the rest), and only when the "
+        "work lost is worth less than the wait it saves its GPUs within the guarantee (never by waiting "
+        "alone). 100 %: only a job that fits within it whole.",
+        PERCENT,
+    ),
+    PolicyField(
         "within_team_order",
         "Order within a team",
         "Which of a team's own jobs goes first once priority class and fair share are equal.",

@@ -136,6 +136,11 @@ class Policy:
     # 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637. Evictions re-run work, which
     # loads the fleet and so raises violations too; 4 h still bounds an owner's wait.
     reclaim_after_s: float | None = 4 * 3600.0
+    # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
+    # at least this share of its size lies within what is left of its team's guarantee, the rest
+    # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,
+    # as a 32-GPU gang of a team that has 19 GPUs of guarantee left).
+    reclaim_guaranteed_share: float = 1.0
     fairshare_half_life_s: float = 7 * 86400.0
     # Among a team's jobs of equal fair-share score (all waited `max_age_s`): shortest time limit
     # first cut the p99 JCT in all seven quota replays tried (exact, x2 and noisy limits; 5.6-29 h)

@@ -165,6 +165,13 @@ class QuotaLedger:
         account = self._ledger(accelerator).account(team)
         return account.used + gpus <= account.guaranteed
 
+    def reclaims(self, team: str, accelerator: str, gpus: int, share: float) -> bool:
+        """Whether a job of `gpus` GPUs of `team` may reclaim loans: its team has guarantee left,
+        at least `share` of the job's size (1: the whole job fits within it, `within_guarantee`)."""
+        account = self._ledger(accelerator).account(team)
+        unused = account.guaranteed - account.used
+        return unused > 0 and unused >= share * gpus
+
     def admit(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> Admission | None:
         """Whether `team` may start `gpus` more GPUs of `accelerator` now (of work nobody may
         preempt, when `pinned`); None when it may not (see `refusal` for why)."""

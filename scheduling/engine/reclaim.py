@@ -16,6 +16,11 @@ without it, and either it destroys nothing (shrinks only), or the preemptor is s
 costs a service, not GPU-seconds), or the preemptor has waited `Policy.reclaim_after_s`, or its
 cost is smaller than what it saves. A victim that would end by the end of the handover anyway is
 never taken (`ends_by`).
+
+A job larger than what is left of its team's guarantee reclaims loans when at least
+`Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest); it is
+not let off by its wait, and only its GPUs within the guarantee count as saved: its eviction must
+cost less than they would wait, unless it outranks the work it could take.
 """
 
 from __future__ import annotations
@@ -45,26 +50,37 @@ def eviction_cost_gpu_s(choice: VictimChoice, handover: float) -> float:
 
 
 def eviction_pays(
-    job: Job, gpus: int, cost_gpu_s: float, handover: float, natural_s: float, now: float, policy: Policy
+    job: Job,
+    gpus: int,
+    cost_gpu_s: float,
+    handover: float,
+    natural_s: float,
+    now: float,
+    policy: Policy,
+    by_age: bool = True,
 ) -> bool:
     """The plain rule (module docstring): whether evicting for `job` (starting `gpus` GPUs at
-    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`."""
+    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`;
+    without `by_age`, waiting `reclaim_after_s` does not make any cost pay."""
     start_s = now + handover
     if natural_s <= start_s:
         return False
-    if cost_gpu_s <= 0.0 or pays_any_cost(job, now, policy):
+    if cost_gpu_s <= 0.0 or pays_any_cost(job, now, policy, by_age):
         return True
     return cost_gpu_s < gpus * (natural_s - start_s)
 
 
-def pays_any_cost(job: Job, now: float, policy: Policy) -> bool:
+def pays_any_cost(job: Job, now: float, policy: Policy, by_age: bool = True) -> bool:
     """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
-    wait costs a service, not GPU-seconds), or a preemptor that has waited `reclaim_after_s`."""
+    wait costs a service, not GPU-seconds), or a preemptor that has waited `reclaim_after_s` (when
+    `by_age`)."""
     bound_s = policy.reclaim_after_s
-    return job.kind == "serving" or (bound_s is not None and now - job.submit_s >= bound_s)
+    return job.kind == "serving" or (by_age and bound_s is not None and now - job.submit_s >= bound_s)
 
 
-def eviction_cap_gpu_s(job: Job, gpus: int, handover: float, natural_s: float, now: float, policy: Policy) -> float:
+def eviction_cap_gpu_s(
+    job: Job, gpus: int, handover: float, natural_s: float, now: float, policy: Policy, by_age: bool = True
+) -> float:
     """What an eviction for `job` may cost at most, exclusive: `eviction_pays` solved for the cost
     (for every cost >= 0, it pays exactly when the cost is below this). Known before any victim
     is searched for, it lets the search leave out victims that could never be part of a paying
@@ -72,7 +88,7 @@ def eviction_cap_gpu_s(job: Job, gpus: int, handover: float, natural_s: float, n
     start_s = now + handover
     if natural_s <= start_s:
         return 0.0
-    if pays_any_cost(job, now, policy):
+    if pays_any_cost(job, now, policy, by_age):
         return math.inf
     return gpus * (natural_s - start_s)
 
@@ -193,7 +209,14 @@ class Reclaiming:
         if not upper:
             self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
-        reclaiming = ledger.within_guarantee(job.team, accelerator, size)
+        reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
+        # A job reclaiming for more than is left of its guarantee (it borrows the rest) evicts
+        # loans only when that pays by its cost, counting the wait saved on the GPUs within the
+        # guarantee alone, never by its age, unless it also has lower-priority work to take.
+        partial: int | None = None
+        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size):
+            if not takeable.upper(accelerator, job.priority, False):
+                partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
         if reclaiming != anyone_reclaims:
             upper = takeable.upper(accelerator, job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
@@ -206,32 +229,35 @@ class Reclaiming:
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
+        # (A job reclaiming for a size beyond what is left of its guarantee, `reclaim_guaranteed_share`
+        # < 1, borrows the rest: `most` is then below `size` and only `size` is tried.)
         for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
             # What a paying eviction may cost is known before any search: when even the cheapest
             # eviction could not pay (and no shrink could), no victim search is made. It still
             # counts as an attempt: attempts bound the sweeps for natural starts as well, and once
             # they run out the rest of the queue is answered from cached verdicts.
-            natural_s, cap = self._cap(job, pool, target, max_level)
+            natural_s, cap = self._cap(job, pool, target, max_level, partial)
             if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
                 continue
             eligible = self._eligible(job, reclaiming, cap, victims.shrinkable)
             choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
-            if choice is not None and self._hand_over(job, pool, target, choice, max_level):
+            if choice is not None and self._hand_over(job, pool, target, choice, max_level, partial):
                 return True
         return False
 
-    def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> tuple[float, float]:
+    def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str, partial: int | None) -> tuple[float, float]:
         """`eviction_cap_gpu_s` for `size` GPUs of `job`, with its natural start or a lower bound on
         it: a serving or long-waiting preemptor may pay anything once it could not start by the end
         of the handover anyway, which the cheap bound of `_pays` often shows without a sweep."""
         policy, now = self.policy, self.now
         grace_s = max(0.0, policy.preemption_grace_s)
-        if pays_any_cost(job, now, policy):
+        if pays_any_cost(job, now, policy, partial is None):
             bound = self._natural_bound_s(pool, job.accelerator, size, grace_s)
             if bound > now + grace_s:
                 return bound, math.inf
         natural_s = self._natural_s(job, pool, size, level)
-        return natural_s, eviction_cap_gpu_s(job, size, grace_s, natural_s, now, policy)
+        worth = size if partial is None else partial
+        return natural_s, eviction_cap_gpu_s(job, worth, grace_s, natural_s, now, policy, partial is None)
 
     def _natural_bound_s(self, pool: AcceleratorPool, accelerator: str, size: int, wait_s: float) -> float:
         """A lower bound on the natural start: when `size` GPUs are free at all (`first_free_s`)
@@ -256,7 +282,15 @@ class Reclaiming:
         self.naturals[key] = (self.generation, natural_s)
         return natural_s
 
-    def _hand_over(self, job: Job, pool: AcceleratorPool, size: int, choice: VictimChoice, max_level: str) -> bool:
+    def _hand_over(
+        self,
+        job: Job,
+        pool: AcceleratorPool,
+        size: int,
+        choice: VictimChoice,
+        max_level: str,
+        partial: int | None = None,
+    ) -> bool:
         """Evict or shrink the victims of `choice` and start `job` on their GPUs in this plan, if
         quota then admits it and the eviction pays (`reclaim`); otherwise change nothing."""
         ledger, wait_s = self.ledger, handover_s(choice, self.policy)
@@ -264,7 +298,7 @@ class Reclaiming:
         release_quota(ledger, freed, 1)
         admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
         cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
-        if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level):
+        if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial):
             release_quota(ledger, freed, -1)
             return False
         hand_over(self.prepared, self.index, choice)
@@ -314,12 +348,23 @@ class Reclaiming:
             if not (run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)):
                 yield candidate
 
-    def _pays(self, job: Job, pool: AcceleratorPool, size: int, cost_gpu_s: float, wait_s: float, level: str) -> bool:
+    def _pays(
+        self,
+        job: Job,
+        pool: AcceleratorPool,
+        size: int,
+        cost_gpu_s: float,
+        wait_s: float,
+        level: str,
+        partial: int | None = None,
+    ) -> bool:
         """`eviction_pays` at the job's natural start within `level`, found by a sweep of the release
         profile only when the cheap bounds on it do not already say yes: when `size` GPUs are free at
         all (`first_free_s`) and, if they have no fitting shape now, the first release."""
         now, policy = self.now, self.policy
         bound = self._natural_bound_s(pool, job.accelerator, size, wait_s)
-        if bound > now + wait_s and eviction_pays(job, size, cost_gpu_s, wait_s, bound, now, policy):
+        worth, by_age = (size, True) if partial is None else (partial, False)
+        if bound > now + wait_s and eviction_pays(job, worth, cost_gpu_s, wait_s, bound, now, policy, by_age):
             return True
-        return eviction_pays(job, size, cost_gpu_s, wait_s, self._natural_s(job, pool, size, level), now, policy)
+        natural_s = self._natural_s(job, pool, size, level)
+        return eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, now, policy, by_age)

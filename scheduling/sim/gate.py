@@ -11,11 +11,12 @@ each of those needs and calls a cycle worth running when one of these necessary 
   head of each accelerator's queue is looked at: the blocked head blocks everyone behind it.
 - reclaim by priority (`may_preempt`): a pending job of a strictly higher priority than some
   preemptible running job of its accelerator that is not already leaving (in its grace period).
-- reclaim of a guarantee: a pending job whose team would stay within its guarantee at the job's
-  smallest size (used + size <= guaranteed), while some other team of that accelerator uses more
-  than its own guarantee once what it already has leaving is gone (a reclaim takes only real
-  loans: the victim's team must stay covered). Whether the victims were started as loans is not
-  looked at, which only makes the condition weaker.
+- reclaim of a guarantee: a pending job whose team has guarantee left, at least
+  `Policy.reclaim_guaranteed_share` of the job's smallest size (1: used + size <= guaranteed),
+  while some other team of that accelerator uses more than its own guarantee once what it already
+  has leaving is gone (a reclaim takes only real loans: the victim's team must stay covered).
+  Whether the victims were started as loans is not looked at, which only makes the condition
+  weaker.
 - elastic growth: free GPUs on a node of a running elastic job below its `max_gpus` that is not
   leaving (growth happens only on the nodes a job already occupies).
 
@@ -82,6 +83,7 @@ class CycleGate:
         self.pending: set[str] = set()
         self.fragmented = False
         self.preemption, self.elastic = policy.preemption, policy.elastic
+        self.reclaim_share = policy.reclaim_guaranteed_share
         self.guarantees = {key: gpus for key, gpus in (guarantees or {}).items() if gpus > 0}
         # Pending side: priorities per accelerator; smallest sizes per (team, accelerator).
         self.pending_priorities: dict[str, _Counts] = {}
@@ -180,7 +182,7 @@ class CycleGate:
             if acc != accelerator or lenders <= {team}:
                 continue
             sizes = self.team_sizes.get((team, accelerator))
-            if sizes and self.used.get((team, accelerator), 0) + min(sizes) <= guaranteed:
+            if sizes and _reclaims(guaranteed - self.used.get((team, accelerator), 0), min(sizes), self.reclaim_share):
                 return True
         return False
 
@@ -218,6 +220,11 @@ class CycleGate:
         return heap[0][3] if heap else None
 
 
+def _reclaims(unused: int, size: int, share: float) -> bool:
+    """`QuotaLedger.reclaims`: a job of `size` GPUs whose team has `unused` guarantee left."""
+    return unused > 0 and unused >= share * size
+
+
 def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, int], *, strict_fifo: bool) -> bool:
     """The gate's rule over the whole FleetState, without any incremental bookkeeping (for tests:
     `CycleGate.could_start` must say the same after every change)."""
@@ -252,7 +259,7 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
         for job in pending:
             size = job.min_gpus or job.gpus
             key = (job.team, job.accelerator)
-            reclaiming = used.get(key, 0) + size <= guarantees.get(key, 0)
+            reclaiming = _reclaims(guarantees.get(key, 0) - used.get(key, 0), size, policy.reclaim_guaranteed_share)
             for run in runs:
                 victim = run.job
                 if run.grace_until_s is not None or victim.accelerator != job.accelerator:

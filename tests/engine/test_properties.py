@@ -338,7 +338,10 @@ def reclaim_snapshots(draw: st.DrawFn) -> Snapshot:
         Quota("alpha", "a100", draw(st.integers(0, 16)), draw(st.integers(0, 16)), lend),
         Quota("beta", "a100", draw(st.integers(0, 8)), 48),
     )
-    policy = Policy(reclaim_after_s=draw(st.sampled_from((None, 0.0, 1800.0))))
+    policy = Policy(
+        reclaim_after_s=draw(st.sampled_from((None, 0.0, 1800.0))),
+        reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
+    )
     return Snapshot(nodes, running, pending, (), quotas, policy, ())
 
 

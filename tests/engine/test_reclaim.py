@@ -259,3 +259,48 @@ def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() 
     plan = schedule(Snapshot(nodes, (low,), (high,), (Team("t", "d"),), (), Policy(), ()), NOW)
 
     assert plan.starts() == (Start("high", (("n0", 8),), True, "node", ("low",)),)
+
+
+def _gang_beyond_the_guarantee(share: float) -> Scenario:
+    """alpha is guaranteed 8 GPUs and uses none; beta borrows all four nodes, one of them 5 h in,
+    the others an hour in; alpha's 16-GPU gang has waited past `reclaim_after_s`."""
+    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR)
+    young = [_borrower(f"young{n}", f"p0-r0-n{n}", ran_s=HOUR) for n in (1, 2, 3)]
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0)).with_running(busy, *young)
+    gang = job("gang", 16, team="alpha", submit_s=NOW - 2 * HOUR)
+    return scenario.policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=share).pending(gang)
+
+
+def test_a_gang_larger_than_what_is_left_of_its_guarantee_reclaims_when_share_allows_and_borrows_the_rest() -> None:
+    plan = _gang_beyond_the_guarantee(0.5).plan(now=NOW)
+
+    # Half of the gang lies within alpha's guarantee: it evicts two of beta's loans (the youngest)
+    # and starts on their nodes in the same plan, borrowing the other 8 GPUs.
+    assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
+    (start,) = plan.starts()
+    assert start.job_id == "gang" and start.borrowing and start.replaces == ("young1", "young2")
+
+
+def test_a_gang_larger_than_what_is_left_of_its_guarantee_does_not_reclaim_below_the_share() -> None:
+    for share in (1.0, 0.75):
+        plan = _gang_beyond_the_guarantee(share).plan(now=NOW)
+
+        assert plan.of_type(Preempt) == ()
+        assert "gang" not in started(plan)
+
+
+def test_a_gang_beyond_what_is_left_of_its_guarantee_is_not_let_off_by_its_wait() -> None:
+    # beta's loans each end in an hour, after 5 h of work on 8 GPUs: evicting two saves the gang
+    # an hour on 16 GPUs and destroys 10 h on 16. alpha's gang has waited two hours, past the
+    # bound, which would let a job within the guarantee evict anyway; this one borrows half.
+    loans = [_borrower(f"loan{n}", f"p0-r0-n{n}", ran_s=5 * HOUR, limit_s=6 * HOUR) for n in range(4)]
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0)).with_running(*loans)
+    gang = job("gang", 16, team="alpha", submit_s=NOW - 2 * HOUR)
+    plan = scenario.policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=0.5).pending(gang).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert reason_of(plan, "gang") == "capacity"
+
+    owner = job("owner", 8, team="alpha", submit_s=NOW - 2 * HOUR)
+    scenario.pending_jobs.clear()
+    assert len(scenario.pending(owner).plan(now=NOW).of_type(Preempt)) == 1

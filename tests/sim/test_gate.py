@@ -129,14 +129,23 @@ def _replay(
 @settings(max_examples=120, deadline=None, database=None)
 @given(
     jobs=contended_traces(),
-    name=st.sampled_from(("fleetline", "easy", "fleetline-las")),
+    name=st.sampled_from(("fleetline", "easy", "fleetline-las", "fleetline-reclaim-any")),
     estimates=st.sampled_from((False, False, True)),
 )
 def test_with_preemption_and_elastic_jobs_skipped_cycles_are_ones_whose_plan_would_have_done_nothing(
     jobs: list[Job], name: str, estimates: bool
 ) -> None:
-    policy = replace(Policy(), within_team_order="las") if name == "fleetline-las" else POLICIES[name]
+    policy = _policy(name)
     assert _replay(jobs, policy, True, estimates) == _replay(jobs, policy, False, estimates)
+
+
+def _policy(name: str) -> Policy:
+    """A named policy of `POLICIES`, or fleetline with another within-team order or reclaim share."""
+    if name == "fleetline-las":
+        return replace(Policy(), within_team_order="las")
+    if name == "fleetline-reclaim-any":  # any job of a team with guarantee left reclaims
+        return replace(Policy(), reclaim_guaranteed_share=0.0)
+    return POLICIES[name]
 
 
 def test_a_replay_with_quotas_and_preemption_skips_cycles() -> None:
@@ -150,9 +159,9 @@ def test_a_replay_with_quotas_and_preemption_skips_cycles() -> None:
 
 
 @settings(max_examples=60, deadline=None, database=None)
-@given(jobs=contended_traces(), name=st.sampled_from(("fleetline", "fifo")))
+@given(jobs=contended_traces(), name=st.sampled_from(("fleetline", "fifo", "fleetline-reclaim-any")))
 def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cycle(jobs: list[Job], name: str) -> None:
-    policy = POLICIES[name]
+    policy = _policy(name)
     nodes = parse_fleet("1x2x2x8").nodes()
     guarantees = {(q.team, q.accelerator): q.guaranteed for q in QUOTA_TEAMS}
     state = FleetState(nodes, checkpoint_events=False, now=0.0)
@@ -179,10 +188,13 @@ def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cy
         now = max(now + 1.0, min(upcoming))
 
 
-def _gate_on(running: list[tuple[Job, str, int, bool]], pending: list[Job], guarantees: dict) -> tuple[bool, bool]:
+def _gate_on(
+    running: list[tuple[Job, str, int, bool]], pending: list[Job], guarantees: dict, share: float = 1.0
+) -> tuple[bool, bool]:
     """The gate's verdict and its plain definition's on a 2-node fleet (16 GPUs) where `running`
-    holds (job, node, GPUs, leaving) and `pending` waits."""
-    policy = Policy()
+    holds (job, node, GPUs, leaving) and `pending` waits; a job reclaims when `share` of it lies
+    within its team's guarantee (1, in the table below: only a job that fits within it whole)."""
+    policy = Policy(reclaim_guaranteed_share=share)
     nodes = parse_fleet("1x1x2x8").nodes()
     state = FleetState(nodes, checkpoint_events=False, now=0.0)
     gate = CycleGate(state, {"gpu": 16}, policy, strict_fifo=False, guarantees=guarantees)
@@ -326,3 +338,16 @@ G = {("alpha", "gpu"): 8, ("beta", "gpu"): 4}
 )
 def test_the_gate_lets_a_cycle_run_only_when_it_could_act(case, running, pending, guarantees, expected) -> None:
     assert _gate_on(running, pending, guarantees) == (expected, expected), case
+
+
+@pytest.mark.parametrize(("share", "expected"), [(0.0, True), (0.8, True), (0.81, False)])
+def test_a_job_partly_beyond_its_guarantee_makes_a_reclaim_conceivable_when_the_share_within_allows(
+    share: float, expected: bool
+) -> None:
+    # alpha has 4 of its 8 GPUs left and asks for 5: 80 % of the job lies within its guarantee.
+    running = [
+        (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+        (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+        (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+    ]
+    assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], G, share) == (expected, expected)

@@ -23,6 +23,7 @@ POLICY = {
     "preemption": "on",
     "preemption_grace_s": "60",
     "reclaim_after_hours": "4",
+    "reclaim_guaranteed_share_percent": "100",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -114,6 +115,8 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("preemption_grace_s", "-1", "greater than or equal to 0"),
         ("reclaim_after_hours", "-1", "greater than or equal to 0"),
         ("reclaim_after_hours", "soon", "Enter a number"),
+        ("reclaim_guaranteed_share_percent", "-5", "greater than or equal to 0"),
+        ("reclaim_guaranteed_share_percent", "150", "less than or equal to 1"),
         ("within_team_order", "random", "Select a valid choice"),
         ("guarantee_overcommit_percent", "0", "Must be greater than zero"),
         ("heartbeat_interval_s", "0", "Must be greater than zero"),
@@ -150,6 +153,21 @@ def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
 
 def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
     assert policy_from_row(FleetPolicy()).reclaim_after_s == engine.Policy().reclaim_after_s
+    assert policy_from_row(FleetPolicy()).reclaim_guaranteed_share == engine.Policy().reclaim_guaranteed_share
+
+
+def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: World) -> None:
+    FleetPolicyFactory()
+    client = client_for(world.admin)
+    page = client.get("/admin-portal/policy/").content.decode()
+    assert 'name="reclaim_guaranteed_share_percent"' in page and "lies within that guarantee" in page
+
+    posted = {**POLICY, "reclaim_guaranteed_share_percent": "50"}
+    assert client.post("/admin-portal/policy/", posted).status_code == 302
+
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.5
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
+    assert event.after["reclaim_guaranteed_share"] == 0.5
 
 
 def test_the_policy_page_lists_the_priority_classes(world: World) -> None:
