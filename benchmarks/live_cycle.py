@@ -149,8 +149,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
+    from scheduling.cycle.tick import cycle_tick
     from scheduling.models import Job
-    from scheduling.services.cycle import cycle_tick
 
     call_command("migrate", verbosity=0)
     _build(args.nodes, args.running, tuple(int(g) for g in args.running_sizes.split(",")), args.seed)

@@ -129,9 +129,9 @@ def _pending_reasons() -> None:
     import redis
     from django.conf import settings
 
+    from scheduling.cycle.timings import cycle_timings_record
+    from scheduling.live.waits import PENDING_KEY
     from scheduling.models import Job
-    from scheduling.services.cycle_timings import cycle_timings_record
-    from scheduling.services.pending import PENDING_KEY
 
     client = redis.Redis.from_url(settings.REDIS_URL)
     reasons = ["quota", "capacity", "topology", "priority", "reserved-for:1"]

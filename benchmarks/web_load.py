@@ -627,8 +627,8 @@ def placement_burst(layout: Layout, *, jobs: int, nodes: int, timeout_s: float) 
     import redis
     from django.db import close_old_connections
 
+    from scheduling.cycle.leader import LOCK_KEY
     from scheduling.models import FleetClock, Job
-    from scheduling.services.leader import LOCK_KEY
 
     layout.stop()
     close_old_connections()

@@ -26,9 +26,9 @@ from prometheus_client.utils import floatToGoString
 from redis.exceptions import RedisError
 
 from observability.counters import EVENTS, LEDGER, counter_totals
+from scheduling.cycle.timings import StepHistogram, cycle_timings_read
+from scheduling.live.waits import NEW_JOB_REASON, PENDING_KEY
 from scheduling.models import AcceleratorType, Allocation, FleetClock, Incident, Job, Node
-from scheduling.services.cycle_timings import StepHistogram, cycle_timings_read
-from scheduling.services.pending import NEW_JOB_REASON, PENDING_KEY
 from tenants.models import Team
 
 # Fleet seconds from a failure to its detection, and to the gangs computing again.
@@ -146,7 +146,7 @@ def _read_jobs(metrics: FleetMetrics, raw_pending: bytes | None) -> None:
     )
     for row in rows:
         metrics.jobs[(row["team__slug"], row["accelerator_type__name"], row["state"])] = row["jobs"]
-    # The latest cycle's reason for each pending job (scheduling.services.pending). The label keeps
+    # The latest cycle's reason for each pending job (scheduling.live.waits). The label keeps
     # the reason's kind only ("reserved-for:<job>" counts as "reserved-for"), so that the number of
     # series stays bounded whatever the queue.
     if not metrics.redis_up:

@@ -18,10 +18,10 @@ from portal.charts import (
     utilisation_figure,
 )
 from portal.exports import report_csv, report_xlsx
+from scheduling.cycle.serving import SERVING_SLO_S, serving_attainment_last_day
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.selectors import fleet_samples_recent, fleet_summary, team_gpus_now
 from scheduling.services.jobs import fleet_now_s
-from scheduling.services.serving import SERVING_SLO_S, serving_attainment_last_day
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 

@@ -33,10 +33,10 @@ from scheduling.limits import (
     MAX_TIME_LIMIT_S,
     MIN_CHECKPOINT_INTERVAL_S,
 )
+from scheduling.live.waits import NEW_JOB_REASON, PendingInfo, pending_info_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, Job, JobKind, Level
 from scheduling.selectors import job_for_user, jobs_for_user
 from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
-from scheduling.services.pending import NEW_JOB_REASON, PendingInfo, pending_info_for
 from tenants.models import Team
 from tenants.selectors import teams_for_user
 

@@ -11,8 +11,8 @@ from django.http import Http404
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
+from scheduling.live.waits import pending_info_for
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
-from scheduling.services.pending import pending_info_for
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import quota_overview_for_team

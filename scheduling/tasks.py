@@ -6,9 +6,9 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from scheduling.services.feed import fleet_heartbeat_publish
-from scheduling.services.leader import cycle_run_as_leader
-from scheduling.services.notices import job_notices_email_send
+from scheduling.cycle.leader import cycle_run_as_leader
+from scheduling.live.feed import fleet_heartbeat_publish
+from scheduling.live.notices import job_notices_email_send
 from scheduling.services.workload import demo_load_generate
 
 

@@ -21,6 +21,8 @@ FORBIDDEN = (
     "tenants",
     "scheduling.models",
     "scheduling.services",
+    "scheduling.cycle",
+    "scheduling.live",
     "scheduling.selectors",
     "scheduling.tasks",
 )

@@ -25,10 +25,10 @@ from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
 from portal.auth import signed_in_user
 from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
+from scheduling.live.waits import NEW_JOB_REASON, PendingInfo, pending_info_for
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
 from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
-from scheduling.services.pending import NEW_JOB_REASON, PendingInfo, pending_info_for
 from tenants.models import PriorityClass
 
 logger = logging.getLogger(__name__)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from scheduling import engine
+from scheduling.cycle.snapshot import snapshot_build
 from scheduling.models import AcceleratorType
 from scheduling.services.jobs import JobSpec, fleet_now_s, job_spec_errors
-from scheduling.services.snapshot import snapshot_build
 from tenants.models import PriorityClass, Team
 
 # Real job ids are numbers: this one cannot collide with a queued job.

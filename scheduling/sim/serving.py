@@ -2,7 +2,7 @@
 that share a fleet between serving and training or split it.
 
 `ServingHook` (a `hooks.Hook`) reconciles every deployment with its demand whenever the demand
-changes, as the live cycle does every tick (`scheduling.services.serving`): a rise submits replica
+changes, as the live cycle does every tick (`scheduling.cycle.serving`): a rise submits replica
 jobs (kind `serving`, not preemptible, at the deployment's priority, above training), a fall
 withdraws the newest requests, pending ones first. The engine places replicas like any job, and a
 replica that finds no room takes training's GPUs at once (an eviction for serving always pays,

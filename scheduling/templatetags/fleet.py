@@ -11,7 +11,7 @@ from django.utils import timezone
 from scheduling import fleet_calendar as calendar
 from scheduling.engine import vocabulary
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
-from scheduling.services.pending import PendingInfo
+from scheduling.live.waits import PendingInfo
 
 register = template.Library()
 

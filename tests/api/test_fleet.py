@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.cycle.failures import node_kill
 from scheduling.fleet_calendar import fleet_today
 from scheduling.models import Incident, Node
-from scheduling.services.failures import node_kill
 from tenants.models import AuditEvent
 from tests.api.conftest import People
 

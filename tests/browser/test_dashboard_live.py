@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from scheduling.services.feed import fleet_heartbeat_publish
+from scheduling.live.feed import fleet_heartbeat_publish
 from tests.factories import PASSWORD, NodeFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,8 +13,8 @@ import redis
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
+from scheduling.cycle.leader import LOCK_KEY
 from scheduling.models import Job
-from scheduling.services.leader import LOCK_KEY
 from tenants.models import Membership, Notification
 from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory

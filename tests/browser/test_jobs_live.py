@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 from playwright.sync_api import Page, expect
 
-from scheduling.services.leader import LOCK_KEY
+from scheduling.cycle.leader import LOCK_KEY
 from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet

@@ -13,8 +13,8 @@ from channels.db import database_sync_to_async  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
 
 from portal.consumers import FleetConsumer  # noqa: E402
+from scheduling.cycle.failures import node_kill  # noqa: E402
 from scheduling.models import FleetClock, Node  # noqa: E402
-from scheduling.services.failures import node_kill  # noqa: E402
 from tests.factories import UserFactory  # noqa: E402
 from tests.scheduling.conftest import Fleet, build_fleet  # noqa: E402
 

@@ -12,8 +12,8 @@ if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the pure run (-p no:django) sk
 from django.contrib.auth.models import Group  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from scheduling.cycle.failures import node_kill  # noqa: E402
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node  # noqa: E402
-from scheduling.services.failures import node_kill  # noqa: E402
 from tenants.models import AuditEvent  # noqa: E402
 from tenants.roles import FLEET_ADMIN  # noqa: E402
 from tests.factories import MembershipFactory, TeamFactory, UserFactory  # noqa: E402

@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 from django.db.models import F, Sum
 
+from scheduling.cycle.failures import node_kill
 from scheduling.models import FleetSample, Job, JobUsage, Node, SchedulerEvent, UsageSample
-from scheduling.services.failures import node_kill
 from tests.scheduling.conftest import Fleet
 
 TICKS = 300

@@ -13,9 +13,9 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduling.cycle.timings import CYCLE_TIMINGS_KEY, cycle_timings_record
+from scheduling.live.waits import PENDING_KEY
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node, SchedulerEvent, UsageSample
-from scheduling.services.cycle_timings import CYCLE_TIMINGS_KEY, cycle_timings_record
-from scheduling.services.pending import PENDING_KEY
 from tests.factories import AcceleratorTypeFactory, NodeFactory, PriorityClassFactory, RackFactory, TeamFactory
 
 

@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from observability.selectors import fleet_metrics_read
+from scheduling.cycle.timings import CYCLE_TIMINGS_KEY
 from scheduling.models import FleetClock
-from scheduling.services.cycle_timings import CYCLE_TIMINGS_KEY
 from tests.observability.conftest import redis_client, scrape
 
 
@@ -81,7 +81,7 @@ def test_http_and_database_series_are_there_too(client: Client, known_fleet: dic
 
 
 def test_a_cycle_run_by_the_leader_records_its_step_times(known_fleet: dict) -> None:
-    from scheduling.services.leader import cycle_run_as_leader
+    from scheduling.cycle.leader import cycle_run_as_leader
 
     redis_client().delete(CYCLE_TIMINGS_KEY)
     FleetClock.objects.filter(pk=1).update(wall_updated_at=timezone.now(), leader_token=0)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import TestCase
 
+from scheduling.cycle.tick import TickResult, cycle_tick
 from scheduling.models import AcceleratorType, Job, Node, Pod, Rack
-from scheduling.services.cycle import TickResult, cycle_tick
 from scheduling.services.jobs import JobSpec, job_submit
 from tenants.models import PriorityClass, Team
 from tests.factories import (

@@ -19,7 +19,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from scheduling.services.leader import cycle_run_as_leader  # noqa: E402
+from scheduling.cycle.leader import cycle_run_as_leader  # noqa: E402
 
 STALL = "--stall" in sys.argv[1:]
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update
 from scheduling.models import Node, Pod, Rack, SchedulerEvent
-from scheduling.services.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update
 from tests.factories import AcceleratorTypeFactory
 
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from django.db.models import Sum
 
+from scheduling.cycle.snapshot import snapshot_build
+from scheduling.cycle.tick import MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, cycle_tick, wall_step_for
+from scheduling.live.waits import pending_info_for
 from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node, SchedulerEvent, UsageSample
-from scheduling.services.cycle import MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, cycle_tick, wall_step_for
-from scheduling.services.pending import pending_info_for
-from scheduling.services.snapshot import snapshot_build
 from tenants.services.policy import priority_class_save
 from tests.scheduling.conftest import T0, Fleet
 

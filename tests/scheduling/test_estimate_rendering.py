@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from scheduling.services.pending import PendingInfo, pending_info_for
+from scheduling.live.waits import PendingInfo, pending_info_for
 from scheduling.templatetags.fleet import starts_in
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import Fleet

@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from scheduling.cycle.leader import LAST_LEADER_KEY, LOCK_KEY, TOKEN_KEY, cycle_run_as_leader, token_issue
+from scheduling.cycle.tick import cycle_tick
 from scheduling.models import FleetClock, Job
-from scheduling.services.cycle import cycle_tick
-from scheduling.services.leader import LAST_LEADER_KEY, LOCK_KEY, TOKEN_KEY, cycle_run_as_leader, token_issue
 from tests.scheduling.conftest import Fleet
 
 # Everything the cycle keeps in Redis: what a Redis restart without persistence loses.

@@ -25,9 +25,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from portal.groups import FLEET_GROUP
+from scheduling.cycle.leader import LOCK_KEY, TOKEN_KEY, cycle_run_as_leader
+from scheduling.cycle.tick import cycle_tick
 from scheduling.models import Allocation, FleetClock, Job, Node
-from scheduling.services.cycle import cycle_tick
-from scheduling.services.leader import LOCK_KEY, TOKEN_KEY, cycle_run_as_leader
 from scheduling.tasks import fleet_cycle
 from tests.scheduling.conftest import T0, Fleet, build_fleet
 

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from scheduling.cycle.snapshot import snapshot_build
 from scheduling.models import Job, SchedulerEvent
-from scheduling.services.snapshot import snapshot_build
 from tenants.roles import FLEET_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.scheduling.conftest import Fleet

@@ -63,8 +63,8 @@ def test_the_audit_log_page_shows_changes_not_dictionaries_and_names_the_schedul
 
 @pytest.mark.django_db
 def test_the_detectors_cordons_and_drains_are_audited_as_the_scheduler() -> None:
+    from scheduling.cycle.failures import node_kill
     from scheduling.models import FleetClock, Incident, Node
-    from scheduling.services.failures import node_kill
     from tests.scheduling.conftest import build_fleet
 
     fleet = build_fleet()

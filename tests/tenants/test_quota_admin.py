@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 
 from scheduling.convert import UNLIMITED
-from scheduling.services.snapshot import snapshot_build
+from scheduling.cycle.snapshot import snapshot_build
 from tenants.models import AuditEvent, Notification, Quota
 from tenants.services import quota_request_approve, quota_set
 from tests.factories import FleetPolicyFactory, MembershipFactory, QuotaFactory, QuotaRequestFactory

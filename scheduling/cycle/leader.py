@@ -28,9 +28,9 @@ from django.utils import timezone
 from redis.exceptions import LockError, RedisError
 from redis.lock import Lock
 
+from scheduling.cycle.tick import TickResult, cycle_tick
+from scheduling.cycle.timings import cycle_timings_record
 from scheduling.models import FleetClock
-from scheduling.services.cycle import TickResult, cycle_tick
-from scheduling.services.cycle_timings import cycle_timings_record
 
 logger = logging.getLogger("fleetline.cycle")
 

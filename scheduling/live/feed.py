@@ -17,13 +17,13 @@ from django.utils import timezone
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
 from portal.socket_events import fleet_event_message
 from scheduling.engine import PendingStatus
+from scheduling.live.waits import pending_statuses_store
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
-from scheduling.services.pending import pending_statuses_store
 
 if TYPE_CHECKING:
-    from scheduling.services.apply import AppliedTick
-    from scheduling.services.ledger import TickSample
+    from scheduling.cycle.apply import AppliedTick
+    from scheduling.cycle.ledger import TickSample
 
 HEARTBEAT_SEQUENCE_KEY = "fleetline:heartbeat:seq"
 PUBLISH_CONCURRENCY = 8

@@ -26,9 +26,9 @@ from django.db import transaction
 from django.urls import reverse
 
 from portal.socket_events import user_events_publish
+from scheduling.cycle.apply import JobChange
+from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT
 from scheduling.models import Job, SchedulerEvent
-from scheduling.services.apply import JobChange
-from scheduling.services.bulk_rows import ROWS_PER_STATEMENT
 from tenants.models import NoticeKind, Notification
 from tenants.selectors import notification_preferences_for_users, unread_notification_counts
 

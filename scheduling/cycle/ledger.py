@@ -14,12 +14,12 @@ from datetime import date, datetime
 
 from django.db import connection
 
+from scheduling.cycle.apply import AppliedTick
+from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
 from scheduling.engine.model import Node
 from scheduling.fleet_calendar import fleet_day, fleet_epoch_record
 from scheduling.models import AcceleratorType, FleetSample, JobUsage, TeamUsage, UsageSample
-from scheduling.services.apply import AppliedTick
-from scheduling.services.snapshot import Loaded
 
 Key = tuple[int, str, str]  # team id, accelerator name, job kind
 

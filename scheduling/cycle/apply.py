@@ -30,10 +30,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduling import engine
+from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
+from scheduling.cycle.snapshot import Loaded
 from scheduling.models import Allocation, Job, Node, SchedulerEvent
-from scheduling.services.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
 from scheduling.services.jobs import nodes_shift
-from scheduling.services.snapshot import Loaded
 
 Alloc = tuple[tuple[str, int], ...]
 

@@ -31,14 +31,14 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from scheduling import engine
+from scheduling.cycle.apply import AppliedTick, plan_apply
+from scheduling.cycle.failures import failures_tick
+from scheduling.cycle.ledger import usage_record
+from scheduling.cycle.serving import deployments_reconcile
+from scheduling.cycle.snapshot import snapshot_build
+from scheduling.live.feed import incidents_publish, tick_publish
+from scheduling.live.notices import job_notices_send
 from scheduling.models import FleetClock
-from scheduling.services.apply import AppliedTick, plan_apply
-from scheduling.services.failures import failures_tick
-from scheduling.services.feed import incidents_publish, tick_publish
-from scheduling.services.ledger import usage_record
-from scheduling.services.notices import job_notices_send
-from scheduling.services.serving import deployments_reconcile
-from scheduling.services.snapshot import snapshot_build
 
 logger = logging.getLogger("fleetline.cycle")
 
