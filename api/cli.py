@@ -7,6 +7,7 @@
     fleetline cancel 42
     fleetline quota [TEAM]
     fleetline request-quota --team language-models --accelerator H100 --guaranteed 64 --justification "..."
+    fleetline quota-set language-models H100 --guaranteed 64 --borrow-limit 32 --reason "..."   # fleet admins
     fleetline usage --start 2026-01-01 --end 2026-01-31   # finance, admins; leads see their own teams
 
 The server and token come from ``--url`` / ``--token``, else ``FLEETLINE_URL`` / ``FLEETLINE_TOKEN``,
@@ -144,7 +145,9 @@ class Api:
                 )
             return CliError(f"The server answered HTTP {status} {error.reason}.", EXIT_SERVER)
         problems = "; ".join(
-            f"{problem['attr']}: {problem['detail']}" if problem.get("attr") else str(problem.get("detail"))
+            f"{problem['attr']}: {problem['detail']}"
+            if problem.get("attr") not in (None, "", "non_field_errors")
+            else str(problem.get("detail"))
             for problem in body["errors"]
         )
         if status == 401:
@@ -200,6 +203,22 @@ def emit(args: argparse.Namespace, out: TextIO, data: Any, render: Callable[[], 
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         render()
+
+
+def gpu_count(text: str) -> int:
+    """A whole number of GPUs, 0 or more."""
+    if not re.fullmatch(r"\s*\d+\s*", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of GPUs (0 or more)")
+    return int(text)
+
+
+def gpu_limit(text: str) -> int | None:
+    """A whole number of GPUs, or ``unlimited`` (None)."""
+    if text.strip().lower() == "unlimited":
+        return None
+    if not re.fullmatch(r"\s*\d+\s*", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a whole number of GPUs nor 'unlimited'")
+    return int(text)
 
 
 def seconds_from(text: str) -> float:
@@ -371,6 +390,32 @@ def cmd_quota(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _limit_text(limit: int | None) -> str:
+    return "unlimited" if limit is None else str(limit)
+
+
+def cmd_quota_set(api: Api, args: argparse.Namespace, out: TextIO) -> int:
+    body = {
+        "guaranteed": args.guaranteed,
+        "borrow_limit": args.borrow_limit,
+        "lend_limit": args.lend_limit,
+        "reason": args.reason,
+    }
+    path = f"teams/{urllib.parse.quote(args.team, safe='')}/quotas/{urllib.parse.quote(args.accelerator, safe='')}/"
+    quota = api.call("PUT", path, body)
+    emit(
+        args,
+        out,
+        quota,
+        lambda: out.write(
+            f"Set the {quota['accelerator']} quota of {args.team}: {quota['guaranteed']} guaranteed, "
+            f"borrow limit {_limit_text(quota['borrow_limit'])}, lend limit {_limit_text(quota['lend_limit'])} "
+            f"(in use {quota['in_use']} of {quota['fleet_gpus']} in the fleet).\n"
+        ),
+    )
+    return EXIT_OK
+
+
 def cmd_request_quota(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     body = {
         "team": args.team,
@@ -495,6 +540,34 @@ def parser() -> argparse.ArgumentParser:
     quota = commands.add_parser("quota", parents=[common], help="quota and use of a team (default: all yours)")
     quota.add_argument("team", nargs="?", metavar="TEAM")
     quota.set_defaults(run=cmd_quota)
+
+    quota_set = commands.add_parser(
+        "quota-set",
+        parents=[common],
+        help="set a team's quota for one accelerator type (fleet admins)",
+        description="Replace the team's guarantee and limits for ACCELERATOR at once, within the fleet's "
+        "capacity times the policy's overcommit ratio; audited, and the team's leads are told. A limit "
+        "left out is unlimited, as in the API's PUT.",
+    )
+    quota_set.add_argument("team", metavar="TEAM", help="team slug")
+    quota_set.add_argument("accelerator", metavar="ACCELERATOR", help="accelerator type name, e.g. H100")
+    quota_set.add_argument(
+        "--guaranteed", required=True, type=gpu_count, metavar="N", help="GPUs guaranteed to the team"
+    )
+    quota_set.add_argument(
+        "--borrow-limit",
+        type=gpu_limit,
+        metavar="N|unlimited",
+        help="GPUs it may borrow above its guarantee, or 'unlimited' (default)",
+    )
+    quota_set.add_argument(
+        "--lend-limit",
+        type=gpu_limit,
+        metavar="N|unlimited",
+        help="GPUs of its guarantee others may borrow, or 'unlimited' (default)",
+    )
+    quota_set.add_argument("--reason", required=True, help="why: kept in the audit log and sent to the leads")
+    quota_set.set_defaults(run=cmd_quota_set)
 
     request = commands.add_parser("request-quota", parents=[common], help="ask for a team's quota (leads)")
     request.add_argument("--team", required=True)

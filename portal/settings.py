@@ -340,6 +340,8 @@ CACHES = {
     "throttle": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
+        # One pool per process, not one per request (Django makes a backend per request context).
+        "OPTIONS": {"pool_class": "portal.redis_pools.SharedConnectionPool"},
         "KEY_PREFIX": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline") + ":throttle",
     },
 }

@@ -61,7 +61,7 @@ def jobs_for_user(*, user: AnyUser, states: tuple[str, ...] | None = None) -> Qu
 
 
 def job_for_user(*, user: AnyUser, job_id: int) -> Job:
-    job = jobs_for_user(user=user).filter(pk=job_id).first()
+    job = jobs_for_user(user=user).select_related("submitted_by").filter(pk=job_id).first()
     if job is None:
         raise Http404("No such job.")
     return job

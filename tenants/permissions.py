@@ -7,7 +7,8 @@ database once, whatever the template asks.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Group, User
+from django.db.models import Exists, OuterRef
 from django.http import Http404
 
 from tenants.models import Membership, Team
@@ -17,6 +18,7 @@ AnyUser = User | AnonymousUser
 
 
 def _group_names(user: AnyUser) -> frozenset[str]:
+    """The user's groups; or, where `roles_remember` was called, those of them that are roles."""
     if not user.is_authenticated:
         return frozenset()
     cached = getattr(user, "_fleetline_groups", None)
@@ -24,6 +26,24 @@ def _group_names(user: AnyUser) -> frozenset[str]:
         cached = frozenset(user.groups.values_list("name", flat=True))
         user._fleetline_groups = cached  # type: ignore[attr-defined]  # a cache for this request's checks
     return cached
+
+
+ROLES = (FLEET_ADMIN, FINANCE)
+
+
+def role_flags(user_ref: str) -> dict[str, Exists]:
+    """Annotations saying which global roles the user at ``user_ref`` (a field path of the query's
+    model) holds, so that a query already reading the user answers the role checks as well;
+    `roles_remember` puts them where the checks look."""
+    return {
+        f"has_role_{i}": Exists(Group.objects.filter(user=OuterRef(user_ref), name=role))
+        for i, role in enumerate(ROLES)
+    }
+
+
+def roles_remember(user: User, row: object) -> None:
+    """The roles read with `role_flags` on ``row``, cached on ``user`` for this request."""
+    user._fleetline_groups = frozenset(role for i, role in enumerate(ROLES) if getattr(row, f"has_role_{i}"))  # type: ignore[attr-defined]
 
 
 def is_fleet_admin(user: AnyUser) -> bool:

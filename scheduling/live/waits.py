@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
+from portal.redis_pools import shared_redis
 from scheduling import engine
 from scheduling.engine.vocabulary import REASON_NEW
 
@@ -26,7 +27,7 @@ class PendingInfo:
 
 
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return shared_redis(settings.REDIS_URL)
 
 
 def pending_statuses_store(*, statuses: Iterable[engine.PendingStatus]) -> None:

@@ -16,7 +16,7 @@ from api import cli
 from api.services import api_token_create
 from scheduling.fleet_calendar import fleet_today
 from scheduling.models import Job
-from tenants.models import QuotaRequest
+from tenants.models import AuditEvent, Quota, QuotaRequest
 from tests.api.conftest import People
 
 
@@ -167,3 +167,53 @@ def test_the_console_script_runs_without_django() -> None:
     )
 
     assert result.returncode == cli.EXIT_UNREACHABLE, result.stderr
+
+
+def test_a_fleet_admin_sets_a_quota_by_team_and_accelerator_name(people: People, live_server: Any) -> None:
+    as_admin = Run(live_server.url, api_token_create(user=people.admin, name="cli").secret)
+
+    code, out, err = as_admin(
+        "quota-set", "language-models", "H100", "--guaranteed", "20", "--lend-limit", "4", "--reason", "Launch."
+    )
+
+    assert (code, err) == (0, "")
+    assert out == (
+        "Set the H100 quota of language-models: 20 guaranteed, borrow limit unlimited, lend limit 4 "
+        "(in use 0 of 32 in the fleet).\n"
+    )
+    quota = Quota.objects.get(team=people.fleet.team, accelerator_type=people.fleet.accelerator)
+    assert (quota.guaranteed, quota.borrow_limit, quota.lend_limit) == (20, None, 4)
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.QUOTA_SET)
+    assert (event.actor, event.after) == (people.admin, {"guaranteed": 20, "borrow_limit": None, "lend_limit": 4})
+    assert event.object_repr.endswith("quota: Launch.")
+    answer = as_admin.json("quota-set", "language-models", "H100", "--guaranteed", "8", "--borrow-limit", "16",
+                           "--lend-limit", "unlimited", "--reason", "Back.")  # fmt: skip
+    assert (answer["guaranteed"], answer["borrow_limit"], answer["lend_limit"]) == (8, 16, None)
+
+
+def test_quota_set_refusals_have_their_exit_codes_and_change_nothing(
+    people: People, as_lead: Run, live_server: Any
+) -> None:
+    as_admin = Run(live_server.url, api_token_create(user=people.admin, name="cli").secret)
+    before = list(Quota.objects.values_list("guaranteed", "borrow_limit", "lend_limit"))
+
+    code, _, err = as_lead("quota-set", "language-models", "H100", "--guaranteed", "20", "--reason", "Mine.")
+    assert code == cli.EXIT_REFUSED and "Only fleet admins set quotas." in err
+    code, _, err = as_admin("quota-set", "language-models", "H100", "--guaranteed", "100000", "--reason", "Huge.")
+    assert code == cli.EXIT_INVALID
+    assert (
+        err
+        == "fleetline: Refused (HTTP 400): Guarantees for H100 would total 100000 of 32 GPUs (overcommit ratio 1).\n"
+    )
+    code, _, err = as_admin("quota-set", "language-models", "TPUv9", "--guaranteed", "8", "--reason", "New.")
+    assert code == cli.EXIT_NOT_FOUND and "No such accelerator type." in err
+    code, _, err = as_admin("quota-set", "no-such-team", "H100", "--guaranteed", "8", "--reason", "New.")
+    assert code == cli.EXIT_NOT_FOUND
+    for bad in (["--guaranteed", "-1"], ["--guaranteed", "8", "--borrow-limit", "lots"], ["--guaranteed", "8"]):
+        code, _, err = as_admin(
+            "quota-set", "language-models", "H100", *bad, *(["--reason", "x"] if len(bad) > 2 else [])
+        )
+        assert code == cli.EXIT_USAGE, bad
+
+    assert list(Quota.objects.values_list("guaranteed", "borrow_limit", "lend_limit")) == before
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.QUOTA_SET).exists()
