@@ -18,10 +18,15 @@ MAX_GPUS = 1_000_000
 
 
 class QuotaRequestForm(forms.Form):
+    # Chosen and posted by name, as in the API and the command line; cleaned to the type itself.
     accelerator_type = forms.ModelChoiceField(
         queryset=AcceleratorType.objects.order_by("name"),
+        to_field_name="name",
         empty_label=None,
-        error_messages={"invalid_choice": "Choose an accelerator type of this fleet."},
+        label="Accelerator type",
+        error_messages={
+            "invalid_choice": "The fleet has no accelerator type named “%(value)s”: choose one of the list."
+        },
     )
     guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed GPUs")
     borrow_limit = forms.IntegerField(
@@ -37,7 +42,7 @@ class QuotaRequestForm(forms.Form):
         help_text="What the GPUs are for, and for how long.",
     )
 
-    def __init__(self, *args: Any, accelerator_choices: list[tuple[int, str]] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, accelerator_choices: list[tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if accelerator_choices is not None:
             # The page has already read the accelerator types; rendering needs no second query.
@@ -45,7 +50,8 @@ class QuotaRequestForm(forms.Form):
 
 
 class QuotaSetForm(forms.Form):
-    """A fleet admin's direct quota change for one accelerator type (the URL names the type)."""
+    """A fleet admin's direct quota change for one accelerator type (the URL names the type by its
+    name)."""
 
     guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed")
     borrow_limit = forms.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Borrow limit")

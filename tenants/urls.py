@@ -10,7 +10,7 @@ urlpatterns = [
     path("teams/", teams.team_list, name="team_list"),
     path("teams/<slug:slug>/", teams.team_detail, name="team_detail"),
     path("teams/<slug:slug>/members/", teams.team_member_add, name="team_member_add"),
-    path("teams/<slug:slug>/quotas/<int:accelerator_type_id>/", quotas.quota_set, name="quota_set"),
+    path("teams/<slug:slug>/quotas/<str:accelerator>/", quotas.quota_set, name="quota_set"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", teams.team_member_remove, name="team_member_remove"),
     path(
         "teams/<slug:slug>/quota-requests/<int:pk>/withdraw/",

@@ -18,14 +18,14 @@ from tenants.permissions import require_fleet_admin
 
 @login_required
 @require_POST
-def quota_set(request: AuthenticatedHttpRequest, slug: str, accelerator_type_id: int) -> HttpResponse:
-    """Refusals come back to the team page as messages, so the page's own forms stay as they
-    were and a reload never posts twice."""
+def quota_set(request: AuthenticatedHttpRequest, slug: str, accelerator: str) -> HttpResponse:
+    """``accelerator`` is the type's name, as in the API. Refusals come back to the team page as
+    messages, so the page's own forms stay as they were and a reload never posts twice."""
     require_fleet_admin(request.user)
     team = selectors.team_for_user(user=request.user, slug=slug)
-    accelerator_type = AcceleratorType.objects.filter(pk=accelerator_type_id).first()
+    accelerator_type = AcceleratorType.objects.filter(name=accelerator).first()
     if accelerator_type is None:
-        raise Http404("No such accelerator type.")
+        raise Http404(f"The fleet has no accelerator type named {accelerator!r}.")
     form = QuotaSetForm(request.POST)
     if not form.is_valid():
         for name, errors in form.errors.items():

@@ -156,7 +156,7 @@ def test_the_scheduler_reads_the_new_quota_at_its_next_tick(world: World) -> Non
 
 
 def _form_url(world: World) -> str:
-    return f"/teams/language-models/quotas/{world.h100.pk}/"
+    return "/teams/language-models/quotas/H100/"
 
 
 def _form(**overrides: str) -> dict[str, str]:
@@ -168,7 +168,8 @@ def test_the_team_page_shows_fleet_admins_a_quota_form_per_accelerator_type(worl
 
     assert 'id="quota-admin"' in body
     assert f'action="{_form_url(world)}"' in body
-    assert f'action="/teams/language-models/quotas/{world.a100.pk}/"' in body
+    assert 'action="/teams/language-models/quotas/A100/"' in body
+    assert f"/quotas/{world.h100.pk}/" not in body  # the URLs name types, never number them
 
 
 @pytest.mark.parametrize("who", ["lead", "member"])
@@ -198,7 +199,10 @@ def test_the_quota_form_answers_404_to_anyone_but_fleet_admins(world: World, who
 
 
 def test_an_unknown_accelerator_type_is_a_404(world: World) -> None:
-    assert client_for(world.admin).post("/teams/language-models/quotas/9999/", _form()).status_code == 404
+    client = client_for(world.admin)
+    for url in ("/teams/language-models/quotas/TPUv9/", f"/teams/language-models/quotas/{world.h100.pk}/"):
+        assert client.post(url, _form()).status_code == 404
+    assert _quota_fields(world) is None
 
 
 def test_the_page_says_why_a_quota_is_refused_and_changes_nothing(world: World) -> None:

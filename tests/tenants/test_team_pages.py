@@ -14,7 +14,7 @@ GOOD = {"guaranteed": "16", "borrow_limit": "8", "lend_limit": "", "justificatio
 
 
 def _post(world: World, user_name: str, **overrides: str) -> object:
-    data = {"accelerator_type": str(world.h100.pk), **GOOD, **overrides}
+    data = {"accelerator_type": "H100", **GOOD, **overrides}
     return client_for(getattr(world, user_name)).post("/teams/language-models/", data)
 
 
@@ -65,6 +65,13 @@ def test_only_the_lead_sees_the_request_form(world: World) -> None:
     assert b'id="request-quota"' not in client_for(world.admin).get("/teams/language-models/").content
 
 
+def test_the_request_form_offers_accelerator_types_by_name(world: World) -> None:
+    body = client_for(world.lead).get("/teams/language-models/").content.decode()
+
+    assert '<option value="H100">H100</option>' in body
+    assert f'<option value="{world.h100.pk}"' not in body
+
+
 def test_a_lead_files_a_quota_request_that_is_audited(world: World) -> None:
     response = _post(world, "lead")
     assert response.status_code == 302
@@ -92,7 +99,8 @@ def test_nobody_but_the_lead_may_file_a_request(world: World, who: str, status: 
         ("borrow_limit", "-4", "greater than or equal to 0"),
         ("lend_limit", "-4", "greater than or equal to 0"),
         ("lend_limit", "x", "Enter a whole number"),
-        ("accelerator_type", "999999", "Choose an accelerator type of this fleet"),
+        ("accelerator_type", "TPUv9", "The fleet has no accelerator type named “TPUv9”: choose one of the list."),
+        ("accelerator_type", "1", "The fleet has no accelerator type named “1”"),
         ("accelerator_type", "", "This field is required"),
         ("justification", "", "This field is required"),
         ("justification", "more", "at least 10 characters"),
