@@ -5,7 +5,7 @@ throttling on (budgets set high enough not to refuse). Prints JSON.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python benchmarks/api_load.py \
         [--duration-s 15] [--clients 16] [--web-workers 2] [--legacy] [--database fleetline_apiload] [--out FILE]
 
-The layout, its fresh database, its own Redis and the CPU accounting are ``web_load.py``'s: one
+The layout, its fresh database, its own Redis and the CPU accounting are ``harness.py``'s (as for ``web_load.py``): one
 uvicorn with ``--web-workers`` processes, ``--workers`` Celery workers and beat (the scheduling
 cycle runs throughout, as in production), ``portal.settings_production``, the demo fleet and
 logins. Phases, each ``--duration-s`` long, ``--clients`` concurrent clients back to back:
@@ -27,28 +27,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import signal
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from web_load import (  # noqa: E402 - the sibling script, found through the path above
-    DEFAULT_DATABASE_URL,
+from harness import (  # noqa: E402 - beside this script, found through the path above
     DEMO_USER,
     PROXY_HEADERS,
     Layout,
     RequestMaker,
-    database_fresh,
-    django_setup,
+    bounded_main,
     http_phase,
     log,
     measured,
+    production_layout,
 )
 
 # Budgets far above what the layout can serve: the throttle is counted (a Redis round trip per
@@ -147,60 +143,19 @@ def parse_args() -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
-    if not database_url.startswith(("postgres://", "postgresql://")):
-        raise SystemExit("the production layout needs PostgreSQL: set DATABASE_URL to a PostgreSQL server")
-    database_url = database_url.rsplit("/", 1)[0] + f"/{args.database}"
     os.environ["API_THROTTLE_RATE"] = os.environ["API_SUBMIT_THROTTLE_RATE"] = UNLIMITED_RATE
     report: dict[str, Any] = {
         "settings": {k: getattr(args, k) for k in ("duration_s", "clients", "web_workers", "workers", "legacy")},
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
-    layout = Layout(database_url=database_url, web_workers=args.web_workers, workers=args.workers)
-    try:
-        layout.redis_start()
-        database_fresh(database_url)
-        django_setup(database_url=database_url, redis_url=layout.redis_url)
-        log("seeding the demo fleet, logins and a v1 token")
-        seeded = seed()
-        log(f"starting the layout: uvicorn x{args.web_workers}, {args.workers} workers, beat")
-        layout.start()
-        report["layout"] = (
-            f"Procfile: one uvicorn with {args.web_workers} worker processes, {args.workers} Celery workers "
-            "(concurrency 1), beat; PostgreSQL, Redis; portal.settings_production"
-        )
+    with production_layout(args, seed, report) as (layout, seeded):
         report["api_v1"] = asyncio.run(api_load(layout.base_url, seeded, args, layout))
-    finally:
-        layout.close()
-        try:
-            from django.db import connections
-
-            connections.close_all()
-            database_fresh(database_url)  # leave it empty, not full of benchmark rows
-        except Exception:  # noqa: BLE001 - cleaning up after a failed run is best effort
-            pass
     return report
 
 
 def main() -> None:
-    args = parse_args()
-
-    def out_of_time(*_: object) -> None:
-        raise TimeoutError(f"stopped after --max-s {args.max_s:.0f} s")
-
-    signal.signal(signal.SIGALRM, out_of_time)
-    signal.alarm(int(args.max_s))
-    started = time.perf_counter()
-    report = run(args)
-    signal.alarm(0)
-    report["run_s"] = round(time.perf_counter() - started, 1)
-    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    bounded_main(parse_args(), run)
 
 
 if __name__ == "__main__":

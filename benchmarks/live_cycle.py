@@ -30,37 +30,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("FLEET_DEMO_WORKLOAD", "0")
 os.environ.setdefault("SECRET_KEY", "fleetline-benchmark-only-not-secret")  # DEBUG is off by default
 
-
-def _fresh_database(url: str) -> None:
-    """Drop and recreate the benchmark's own PostgreSQL database."""
-    if not url.startswith("postgres"):
-        return
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+from harness import database_fresh, nodes_build  # noqa: E402 - beside this script
 
 
 def _build(nodes: int, running: int, running_sizes: tuple[int, ...], seed: int) -> None:
 
-    from scheduling.models import AcceleratorType, FleetClock, Job, Node, Pod, Rack
+    from scheduling.models import AcceleratorType, FleetClock, Job
     from tenants.models import Department, FleetPolicy, PriorityClass, Quota, Team
 
     rng = random.Random(seed)
     h100 = AcceleratorType.objects.create(name="H100")
-    racks_per_pod, nodes_per_rack = 16, 16
-    node_rows = []
-    for p in range(max(1, nodes // (racks_per_pod * nodes_per_rack))):
-        pod = Pod.objects.create(name=f"pod-{p}")
-        for r in range(racks_per_pod):
-            rack = Rack.objects.create(pod=pod, name=f"pod-{p}-r{r}")
-            node_rows += [
-                Node(rack=rack, name=f"{rack.name}-n{n}", accelerator_type=h100) for n in range(nodes_per_rack)
-            ]
-    Node.objects.bulk_create(node_rows, batch_size=2000)
+    node_rows = nodes_build(nodes=nodes, accelerator=h100)
     department = Department.objects.create(name="Research")
     teams = [Team.objects.create(department=department, name=f"team-{i}", slug=f"team-{i}") for i in range(16)]
     for team in teams:
@@ -141,7 +121,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    _fresh_database(os.environ["DATABASE_URL"])
+    database_fresh(os.environ["DATABASE_URL"])
 
     import django
 

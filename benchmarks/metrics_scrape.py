@@ -31,19 +31,10 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetl
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("SECRET_KEY", "fleetline-benchmark-only-not-secret")
 
+from harness import database_fresh, nodes_build  # noqa: E402 - beside this script
+
 BATCH = 5000
-
-
-def _fresh_database(url: str) -> None:
-    if not url.startswith("postgres"):
-        return
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+FLEET_NODES = 2048  # 8 pods of 16 racks of 16 nodes, 8 GPUs each
 
 
 def _build(args: argparse.Namespace) -> dict[str, float]:
@@ -54,8 +45,6 @@ def _build(args: argparse.Namespace) -> dict[str, float]:
         Incident,
         Job,
         Node,
-        Pod,
-        Rack,
         SchedulerEvent,
         UsageSample,
     )
@@ -64,13 +53,7 @@ def _build(args: argparse.Namespace) -> dict[str, float]:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     h100 = AcceleratorType.objects.create(name="H100")
-    nodes = []
-    for p in range(8):
-        pod = Pod.objects.create(name=f"pod-{p}")
-        for r in range(16):
-            rack = Rack.objects.create(pod=pod, name=f"pod-{p}-r{r}")
-            nodes += [Node(rack=rack, name=f"{rack.name}-n{n}", accelerator_type=h100) for n in range(16)]
-    Node.objects.bulk_create(nodes, batch_size=BATCH)
+    nodes_build(nodes=FLEET_NODES, accelerator=h100)
     nodes = list(Node.objects.order_by("id"))
     department = Department.objects.create(name="Research")
     teams = [Team.objects.create(department=department, name=f"Team {i}", slug=f"team-{i}") for i in range(8)]
@@ -164,7 +147,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    _fresh_database(os.environ["DATABASE_URL"])
+    database_fresh(os.environ["DATABASE_URL"])
     import django
 
     django.setup()

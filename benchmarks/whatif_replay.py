@@ -24,19 +24,9 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetl
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("SECRET_KEY", "fleetline-benchmark-only-not-secret")
 
+from harness import database_fresh  # noqa: E402 - beside this script
+
 HEADLINE = ("jobs", "utilisation", "goodput", "limit_ratio", "jct_mean_s", "jct_p99_s", "wait_mean_s", "sim_wall_s")
-
-
-def _fresh_database(url: str) -> None:
-    if not url.startswith("postgres"):
-        return
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def main() -> None:
@@ -47,7 +37,7 @@ def main() -> None:
     parser.add_argument("--preset", default="easy")
     args = parser.parse_args()
 
-    _fresh_database(os.environ["DATABASE_URL"])
+    database_fresh(os.environ["DATABASE_URL"])
     import django
 
     django.setup()
