@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from portal.live_events import EVENTS
 from portal.socket_events import EVENT_VERSION
-
-_NUMBER = {"type": "number"}
-_NULLABLE_NUMBER = {"type": "number", "nullable": True}
-_INTEGER = {"type": "integer"}
 
 
 def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -23,81 +20,9 @@ def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str,
     }
 
 
+# The events as ``portal.live_events`` defines them (the one definition publishers build from).
 WEBSOCKET_EVENTS: dict[str, dict[str, Any]] = {
-    "WsHeartbeatEvent": _event(
-        "heartbeat",
-        "Every second to every socket: a sequence number and the fleet's size.",
-        {
-            "seq": _INTEGER,
-            "sent_at": {"type": "string", "format": "date-time"},
-            "pods": _INTEGER,
-            "racks": _INTEGER,
-            "nodes": _INTEGER,
-            "gpus": _INTEGER,
-            "healthy_gpus": _INTEGER,
-            "nodes_up": _INTEGER,
-        },
-    ),
-    "WsFleetEvent": _event(
-        "fleet",
-        "After each scheduling tick, to every socket: the fleet's share and occupancy.",
-        {
-            "sim_time_s": _NUMBER,
-            "capacity_gpus": _INTEGER,
-            "healthy_gpus": _INTEGER,
-            "serving_gpus": _INTEGER,
-            "training_gpus": _INTEGER,
-            "batch_gpus": _INTEGER,
-            "utilisation": _NUMBER,
-            "pending_jobs": _INTEGER,
-            "running_jobs": _INTEGER,
-            "node_used": {"type": "object", "additionalProperties": _INTEGER, "description": "node id -> GPUs in use"},
-        },
-    ),
-    "WsJobsEvent": _event(
-        "jobs",
-        "After a tick that changed jobs: the changes of the teams the socket's user may read "
-        "(every team's for fleet admins).",
-        {
-            "jobs": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["id", "team", "state", "event", "message", "sim_time_s"],
-                    "properties": {
-                        "id": _INTEGER,
-                        "team": {**_INTEGER, "description": "team id"},
-                        "state": {"type": "string"},
-                        "event": {"type": "string"},
-                        "message": {"type": "string"},
-                        "sim_time_s": _NUMBER,
-                    },
-                },
-            }
-        },
-    ),
-    "WsIncidentEvent": _event(
-        "incident",
-        "A node failure opened or advanced (detected, replaced, restored, resumed), to every socket.",
-        {
-            "id": _INTEGER,
-            "node": {"type": "string"},
-            "node_id": _INTEGER,
-            "incident": {"type": "string", "enum": ["dead", "degraded", "slow"]},
-            "failed_at": _NUMBER,
-            "detected_at": _NULLABLE_NUMBER,
-            "replaced_at": _NULLABLE_NUMBER,
-            "restored_at": _NULLABLE_NUMBER,
-            "resumed_at": _NULLABLE_NUMBER,
-            "lost_gpu_s": _NUMBER,
-        },
-    ),
-    "WsNoticeEvent": _event(
-        "notice",
-        "A new in-app notice for the socket's user (a quota decision, a quota set by a fleet admin), "
-        "with their unread count.",
-        {"message": {"type": "string"}, "url": {"type": "string"}, "unread": _INTEGER},
-    ),
+    f"Ws{kind.capitalize()}Event": _event(kind, description, fields) for kind, (description, fields) in EVENTS.items()
 }
 
 WEBSOCKET = {

@@ -7,20 +7,13 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from portal.fleet_share import SharePoint as SharePoint
+from portal.fleet_share import share_summary_text as share_summary_text
+
 SERVING_COLOUR = "#d9822b"
 TRAINING_COLOUR = "#2f6fde"
 BATCH_COLOUR = "#8a63d2"
 IDLE_COLOUR = "#c9ced8"
-
-
-@dataclass(frozen=True, slots=True)
-class SharePoint:
-    sim_time_s: float
-    serving_gpus: int
-    training_gpus: int
-    batch_gpus: int
-    healthy_gpus: int
-    pending_jobs: int
 
 
 def _layout(title: str, y_title: str, **extra: object) -> dict[str, object]:
@@ -58,7 +51,7 @@ def share_figure(points: Sequence[SharePoint]) -> str:
         ("batch", [p.batch_gpus for p in points], BATCH_COLOUR),
         (
             "idle",
-            [max(0, p.healthy_gpus - p.serving_gpus - p.training_gpus - p.batch_gpus) for p in points],
+            [p.idle_gpus for p in points],
             IDLE_COLOUR,
         ),
     ):
@@ -71,12 +64,9 @@ def share_figure(points: Sequence[SharePoint]) -> str:
 
 
 def utilisation_figure(points: Sequence[SharePoint]) -> str:
-    """Allocated share of healthy GPUs, and the queue depth on a second axis."""
+    """Utilisation (GPUs held of all installed), and the queue depth on a second axis."""
     hours = [p.sim_time_s / 3600 for p in points]
-    utilisation = [
-        100 * (p.serving_gpus + p.training_gpus + p.batch_gpus) / p.healthy_gpus if p.healthy_gpus else 0
-        for p in points
-    ]
+    utilisation = [100 * p.utilisation for p in points]
     figure = go.Figure(
         layout=_layout(
             "Utilisation and queue",
@@ -173,20 +163,6 @@ def team_share_figure(shares: Sequence[TeamShare]) -> str:
         )
     )
     return figure.to_json()
-
-
-def share_summary_text(points: Sequence[SharePoint]) -> str:
-    """The share and utilisation charts in one sentence, for readers who cannot see them."""
-    if not points:
-        return "No fleet samples yet."
-    last = points[-1]
-    used = last.serving_gpus + last.training_gpus + last.batch_gpus
-    percent = round(100 * used / last.healthy_gpus) if last.healthy_gpus else 0
-    return (
-        f"At fleet hour {last.sim_time_s / 3600:.1f}: {last.serving_gpus} GPUs serving, {last.training_gpus} "
-        f"training, {last.batch_gpus} batch, {max(0, last.healthy_gpus - used)} idle of {last.healthy_gpus} healthy "
-        f"({percent}% used); {last.pending_jobs} jobs pending."
-    )
 
 
 def team_share_summary_text(shares: Sequence[TeamShare]) -> str:

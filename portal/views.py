@@ -19,7 +19,6 @@ from portal.charts import (
 )
 from portal.exports import report_csv, report_xlsx
 from scheduling.cycle.serving import SERVING_SLO_S, serving_attainment_last_day
-from scheduling.fleet_calendar import fleet_epoch
 from scheduling.selectors import fleet_samples_recent, fleet_summary, team_gpus_now
 from scheduling.services.jobs import fleet_now_s
 
@@ -29,7 +28,9 @@ XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     points = [
-        SharePoint(s.sim_time_s, s.serving_gpus, s.training_gpus, s.batch_gpus, s.healthy_gpus, s.pending_jobs)
+        SharePoint(
+            s.sim_time_s, s.serving_gpus, s.training_gpus, s.batch_gpus, s.healthy_gpus, s.pending_jobs, s.capacity_gpus
+        )
         for s in fleet_samples_recent()
     ]
     latest = points[-1] if points else None
@@ -45,8 +46,6 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "share_summary": share_summary_text(points),
             "team_chart": team_share_figure(teams),
             "team_summary": team_share_summary_text(teams),
-            # The page's live clock turns fleet seconds into fleet-calendar times as the server does.
-            "fleet_epoch_ms": round(fleet_epoch().timestamp() * 1000),
             "serving": serving_attainment_last_day(sim_now_s=fleet_now_s()),
             "serving_slo_s": SERVING_SLO_S,
         },

@@ -81,6 +81,11 @@ def fleet_datetime(sim_s: float, *, epoch: datetime | None = None) -> datetime:
     return timezone.localtime((epoch or fleet_epoch()) + timedelta(seconds=sim_s))
 
 
+def fleet_clock_text(sim_s: float) -> str:
+    """A fleet-clock instant on the fleet calendar as pages and the live feed show it: ``2026-01-03 14:05``."""
+    return f"{fleet_datetime(sim_s):%Y-%m-%d %H:%M}"
+
+
 def fleet_seconds(moment: datetime, *, epoch: datetime | None = None) -> float:
     return (moment - (epoch or fleet_epoch())).total_seconds()
 

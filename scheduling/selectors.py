@@ -185,6 +185,15 @@ class QuotaLeft:
     guaranteed_left: int
     borrow_left: int | None
 
+    @property
+    def text(self) -> str:
+        """The quota left, in one sentence for the submit form."""
+        borrow = "no borrowing limit" if self.borrow_left is None else f"{self.borrow_left} with borrowing"
+        return (
+            f"Your team uses {self.in_use} {self.accelerator} GPUs: {self.guaranteed_left} more within its "
+            f"guarantee, {borrow}."
+        )
+
 
 def quota_left_for_teams(*, teams: QuerySet[Team]) -> dict[int, list[QuotaLeft]]:
     """Per team of ``teams`` (already scoped to the user), per accelerator type, the quota left

@@ -214,7 +214,7 @@ def job_submit_view(request: AuthenticatedHttpRequest) -> HttpResponse:
     hints = {
         str(team_id): {
             "default": default_accelerator_for(rows),
-            "left": {str(row.accelerator_type_id): [row.guaranteed_left, row.borrow_left, row.in_use] for row in rows},
+            "left": {str(row.accelerator_type_id): row.text for row in rows},
         }
         for team_id, rows in left.items()
     }

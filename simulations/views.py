@@ -131,7 +131,14 @@ def simulation_detail(request: HttpRequest, simulation_id: int) -> HttpResponse:
 @require_GET
 def simulation_progress(request: HttpRequest, simulation_id: int) -> JsonResponse:
     simulation = simulation_for_user(user=request.user, simulation_id=simulation_id)
-    return JsonResponse({"state": simulation.state, "progress": simulation.progress, "finished": simulation.finished})
+    return JsonResponse(
+        {
+            "state": simulation.state,
+            "state_label": simulation.get_state_display(),
+            "progress": simulation.progress,
+            "finished": simulation.finished,
+        }
+    )
 
 
 @login_required

@@ -14,6 +14,7 @@ from datetime import date, datetime
 
 from django.db import connection
 
+from portal.fleet_share import SharePoint
 from scheduling.cycle.apply import AppliedTick
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
@@ -41,8 +42,16 @@ class TickSample:
         return self.serving_gpus + self.training_gpus + self.batch_gpus
 
     @property
-    def utilisation(self) -> float:
-        return self.allocated_gpus / self.capacity_gpus if self.capacity_gpus else 0.0
+    def share(self) -> SharePoint:
+        return SharePoint(
+            self.sim_time_s,
+            self.serving_gpus,
+            self.training_gpus,
+            self.batch_gpus,
+            self.healthy_gpus,
+            self.pending_jobs,
+            self.capacity_gpus,
+        )
 
 
 @dataclass

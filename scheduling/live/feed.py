@@ -14,9 +14,12 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
+from portal.fleet_share import share_summary_text
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from portal.live_events import job_change, live_event
 from portal.socket_events import fleet_event_message
 from scheduling.engine import PendingStatus
+from scheduling.fleet_calendar import fleet_clock_text
 from scheduling.live.waits import pending_statuses_store
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
@@ -56,12 +59,9 @@ def fleet_event_publish(*, group: str, payload: dict[str, Any]) -> None:
 def fleet_heartbeat_publish() -> dict[str, Any]:
     """Publish the fleet's heartbeat (a sequence number and its size) to the fleet group."""
     seq = int(redis.Redis.from_url(settings.REDIS_URL).incr(HEARTBEAT_SEQUENCE_KEY))
-    payload = {
-        "kind": "heartbeat",
-        "seq": seq,
-        "sent_at": timezone.now().isoformat(),
-        **dataclasses.asdict(fleet_summary()),
-    }
+    payload = live_event(
+        "heartbeat", seq=seq, sent_at=timezone.now().isoformat(), **dataclasses.asdict(fleet_summary())
+    )
     fleet_event_publish(group=FLEET_GROUP, payload=payload)
     return payload
 
@@ -73,20 +73,20 @@ def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[
     by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for change in applied.changes:
         by_team[change.team_id].append(
-            {
-                "id": change.job_id,
-                "team": change.team_id,
-                "state": change.state,
-                "event": change.event,
-                "message": change.message,
-                "sim_time_s": sample.sim_time_s,
-            }
+            job_change(
+                id=change.job_id,
+                team=change.team_id,
+                state=change.state,
+                event=change.event,
+                message=change.message,
+                sim_time_s=sample.sim_time_s,
+            )
         )
     events: list[tuple[str, dict[str, Any]]] = [(FLEET_GROUP, fleet_payload(sample))]
-    events += [(team_group(team_id), {"kind": "jobs", "jobs": jobs}) for team_id, jobs in sorted(by_team.items())]
+    events += [(team_group(team_id), live_event("jobs", jobs=jobs)) for team_id, jobs in sorted(by_team.items())]
     if by_team:
         everything = [job for _, jobs in sorted(by_team.items()) for job in jobs]
-        events.append((ALL_JOBS_GROUP, {"kind": "jobs", "jobs": everything}))
+        events.append((ALL_JOBS_GROUP, live_event("jobs", jobs=everything)))
     fleet_events_publish(events)
 
 
@@ -97,32 +97,36 @@ def incidents_publish(*, incident_ids: Iterable[int]) -> None:
 
 
 def incident_payload(incident: Incident) -> dict[str, Any]:
-    return {
-        "kind": "incident",
-        "id": incident.pk,
-        "node": incident.node.name,
-        "node_id": incident.node_id,
-        "incident": incident.kind,
-        "failed_at": incident.failed_at,
-        "detected_at": incident.detected_at,
-        "replaced_at": incident.replaced_at,
-        "restored_at": incident.restored_at,
-        "resumed_at": incident.resumed_at,
-        "lost_gpu_s": incident.lost_gpu_s,
-    }
+    return live_event(
+        "incident",
+        id=incident.pk,
+        node=incident.node.name,
+        node_id=incident.node_id,
+        incident=incident.kind,
+        failed_at=incident.failed_at,
+        detected_at=incident.detected_at,
+        replaced_at=incident.replaced_at,
+        restored_at=incident.restored_at,
+        resumed_at=incident.resumed_at,
+        lost_gpu_s=incident.lost_gpu_s,
+    )
 
 
 def fleet_payload(sample: TickSample) -> dict[str, Any]:
-    return {
-        "kind": "fleet",
-        "sim_time_s": sample.sim_time_s,
-        "capacity_gpus": sample.capacity_gpus,
-        "healthy_gpus": sample.healthy_gpus,
-        "serving_gpus": sample.serving_gpus,
-        "training_gpus": sample.training_gpus,
-        "batch_gpus": sample.batch_gpus,
-        "utilisation": round(sample.utilisation, 4),
-        "pending_jobs": sample.pending_jobs,
-        "running_jobs": sample.running_jobs,
-        "node_used": sample.node_used,
-    }
+    share = sample.share
+    return live_event(
+        "fleet",
+        sim_time_s=sample.sim_time_s,
+        fleet_time=fleet_clock_text(sample.sim_time_s),
+        capacity_gpus=sample.capacity_gpus,
+        healthy_gpus=sample.healthy_gpus,
+        serving_gpus=sample.serving_gpus,
+        training_gpus=sample.training_gpus,
+        batch_gpus=sample.batch_gpus,
+        idle_gpus=share.idle_gpus,
+        utilisation=round(share.utilisation, 4),
+        summary=share_summary_text([share]),
+        pending_jobs=sample.pending_jobs,
+        running_jobs=sample.running_jobs,
+        node_used=sample.node_used,
+    )

@@ -47,7 +47,14 @@ def fleet_datetime(seconds: float | None) -> str:
     (``scheduling.fleet_calendar``; on a real fleet at clock speed 1 it is wall time)."""
     if seconds is None:
         return "—"
-    return f"{calendar.fleet_datetime(seconds):%Y-%m-%d %H:%M} fleet time"
+    return f"{calendar.fleet_clock_text(seconds)} fleet time"
+
+
+@register.filter
+def fleet_clock(seconds: float | None) -> str:
+    """A fleet-clock instant on the fleet calendar, unlabelled (``2026-01-03 14:05``), for a place
+    that says which clock it shows; the live feed sends the same text (``fleet_time``)."""
+    return "—" if seconds is None else calendar.fleet_clock_text(seconds)
 
 
 @register.filter

@@ -1,4 +1,5 @@
 // Dashboard: draws the server-rendered figures, then extends them with every live fleet tick.
+// Every text it shows (the fleet clock, the summary sentence) comes from the server in the event.
 (function () {
   var MAX_POINTS = 600;
   function figure(id) { return JSON.parse(JSON.parse(document.getElementById(id).textContent)); }
@@ -29,18 +30,14 @@
 
   Fleetline.live.on("fleet", function (event) {
     var hours = event.sim_time_s / 3600;
-    var allocated = event.serving_gpus + event.training_gpus + event.batch_gpus;
-    var idle = Math.max(0, event.healthy_gpus - allocated);
     text("fleet-utilisation", Math.round(100 * event.utilisation) + "%");
     text("fleet-serving", event.serving_gpus);
     text("fleet-training", event.training_gpus);
     text("fleet-pending", event.pending_jobs);
-    var clock = document.getElementById("fleet-time");
-    text("fleet-time", clock && clock.dataset.epochMs ? Fleetline.fleetDateTime(event.sim_time_s, +clock.dataset.epochMs)
-      : Fleetline.fleetTime(event.sim_time_s));
+    text("fleet-time", event.fleet_time);
     Plotly.extendTraces("share-chart", {
       x: [[hours], [hours], [hours], [hours]],
-      y: [[event.serving_gpus], [event.training_gpus], [event.batch_gpus], [idle]],
+      y: [[event.serving_gpus], [event.training_gpus], [event.batch_gpus], [event.idle_gpus]],
     }, [0, 1, 2, 3], MAX_POINTS);
     Plotly.extendTraces("utilisation-chart", {
       x: [[hours], [hours]], y: [[100 * event.utilisation], [event.pending_jobs]],
@@ -50,8 +47,6 @@
       pendingStep = countTickStep(pendingMax);
       Plotly.relayout("utilisation-chart", { "yaxis2.dtick": pendingStep });
     }
-    text("share-summary", "At fleet hour " + hours.toFixed(1) + ": " + event.serving_gpus + " GPUs serving, " +
-      event.training_gpus + " training, " + event.batch_gpus + " batch, " + idle + " idle of " + event.healthy_gpus +
-      " healthy (" + Math.round(100 * event.utilisation) + "% used); " + event.pending_jobs + " jobs pending.");
+    text("share-summary", event.summary);
   });
 })();

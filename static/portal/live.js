@@ -74,25 +74,6 @@ Fleetline.announce = function (text) {
   if (region && region.textContent !== text) region.textContent = text;
 };
 
-// Fleet-clock seconds as "day 3, 14:05", matching the server's fleet_time filter.
-Fleetline.fleetTime = function (seconds) {
-  var total = Math.floor(seconds / 60), days = Math.floor(total / 1440), rest = total % 1440;
-  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
-  return "day " + (days + 1) + ", " + pad(Math.floor(rest / 60)) + ":" + pad(rest % 60);
-};
-
-// Fleet-clock seconds on the fleet calendar, "2026-11-30 14:05", matching the server's
-// fleet_datetime filter (the site's time zone is UTC).
-Fleetline.fleetDateTime = function (seconds, epochMs) {
-  return new Date(epochMs + seconds * 1000).toISOString().slice(0, 16).replace("T", " ");
-};
-
-// A job state as the server renders it: "timed_out" -> "Timed out".
-Fleetline.stateLabel = function (state) {
-  var text = state.replace("_", " ");
-  return text.charAt(0).toUpperCase() + text.slice(1);
-};
-
 // Forms with data-confirm ask first (cancelling a large job, removing a member). Delegated,
 // so forms inside refreshed parts of a page ask too.
 document.addEventListener("submit", function (event) {

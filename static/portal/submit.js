@@ -24,15 +24,8 @@
   function showQuotaLeft() {
     var teamHints = hints[team.value] || { left: {} };
     if (!acceleratorChosen && teamHints["default"]) accelerator.value = String(teamHints["default"]);
-    var left = teamHints.left[accelerator.value];
-    var name = accelerator.options[accelerator.selectedIndex].text;
-    var text;
-    if (!left) text = "";
-    else {
-      var borrow = left[1] === null ? "no borrowing limit" : left[1] + " with borrowing";
-      text = "Your team uses " + left[2] + " " + name + " GPUs: " + left[0] + " more within its guarantee, " + borrow + ".";
-    }
-    document.getElementById("quota-left").textContent = text;
+    // The sentence is the server's (QuotaLeft.text), one per team and accelerator type.
+    document.getElementById("quota-left").textContent = teamHints.left[accelerator.value] || "";
   }
 
   var preview = Fleetline.Part("start-preview", function () {

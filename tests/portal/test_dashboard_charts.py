@@ -24,7 +24,7 @@ def test_job_count_ticks_are_whole_and_about_five(largest: int, step: int) -> No
 
 
 def test_the_pending_jobs_axis_has_integer_ticks() -> None:
-    points = [SharePoint(60.0 * i, 8, 8, 0, 32, i % 3) for i in range(10)]
+    points = [SharePoint(60.0 * i, 8, 8, 0, 32, i % 3, 32) for i in range(10)]
     axis = json.loads(utilisation_figure(points))["layout"]["yaxis2"]
     assert axis["dtick"] == 1 and axis["tickformat"] == ",d"
 

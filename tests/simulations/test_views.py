@@ -117,6 +117,7 @@ def test_the_results_page_puts_the_replay_beside_the_current_policy_with_its_cha
     assert b"Fleet simulation" in report.content
     assert lead.get(f"/simulations/{team_simulation.pk}/progress/").json() == {
         "state": "succeeded",
+        "state_label": Simulation.State.SUCCEEDED.label,
         "progress": 1.0,
         "finished": True,
     }
