@@ -25,6 +25,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.urls import reverse
 
+from portal.live_events import live_event
 from portal.socket_events import user_events_publish
 from scheduling.cycle.apply import JobChange
 from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT
@@ -93,8 +94,7 @@ def job_notices_send(*, changes: Iterable[JobChange]) -> JobNoticesSent:
     unread = unread_notification_counts(user_ids=in_app)
     user_events_publish(
         events=[
-            (n.user_id, {"kind": "notice", "message": n.message, "url": n.url, "unread": unread[n.user_id]})
-            for n in notices
+            (n.user_id, live_event("notice", message=n.message, url=n.url, unread=unread[n.user_id])) for n in notices
         ]
     )
     if by_mail:
