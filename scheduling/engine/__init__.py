@@ -1,7 +1,8 @@
 """Fleetline's pure scheduling core: a frozen `Snapshot` in, a `Plan` out.
 
 No Django, no I/O, no clock, no randomness: the live cycle and the simulator both call
-`schedule(snapshot, now)` and advance the world with the same `FleetState`.
+`schedule(snapshot, now)` and advance the world with the same `FleetState`. `schedule_reference`
+plans the same from the rules stated plainly (slowly), to check the fast path against.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .plan import (
     Shrink,
     Start,
 )
+from .reference import schedule_reference
 from .runs import RunView
 from .schedule import schedule
 from .state import Counters, FleetState
@@ -55,4 +57,5 @@ __all__ = [
     "TimedOut",
     "Withdrawn",
     "schedule",
+    "schedule_reference",
 ]

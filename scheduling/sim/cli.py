@@ -3,7 +3,7 @@
     python -m scheduling.sim --trace a.csv [--trace b.csv ...] --format canonical|itp|helios \
         --fleet 2x8x10x8 [--quotas quotas.json] --policy fifo [--policy easy ...] \
         --json out.json [--html report.html] [--seed N] [--limit N] [--estimate exact|2.0] \
-        [--serving deployments.json]
+        [--serving deployments.json] [--engine fast|reference]
 
 Policies: fifo, easy, fleetline and sjf-oracle (shortest true duration first, no quotas, no
 preemption: the unfair bound). Exit codes: 2 for a bad trace, fleet or quota file, 3 when a replay
@@ -23,7 +23,7 @@ from .fleet import SpecError, load_quotas, parse_fleet
 from .progress import ProgressBar
 from .runner import POLICIES, compare_policies
 from .serving import load_deployments
-from .simulator import SimulationStalled
+from .simulator import ENGINES, SimulationStalled
 from .trace import FORMATS, TraceError, load_trace
 from .workload import parse_estimate
 
@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failures", help="inject seeded failures: SEED or SEED:RATE_SCALE (e.g. 7:100)")
     parser.add_argument("--serving", help="serving deployments (JSON or CSV) sharing the fleet over the trace's window")
     parser.add_argument("--max-errors", type=int, default=1, help="trace errors to collect before stopping")
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        default="fast",
+        help="the engine that plans: fast, or reference (the rules stated plainly: the same results, slowly)",
+    )
 
 
 def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -73,6 +79,7 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             progress=lambda name: ProgressBar(name, stream=stderr),
             failures=failures,
             serving=serving,
+            engine=options.engine,
         )
     except TraceError as error:
         for each in error.errors:

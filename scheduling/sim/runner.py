@@ -14,7 +14,7 @@ from .failures import FailureOptions
 from .fleet import Fleet, QuotaSpec, SpecError, teams_for
 from .metrics import WALL_KEYS
 from .serving import serving_hook
-from .simulator import SimResult, run_simulation
+from .simulator import ENGINES, SimResult, run_simulation
 from .trace import TraceJob
 from .workload import build_workload
 
@@ -101,13 +101,18 @@ def compare_policies(
     failures: FailureOptions | None = None,
     variants: dict[str, Preset] | None = None,
     serving: Sequence[Deployment] = (),
+    engine: str = "fast",
 ) -> Comparison:
     """Replay `trace` on `fleet` under each of `policies` (names of `PRESETS`, or of `variants`:
-    extra presets a benchmark defines, e.g. fleetline with another within-team order)."""
+    extra presets a benchmark defines, e.g. fleetline with another within-team order), planned by
+    `engine` (`simulator.ENGINES`: "fast", or "reference", the plain statement of the same rules,
+    which gives the same results, slowly)."""
     presets = {**PRESETS, **(variants or {})}
     unknown = [name for name in policies if name not in presets]
     if unknown:
         raise ValueError(f"unknown policy {unknown[0]!r}: expected one of {', '.join(presets)}")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if quotas is not None:
         check_quotas(fleet, quotas)
     selected = list(trace[:limit]) if limit is not None else list(trace)
@@ -138,6 +143,7 @@ def compare_policies(
                 *([serving_hook(serving, nodes, preset.policy(), (w0, w1))] if serving else []),
             ],
             state_options=failures.state_options() if failures else None,
+            scheduler=ENGINES[engine],
         )
         done = getattr(bar, "done", None)
         if done is not None:

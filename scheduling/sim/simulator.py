@@ -49,6 +49,7 @@ from scheduling.engine import (
     Team,
     TimedOut,
     schedule,
+    schedule_reference,
 )
 
 from .gate import CycleGate
@@ -72,6 +73,15 @@ Scheduler = Callable[[Snapshot, float, bool], Plan]
 
 def engine_scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
     return schedule(snapshot, now, explain=explain)
+
+
+def reference_scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+    """The engine's rules stated plainly (`engine.reference`): the same plans, slowly."""
+    return schedule_reference(snapshot, now, explain=explain)
+
+
+# The engines a replay can run: the fast one, and the plain reference to check it against.
+ENGINES: dict[str, Scheduler] = {"fast": engine_scheduler, "reference": reference_scheduler}
 
 
 class SimulationStalled(RuntimeError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from scheduling.engine import Job, Node, Policy, Quota, Running, Snapshot, Team
@@ -35,7 +37,7 @@ def jobs(draw: st.DrawFn, job_id: str, submit_s: float) -> Job:
 
 
 @st.composite
-def snapshots(draw: st.DrawFn, policy: Policy | None = None) -> Snapshot:
+def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 6) -> Snapshot:
     pods, racks, per_rack = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
     nodes = tuple(
         Node(
@@ -53,7 +55,7 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None) -> Snapshot:
     )
     running: list[Running] = []
     free = {node.id: (node.healthy_gpus if not node.cordoned else 0) for node in nodes}
-    for index in range(draw(st.integers(0, 6))):
+    for index in range(draw(st.integers(0, max_running))):
         job = draw(jobs(f"r{index}", 0.0))
         gpus = min(job.gpus, 8)
         node_id = draw(st.sampled_from([node.id for node in nodes]))
@@ -80,3 +82,54 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None) -> Snapshot:
     usage = tuple((team, draw(st.floats(0.0, 1e6))) for team in TEAMS)
     chosen = policy or draw(st.sampled_from((Policy(), Policy.easy(), Policy.fifo(), Policy(reservation_depth=2))))
     return Snapshot(nodes, tuple(running), pending, teams, quotas, chosen, usage)
+
+
+@st.composite
+def gang_snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
+    """snapshots() with multi-node gangs running on idle nodes too, some without a time limit, some
+    elastic (victims to shrink), across racks and pods (slowed down by their placement)."""
+    base = draw(snapshots(max_running=max_running))
+    busy = {node_id for run in base.running for node_id, _ in run.allocation}
+    idle = [node for node in base.nodes if node.id not in busy and node.usable_gpus == 8]
+    gangs: list[Running] = []
+    while len(idle) >= 2 and draw(st.booleans()):
+        span = idle[: draw(st.integers(2, min(3, len(idle))))]
+        idle = idle[len(span) :]
+        gpus = 8 * len(span)
+        job = draw(jobs(f"g{len(gangs)}", 0.0))
+        job = replace(job, gpus=gpus, min_gpus=draw(st.sampled_from((None, 8))), max_gpus=None)
+        job = replace(job, time_limit_s=draw(st.sampled_from((None, job.duration_s * 2))), required_level=None)
+        progress = draw(st.floats(0.0, job.duration_s))
+        run = Running(job, tuple((node.id, 8) for node in span), 0.0, progress, progress / 2, draw(st.booleans()))
+        gangs.append(run)
+    policy = replace(base.policy, level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)))
+    return replace(base, running=base.running + tuple(gangs), policy=policy)
+
+
+@st.composite
+def contested_snapshots(draw: st.DrawFn) -> Snapshot:
+    """gang_snapshots() on a contested fleet: running work that may grow or shrink (elastic) or is
+    already leaving (in its grace period), nodes that lost some or all of their GPUs, preemptors
+    for whom any eviction pays (`reclaim_after_s` 0) or whose class may not preempt, reclaims by
+    jobs partly beyond their guarantee, and preemption budgets that run out."""
+    base = draw(gang_snapshots(max_running=24))
+    running = []
+    for run in base.running:
+        job = run.job
+        if draw(st.booleans()):
+            job = replace(job, min_gpus=max(1, run.gpus // 2), max_gpus=run.gpus * 2)
+        grace_until_s = draw(st.sampled_from((None, None, None, 0.0, 6000.0)))
+        running.append(replace(run, job=job, grace_until_s=grace_until_s))
+    nodes = list(base.nodes)
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(nodes) - 1))
+        nodes[at] = replace(nodes[at], healthy_gpus=draw(st.integers(0, 8)))
+    pending = tuple(replace(job, may_preempt=draw(st.sampled_from((True, True, False)))) for job in base.pending)
+    policy = replace(
+        base.policy,
+        reclaim_after_s=draw(st.sampled_from((None, 0.0, 4 * 3600.0))),
+        reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
+        max_preemption_attempts=draw(st.sampled_from((1, 2, 16))),
+        preemption_scan_budget=draw(st.sampled_from((4, 16, 8192))),
+    )
+    return replace(base, nodes=tuple(nodes), running=tuple(running), pending=pending, policy=policy)

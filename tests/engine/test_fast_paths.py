@@ -28,7 +28,7 @@ from scheduling.engine.preemption import Victims, candidate_of
 from scheduling.engine.prepare import RunPenalty, running_totals
 from scheduling.engine.schedule import _Cycle
 
-from .strategies import jobs, snapshots
+from .strategies import gang_snapshots, jobs, snapshots
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -46,28 +46,6 @@ def _runs(draw: st.DrawFn) -> tuple[Running, ...]:
             Running(job, allocation, draw(st.floats(0.0, 1e4)), progress, checkpoint, draw(st.booleans()), grace)
         )
     return tuple(runs)
-
-
-@st.composite
-def gang_snapshots(draw: st.DrawFn) -> Snapshot:
-    """snapshots() with multi-node gangs running on idle nodes too, some without a time limit, some
-    elastic (victims to shrink), across racks and pods (slowed down by their placement)."""
-    base = draw(snapshots())
-    busy = {node_id for run in base.running for node_id, _ in run.allocation}
-    idle = [node for node in base.nodes if node.id not in busy and node.usable_gpus == 8]
-    gangs: list[Running] = []
-    while len(idle) >= 2 and draw(st.booleans()):
-        span = idle[: draw(st.integers(2, min(3, len(idle))))]
-        idle = idle[len(span) :]
-        gpus = 8 * len(span)
-        job = draw(jobs(f"g{len(gangs)}", 0.0))
-        job = replace(job, gpus=gpus, min_gpus=draw(st.sampled_from((None, 8))), max_gpus=None)
-        job = replace(job, time_limit_s=draw(st.sampled_from((None, job.duration_s * 2))), required_level=None)
-        progress = draw(st.floats(0.0, job.duration_s))
-        run = Running(job, tuple((node.id, 8) for node in span), 0.0, progress, progress / 2, draw(st.booleans()))
-        gangs.append(run)
-    policy = replace(base.policy, level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)))
-    return replace(base, running=base.running + tuple(gangs), policy=policy)
 
 
 def _penalty(snapshot: Snapshot) -> RunPenalty:

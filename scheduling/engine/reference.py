@@ -1,0 +1,869 @@
+"""The engine's rules stated plainly: `schedule_reference(snapshot, now)` plans what `schedule` plans.
+
+`schedule` is fast: it keeps an incremental capacity index, a release profile it edits in place,
+cached verdicts, fits, admissions and natural starts, cheap bounds before every search, and
+inlined copies of small formulas. This module is the same cycle without any of that, so that a
+surprising plan can be checked against the rules, and so that a rule can be changed here first
+and the fast path made to agree (`tests/engine/test_reference.py` compares the two under
+Hypothesis; the simulator runs either, `--engine reference`).
+
+Its working state is plain: free GPUs per node, GPUs held per reserved node, the release of
+every running job and of every start (rebuilt into a release profile whenever one is read), the
+quota ledger. Whatever a rule needs is recomputed from that state when the rule is applied: no
+cache, no bound standing in for the thing it bounds, no shortcut past a step.
+
+The cycle, as `schedule` states it:
+ 1. Health: cordon nodes without healthy GPUs; requeue jobs on nodes that lost the GPUs they use.
+ 2. Free GPUs per node, quota usage, release times of the running work.
+ 3. Order pending jobs: priority class, fair share with age, within-team order, submit time, id.
+ 4. Within each priority class, jobs within their team's guarantee first, then the others (when
+    some team has guarantee left as the class begins); for each job: quota admission, a start
+    (full size, then smaller if elastic; around reservations that start after it surely ends),
+    else preemption when it pays, else a reservation for the first blocked heads.
+ 5. Elastic growth into idle GPUs on accelerators where nothing waits for capacity.
+ 6. A reason and an estimated start (or what it waits for) for every job that did not start.
+
+Reused from the engine, because they are the rules themselves, stated once, on plain inputs:
+quota admission, refusal and who reclaims (`quota.QuotaLedger`), fair-share factors, the gang
+patience level (`placement.gang_level`), the domains single-node jobs leave to waiting gangs without
+topology awareness (`placement.kept_for_gangs`), the packing order of single-node jobs
+(`packing.plain_best_node`), the elastic sizes worth trying (`elastic.reduced_sizes`), release and
+runtime formulas (`backfill.expected_end_s`, `worst_runtime_s`, `worst_penalty`), when the job
+would fit along the release profile (`backfill.earliest_start`, `reservation_start`), who may
+preempt whom and what an eviction costs and saves (`preemption.may_preempt`, `candidate_of`,
+`pick_victims`; `reclaim.eviction_pays` and its helpers). The helpers that want an
+`AcceleratorPool` get a fresh one, built from the plain state for the question at hand.
+
+Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Two
+places where the fast engine's behaviour is stated as it is rather than as one might expect: a
+growth's `borrowing` is judged once the accelerator's growth is done (not as each job grows), and
+the bound that decides whether a preemption attempt counts sums a borrowed lower-priority run twice.
+
+Budgets are part of the rules (`Policy.max_preemption_attempts`, `preemption_scan_budget`, and at
+most `reservation_depth` + 4 reservation attempts per accelerator), and so is what counts against
+them: a preemption attempt is counted once the running work at the cycle's start could free enough
+GPUs by priority and loans alone; a victim candidate is counted when a search looks at it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .backfill import (
+    HORIZON_S,
+    ReleaseEvent,
+    ReleaseProfile,
+    Reservation,
+    earliest_start,
+    expected_end_s,
+    reservation_start,
+    worst_penalty,
+    worst_runtime_s,
+)
+from .capacity import AcceleratorPool, level_of
+from .elastic import reduced_sizes
+from .fairshare import fairshare_factors, fairshare_priorities
+from .model import LEVEL_RANK, Job, Node, Running, Snapshot
+from .packing import plain_best_node
+from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
+from .plan import (
+    REASON_CAPACITY,
+    REASON_PRIORITY,
+    REASON_QUOTA,
+    REASON_TOPOLOGY,
+    WAITS_DOMAIN,
+    WAITS_HARDWARE,
+    WAITS_JOB,
+    WAITS_QUEUE,
+    WAITS_QUOTA,
+    WAITS_QUOTA_LIMIT,
+    Action,
+    Allocation,
+    BlockedStatus,
+    Cordon,
+    Grow,
+    PendingStatus,
+    Plan,
+    Preempt,
+    Requeue,
+    Reserve,
+    Shrink,
+    Start,
+    reserved_for,
+)
+from .preemption import Candidate, VictimChoice, candidate_of, may_preempt, pick_victims
+from .quota import Admission, QuotaLedger
+from .reclaim import eviction_cap_gpu_s, eviction_cost_gpu_s, eviction_pays, handover_s
+
+STARTED = "started"
+# Reservation attempts per accelerator and cycle beyond `reservation_depth`: a job that can never
+# fit does not get to sweep the release profile over and over.
+EXTRA_RESERVATION_ATTEMPTS = 4
+
+
+def schedule_reference(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
+    """The plan `schedule(snapshot, now, explain=explain)` gives, from the rules stated plainly.
+
+    Without explanations the plan lists only the jobs waiting on topology, without estimates, as
+    `schedule`'s does (the actions are the same either way)."""
+    cycle = _ReferenceCycle(snapshot, now)
+    queue = cycle.queue()
+    if not snapshot.policy.topology_aware:
+        cycle.keep_domains_for_gangs(queue)
+    for level in _priority_levels(queue):
+        cycle.consider_level(level)
+    if snapshot.policy.elastic:
+        cycle.grow()
+    if not explain:
+        topology = [job for position, job in enumerate(queue) if cycle.reasons.get(position) == REASON_TOPOLOGY]
+        return Plan(tuple(cycle.actions), tuple(PendingStatus(job.id, REASON_TOPOLOGY, None) for job in topology))
+    return Plan(tuple(cycle.actions), cycle.explain(queue))
+
+
+def _priority_levels(queue: list[Job]) -> Iterator[list[tuple[int, Job]]]:
+    """The queue's positions and jobs, one priority class at a time (classes are contiguous)."""
+    level: list[tuple[int, Job]] = []
+    for position, job in enumerate(queue):
+        if level and level[0][1].priority != job.priority:
+            yield level
+            level = []
+        level.append((position, job))
+    if level:
+        yield level
+
+
+@dataclass(slots=True)
+class _Release:
+    """When a holder of GPUs (a running job, or a start of this cycle) gives them back."""
+
+    team: str
+    accelerator: str
+    end_s: float
+    allocation: Allocation
+
+
+@dataclass(slots=True)
+class _Budgets:
+    preemption_attempts: int = 0
+    scan_budget: int = 0
+    reservation_attempts: dict[str, int] = field(default_factory=dict)
+    reservations_made: dict[str, int] = field(default_factory=dict)
+
+
+class _ReferenceCycle:
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot, self.now, self.policy = snapshot, now, snapshot.policy
+        self.nodes: dict[str, Node] = {node.id: node for node in snapshot.nodes}
+        self.actions: list[Action] = []
+        self.running = self._triage(list(snapshot.running))  # Step 1.
+        used = _used_per_node(self.running)
+        # Step 2: free GPUs per node that placement may use (0 on nodes held for a reservation).
+        self.free = {node.id: max(0, node.usable_gpus - used.get(node.id, 0)) for node in snapshot.nodes}
+        self.held: dict[str, int] = {}
+        self.reservations: list[Reservation] = []
+        capacity: dict[str, int] = {}
+        for node in snapshot.nodes:
+            capacity[node.accelerator] = capacity.get(node.accelerator, 0) + node.usable_gpus
+        self.accelerators = sorted(capacity)
+        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
+        self.releases: dict[str, _Release] = {}
+        for run in self.running:
+            end_s = max(now, expected_end_s(run, now, self._penalty(run.allocation)))
+            self.releases[run.job.id] = _Release(run.job.team, run.job.accelerator, end_s, run.allocation)
+        self.budgets = _Budgets(scan_budget=self.policy.preemption_scan_budget)
+        self.reasons: dict[int, str] = {}
+        self.estimates: dict[str, float] = {}
+        self.picked: set[str] = set()
+        self.waiting: set[str] = set()  # accelerators with a job left waiting for capacity
+        self.blocked: set[str] = set()  # accelerators whose strict-FIFO head is blocked
+        self.at = 0
+        # Without topology awareness: whole nodes single-node jobs leave to waiting gangs if they can.
+        self.kept: dict[str, frozenset[str]] = {}
+
+    # Steps 1-3 ---------------------------------------------------------------------------------
+
+    def _triage(self, running: list[Running]) -> list[Running]:
+        """Cordon nodes with no healthy GPU; requeue every job on a node using more GPUs than it has
+        healthy (or on a node the fleet does not know)."""
+        nodes = self.snapshot.nodes
+        cordons = sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned)
+        self.actions.extend(Cordon(node_id, reason) for node_id, reason in cordons)
+        healthy = {node.id: max(0, min(node.gpus, node.healthy_gpus)) for node in nodes}
+        used = _used_per_node(running)
+        degraded = {node_id for node_id, gpus in used.items() if gpus > healthy.get(node_id, -1)}
+        requeued = {run.job.id for run in running if any(node_id in degraded for node_id, _ in run.allocation)}
+        self.actions.extend(Requeue(job_id, "node-degraded") for job_id in sorted(requeued))
+        return [run for run in running if run.job.id not in requeued]
+
+    def queue(self) -> list[Job]:
+        """Step 3: higher priority class first; then (with fair share) the higher score: the team's
+        fair-share priority plus `age_weight` x the wait over `max_age_s` (at most the weight); then
+        the within-team order, submit time and id."""
+        policy, now, snapshot = self.policy, self.now, self.snapshot
+        factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
+        priorities = fairshare_priorities(factors)
+        weight = max(0.0, policy.age_weight)
+
+        def score(job: Job) -> float:
+            if not (policy.fairshare and priorities):
+                return job.priority
+            value = job.priority * (2.0 + weight) + priorities.get(job.team, 1.0)
+            if weight > 0.0 and policy.max_age_s > 0.0:
+                aged = job.submit_s <= now - policy.max_age_s
+                value += weight if aged else (now - job.submit_s) * (weight / policy.max_age_s)
+            return value
+
+        def within_team(job: Job) -> float:
+            if policy.within_team_order == "shortest_limit":
+                return job.estimate_s
+            return job.attained_gpu_s if policy.within_team_order == "las" else job.submit_s
+
+        return sorted(snapshot.pending, key=lambda job: (-score(job), within_team(job), job.submit_s, job.id))
+
+    def keep_domains_for_gangs(self, queue: list[Job]) -> None:
+        """Without topology awareness, single-node jobs first fit outside the domains that the
+        waiting gangs with a required rack or pod would take as the cycle begins
+        (`placement.kept_for_gangs`), when any other node has room."""
+        for accelerator in self.accelerators:
+            gangs = [job for job in queue if job.accelerator == accelerator and job.required_level in ("rack", "pod")]
+            if gangs:
+                self.kept[accelerator] = kept_for_gangs(self._pool(accelerator), gangs)
+
+    # Step 4 ------------------------------------------------------------------------------------
+
+    def consider_level(self, level: list[tuple[int, Job]]) -> None:
+        """Within a priority class, while some team has guarantee left as the class begins, jobs that
+        fit their team's guarantee go first and those that would borrow after them, in order."""
+        if not self.ledger.any_headroom():
+            for position, job in level:
+                self.consider(position, job, defer=False)
+            return
+        deferred = [(position, job) for position, job in level if not self.consider(position, job, defer=True)]
+        for position, job in deferred:
+            self.consider(position, job, defer=False)
+
+    def consider(self, position: int, job: Job, *, defer: bool) -> bool:
+        """Decide about one job; False when it is put off because it would borrow (`defer`)."""
+        accelerator = job.accelerator
+        if accelerator not in self.accelerators or job.gpus <= 0:
+            self.reasons[position] = REASON_CAPACITY
+            return True
+        if accelerator in self.blocked:
+            self.reasons[position] = REASON_PRIORITY
+            return True
+        size = self._smallest_size(job)
+        pinned = not job.preemptible
+        admission = self.ledger.admit(job.team, accelerator, size, pinned)
+        if defer and (
+            admission.borrowing
+            if admission is not None
+            else not self.ledger.within_guarantee(job.team, accelerator, size)
+        ):
+            return False
+        if admission is None:
+            refused = self.ledger.refusal(job.team, accelerator, size, self._total_free(accelerator), pinned)
+            if refused != REASON_CAPACITY:
+                self.reasons[position] = refused
+                return True
+        self.at = position
+        if admission is not None and self._start(job, size):
+            return True
+        if self._preempt(job, size):
+            return True
+        blocker = self.reasons.get(position)  # a reservation the job could not backfill around
+        self.reasons[position] = blocker or self._misfit(job)
+        self.waiting.add(accelerator)
+        if not blocker:
+            self._reserve(job)
+        if not self.policy.backfill:
+            self.blocked.add(accelerator)  # strict FIFO: the blocked head holds back everyone behind
+        return True
+
+    def _smallest_size(self, job: Job) -> int:
+        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
+            return max(1, job.min_gpus)
+        return job.gpus
+
+    def _misfit(self, job: Job) -> str:
+        """Too few free GPUs at all, or free GPUs in the wrong shape."""
+        return REASON_CAPACITY if self._total_free(job.accelerator) < job.gpus else REASON_TOPOLOGY
+
+    def _start(self, job: Job, smallest: int) -> bool:
+        """Start at the full size, else (elastic) at the largest smaller size quota admits that fits;
+        with backfill, also on reserved nodes whose reservations begin after the job surely ends."""
+        pool = self._pool(job.accelerator)
+        max_level = gang_level(pool, job, self.policy, self.now)
+        sizes = [job.gpus]
+        if self.policy.elastic and job.is_elastic:
+            room = self.ledger.room(job.team, job.accelerator, job.gpus - 1, not job.preemptible)
+            sizes += reduced_sizes(job, pool, room)
+        for size in sizes:
+            admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
+            if admission is None:
+                continue
+            fit = self._fit(job, size, max_level)
+            if fit is not None:
+                self._commit_start(job, fit, admission)
+                return True
+            if self.policy.backfill and self._fits_counting_held(job.accelerator, size):
+                if self._backfill(job, size, max_level, admission):
+                    return True
+        return False
+
+    def _fit(self, job: Job, size: int, max_level: str) -> Fit | None:
+        """Where `size` GPUs of `job` go now. Without topology awareness, a job's preferred level is
+        still tried first (with the topology-aware rule)."""
+        if job.preferred_level and not self.policy.topology_aware:
+            preferred = self._place(self.free, job.accelerator, size, narrower(job.preferred_level, max_level), True)
+            if preferred is not None:
+                return preferred
+        return self._place(self.free, job.accelerator, size, max_level, self.policy.topology_aware)
+
+    def _fits_counting_held(self, accelerator: str, gpus: int) -> bool:
+        """Whether `gpus` could fit by shape if the GPUs held for reservations were free."""
+        gpn = self.policy.gpus_per_node
+        nodes = self._node_ids(accelerator)
+        if gpus <= gpn:
+            return max(max(self.free[n], self.held.get(n, 0)) for n in nodes) >= gpus
+        whole = sum(1 for n in nodes if self.free[n] >= gpn) + sum(1 for n in nodes if self.held.get(n, 0) >= gpn)
+        return whole >= nodes_needed(gpus, gpn)
+
+    def _backfill(self, job: Job, size: int, max_level: str, admission: Admission) -> bool:
+        """EASY backfill: the job may use nodes held for reservations that start no earlier than its
+        worst-case end; failing that, it waits for the first reservation of its accelerator."""
+        entries = [entry for entry in self.reservations if entry.accelerator == job.accelerator]
+        if not entries:
+            return False
+        worst_end_s = self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, max_level))
+        opened = [node_id for entry in entries if entry.start_s >= worst_end_s for node_id in entry.node_ids]
+        trial = dict(self.free)
+        for node_id in opened:
+            trial[node_id] += self.held.get(node_id, 0)
+        fit = self._place(trial, job.accelerator, size, max_level, self.policy.topology_aware) if opened else None
+        if fit is None:
+            first = min(entries, key=lambda entry: (entry.start_s, entry.job_id))
+            self.reasons[self.at] = reserved_for(first.job_id)
+            return False
+        for node_id, gpus in fit.allocation:
+            trial[node_id] -= gpus
+        for node_id in opened:  # the reservations hold what is left on their nodes
+            self.held[node_id], trial[node_id] = trial[node_id], 0
+        self.free = trial
+        self._commit_start(job, fit, admission, taken=True)
+        return True
+
+    def _commit_start(
+        self, job: Job, fit: Fit, admission: Admission, *, taken: bool = False, replaces: tuple[str, ...] = ()
+    ) -> None:
+        """The job starts on `fit`; it holds its GPUs (after the handover of `replaces`, if any) for
+        its worst-case runtime at the placement's level."""
+        if not taken:
+            for node_id, gpus in fit.allocation:
+                self.free[node_id] -= gpus
+        size = sum(gpus for _, gpus in fit.allocation)
+        self.ledger.charge(job.team, job.accelerator, size, not job.preemptible)
+        wait_s = max(0.0, self.policy.preemption_grace_s) if replaces else 0.0
+        end_s = self.now + (wait_s + worst_runtime_s(job, size, self.policy.penalty(fit.level)))
+        self.releases[job.id] = _Release(job.team, job.accelerator, end_s, fit.allocation)
+        self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level, replaces))
+        self.reasons[self.at] = STARTED
+
+    # Preemption --------------------------------------------------------------------------------
+
+    def _preempt(self, job: Job, size: int) -> bool:
+        """Reclaim GPUs by preemption, when allowed, within the budgets, and only when it pays. A job
+        reclaims loans when at least `Policy.reclaim_guaranteed_share` of its size lies within what is
+        left of its team's guarantee.
+
+        An elastic job reclaims as much of its size as its guarantee covers (when it reclaims),
+        else its smallest size. Victims hand their GPUs over: the job starts on them in this plan."""
+        policy, accelerator, budgets = self.policy, job.accelerator, self.budgets
+        if (
+            not job.may_preempt
+            or not policy.preemption
+            or budgets.preemption_attempts >= policy.max_preemption_attempts
+        ):
+            return False  # a priority class that may not preempt takes nothing, and spends no attempt
+        ledger = self.ledger
+        reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
+        # Reclaiming for more than is left of its guarantee (it borrows the rest), a job that has no
+        # lower-priority work to take counts only the wait of its GPUs within the guarantee as saved,
+        # and is never let off by its age.
+        partial: int | None = None
+        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size):
+            if not self._takeable_at_start(job, False):
+                partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
+        takeable = self._takeable_at_start(job, reclaiming)
+        if takeable == 0 or self._total_free(accelerator) + takeable < size or budgets.scan_budget <= 0:
+            return False
+        budgets.preemption_attempts += 1
+        pool = self._pool(accelerator)
+        max_level = gang_level(pool, job, policy, self.now)
+        most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
+        shrinkable = policy.elastic and any(
+            run.job.min_gpus is not None and run.grace_until_s is None and run.gpus > run.job.min_gpus
+            for run in self.running
+            if run.job.accelerator == accelerator
+        )
+        for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
+            natural_s = self._natural_s(job, target, max_level)
+            grace_s = max(0.0, policy.preemption_grace_s)
+            worth = target if partial is None else partial
+            cap_gpu_s = eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, partial is None)
+            if cap_gpu_s <= 0.0 and not (shrinkable and natural_s > self.now):
+                continue  # no eviction could pay, and no shrink is possible
+            eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable)
+            choice = pick_victims(job, target, self._pool(accelerator), eligible, max_level=max_level, held=self.held)
+            if choice is not None and self._hand_over(job, target, choice, max_level, partial):
+                return True
+        return False
+
+    def _takeable_at_start(self, job: Job, reclaiming: bool) -> int:
+        """The most GPUs preemption could free for `job`, by priority and loans alone, from the running
+        work at the cycle's start: strictly lower-priority preemptible work, work already leaving,
+        and borrowed work when it reclaims its guarantee."""
+        runs = [run for run in self.running if run.job.accelerator == job.accelerator]
+        staying = [run for run in runs if run.grace_until_s is None]
+        lower = sum(run.gpus for run in staying if run.job.preemptible and run.job.priority < job.priority)
+        leaving = sum(run.gpus for run in runs if run.grace_until_s is not None)
+        borrowed = sum(run.gpus for run in staying if run.borrowing) if reclaiming else 0
+        return lower + leaving + borrowed  # a borrowed lower-priority run counts twice: a bound
+
+    def _natural_s(self, job: Job, gpus: int, level: str) -> float:
+        """When `gpus` GPUs of `job` would start within `level` without preemption (inf: never)."""
+        found = earliest_start(
+            self._pool(job.accelerator),
+            self.held,
+            self._profile(job.accelerator),
+            gpus,
+            max_level=level,
+            topology_aware=self.policy.topology_aware,
+        )
+        return math.inf if found is None else found[0]
+
+    def _eligible(self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool) -> Iterator[Candidate]:
+        """The running work (at the cycle's start) `job` may take, cheapest first (work lost, priority,
+        id). Each candidate looked at costs one unit of the scan budget; one search looks at no more
+        than a quarter of the policy's budget. A candidate whose eviction alone costs the cap or more
+        is left out unless it can shrink, and (when nothing can shrink) the search ends there. Work
+        that ends by the end of the handover anyway is left alone."""
+        policy, budgets = self.policy, self.budgets
+        grace_s = max(0.0, policy.preemption_grace_s)
+        visits = max(1, policy.preemption_scan_budget // 4)
+        stop_gpu_s = math.inf if shrinkable else cap_gpu_s
+        runs = [run for run in self.running if run.job.accelerator == job.accelerator]
+        candidates = sorted((candidate_of(run, policy.elastic) for run in runs), key=_cheapest_first)
+        for candidate in candidates:
+            if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
+                return
+            budgets.scan_budget -= 1
+            visits -= 1
+            run = candidate.run
+            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, self._covered(run, reclaiming)):
+                continue
+            if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
+                continue
+            penalty = self._penalty(run.allocation)
+            if expected_end_s(run, self.now, penalty) > self.now + policy.preemption_grace_s:
+                yield candidate
+
+    def _covered(self, run: Running, reclaiming: bool) -> bool:
+        """Reclaiming takes only real loans: the victim's team keeps at least its guarantee (counting
+        none of its GPUs that were already leaving as the cycle began)."""
+        if not (reclaiming and run.borrowing):
+            return True
+        team, accelerator = run.job.team, run.job.accelerator
+        leaving = sum(
+            other.gpus
+            for other in self.running
+            if other.grace_until_s is not None and (other.job.team, other.job.accelerator) == (team, accelerator)
+        )
+        used = self.ledger.used(team, accelerator) - leaving
+        return used - run.gpus >= self.ledger.guaranteed(team, accelerator)
+
+    def _hand_over(self, job: Job, gpus: int, choice: VictimChoice, max_level: str, partial: int | None) -> bool:
+        """Tentatively give the victims' quota back; if the job is then admitted and the eviction pays
+        at its natural start (for `partial` GPUs, not by age, when that is not None), evict and shrink
+        them and start the job on their GPUs; else change nothing."""
+        wait_s = handover_s(choice, self.policy)
+        trial = copy.deepcopy(self.ledger)
+        for victim in choice.evict:
+            trial.release(victim.run.job.team, victim.run.job.accelerator, victim.gpus)
+        for victim, allocation in choice.shrink:
+            kept = sum(on_node for _, on_node in allocation)
+            trial.release(victim.run.job.team, victim.run.job.accelerator, victim.gpus - kept)
+        admission = trial.admit(job.team, job.accelerator, gpus, not job.preemptible)
+        cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
+        natural_s = self._natural_s(job, gpus, max_level)
+        worth, by_age = (gpus, True) if partial is None else (partial, False)
+        pays = eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, by_age)
+        if admission is None or not pays:
+            return False
+        self.ledger = trial
+        for victim in choice.evict:
+            self._give_back(victim.gpus_on)
+            del self.releases[victim.job_id]
+            self.picked.add(victim.job_id)
+            self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", wait_s))
+        for victim, allocation in choice.shrink:
+            kept_on = dict(allocation)
+            self._give_back(tuple((node_id, gpus - kept_on.get(node_id, 0)) for node_id, gpus in victim.gpus_on))
+            smaller = Running(victim.run.job, allocation, *_progress_of(victim.run))
+            end_s = max(self.now, expected_end_s(smaller, self.now, self._penalty(allocation)))
+            self.releases[victim.job_id] = _Release(victim.run.job.team, victim.run.job.accelerator, end_s, allocation)
+            self.picked.add(victim.job_id)
+            self.actions.append(Shrink(victim.job_id, allocation, sum(on_node for _, on_node in allocation)))
+        self._commit_start(job, self._handover_fit(choice, gpus), admission, replaces=_ids(choice.evict))
+        return True
+
+    def _give_back(self, released: tuple[tuple[str, int], ...]) -> None:
+        """Victims' GPUs come free now, except on nodes held for a reservation: the reservation holds
+        what those nodes had free when it was made, and the rest stays out of this cycle's placement."""
+        for node_id, gpus in released:
+            if gpus > 0 and node_id not in self.held:
+                self.free[node_id] += gpus
+
+    def _handover_fit(self, choice: VictimChoice, gpus: int) -> Fit:
+        """The job starts on the chosen node, or packed on the chosen whole nodes."""
+        gpn, node_ids = self.policy.gpus_per_node, list(choice.node_ids)
+        allocation = ((node_ids[0], gpus),) if gpus <= gpn else pack_whole_nodes(node_ids, gpus, gpn)
+        return Fit(allocation, self._level(node_ids))
+
+    # Reservations ------------------------------------------------------------------------------
+
+    def _reserve(self, job: Job) -> None:
+        """Hold the nodes where a blocked head starts earliest, for the first `reservation_depth`
+        heads of each accelerator. A gang whose narrow domain frees only after its patience starts
+        at once at a wider level instead, when that fits now and quota admits it."""
+        accelerator, budgets, depth = job.accelerator, self.budgets, max(0, self.policy.reservation_depth)
+        cap = self.policy.reservation_depth + EXTRA_RESERVATION_ATTEMPTS if self.policy.reservation_depth > 0 else 0
+        made = budgets.reservations_made.get(accelerator, 0)
+        attempts = budgets.reservation_attempts.get(accelerator, 0)
+        if made >= depth or attempts >= cap:
+            return
+        budgets.reservation_attempts[accelerator] = attempts + 1
+        pool = self._pool(accelerator)
+        found = reservation_start(pool, self.held, self._profile(accelerator), job, self.policy, self.now)
+        if found is None:
+            return
+        start_s, node_ids, level = found
+        if start_s <= self.now and self._start_spread(job, level):
+            return
+        budgets.reservations_made[accelerator] = made + 1
+        if made + 1 >= depth:
+            budgets.reservation_attempts[accelerator] = cap
+        for node_id in node_ids:
+            self.held[node_id] = self.held.get(node_id, 0) + self.free[node_id]
+            self.free[node_id] = 0
+        self.reservations.append(Reservation(job.id, accelerator, node_ids, start_s))
+        self.actions.append(Reserve(job.id, node_ids, start_s))
+        self.estimates[job.id] = start_s
+
+    def _start_spread(self, job: Job, level: str) -> bool:
+        if level == gang_level(self._pool(job.accelerator), job, self.policy, self.now):
+            return False
+        admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
+        fit = None if admission is None else self._place(self.free, job.accelerator, job.gpus, level, True)
+        if admission is None or fit is None:
+            return False
+        self._commit_start(job, fit, admission)
+        return True
+
+    # Step 5 ------------------------------------------------------------------------------------
+
+    def grow(self) -> None:
+        """Idle GPUs on the nodes elastic jobs already occupy go to them (highest priority, then id,
+        first), up to their `max_gpus` and as quota admits, on accelerators where no pending job was
+        left waiting for capacity; victims of this cycle do not grow. A growth is borrowed when its
+        job was, or when its team is beyond its guarantee once the accelerator's growth is done."""
+        for accelerator in self.accelerators:
+            if accelerator in self.waiting or self._total_free(accelerator) == 0:
+                continue
+            runs = [
+                run
+                for run in self.running
+                if run.job.accelerator == accelerator and run.job.id not in self.picked
+                if run.job.max_gpus is not None and run.grace_until_s is None
+            ]
+            grown = [
+                (run, self._grow(run, accelerator)) for run in sorted(runs, key=lambda r: (-r.job.priority, r.job.id))
+            ]
+            for run, allocation in grown:
+                if allocation is None:
+                    continue
+                team = run.job.team
+                beyond = self.ledger.used(team, accelerator) > self.ledger.guaranteed(team, accelerator)
+                gpus = sum(on_node for _, on_node in allocation)
+                self.actions.append(Grow(run.job.id, allocation, gpus, run.borrowing or beyond))
+
+    def _grow(self, run: Running, accelerator: str) -> Allocation | None:
+        """The larger allocation `run` grows to, its GPUs taken and charged; None if it does not grow."""
+        room = (run.job.max_gpus or 0) - run.gpus
+        if room <= 0 or self._total_free(accelerator) == 0:
+            return None
+        added: dict[str, int] = {}
+        for node_id, _ in run.allocation:
+            node = self.nodes.get(node_id)
+            if node_id in self.held or node is None or node.accelerator != accelerator:
+                continue
+            extra = min(room - sum(added.values()), self.free[node_id])
+            if extra > 0:
+                added[node_id] = extra
+        total = sum(added.values())
+        job = run.job
+        if total <= 0 or self.ledger.admit(job.team, accelerator, total, not job.preemptible) is None:
+            return None
+        for node_id, extra in added.items():
+            self.free[node_id] -= extra
+        self.ledger.charge(job.team, accelerator, total, not job.preemptible)
+        return tuple((node_id, gpus + added.get(node_id, 0)) for node_id, gpus in run.allocation)
+
+    # Step 6 ------------------------------------------------------------------------------------
+
+    def explain(self, queue: list[Job]) -> tuple[PendingStatus, ...]:
+        """A reason and an estimate for every job that did not start, in queue order.
+
+        The estimate: a reserved job's reservation start; otherwise the later of when its GPUs are
+        free at all along the release profile and when the GPU-seconds of the jobs ahead of it (on
+        its accelerator, with a believable estimate) have been served by the free GPUs; a job held
+        back by quota also waits until its team's running work has ended enough to admit it. An
+        estimate beyond `HORIZON_S`, or none, is replaced by what the job waits for."""
+        statuses: list[PendingStatus] = []
+        ahead: dict[str, float] = {}
+        for position, job in enumerate(queue):
+            reason = self.reasons.get(position) or REASON_CAPACITY
+            if reason == STARTED:
+                continue
+            estimate = self._estimate(job, reason, ahead.get(job.accelerator, 0.0))
+            if estimate is not None and estimate <= self.now + HORIZON_S:
+                ahead[job.accelerator] = ahead.get(job.accelerator, 0.0) + job.gpus * job.estimate_s
+                statuses.append(PendingStatus(job.id, reason, estimate))
+            else:
+                statuses.append(BlockedStatus(job.id, reason, None, self._waits_for(job, reason, estimate)))
+        return tuple(statuses)
+
+    def _estimate(self, job: Job, reason: str, ahead_gpu_s: float) -> float | None:
+        if job.id in self.estimates:
+            return self.estimates[job.id]
+        if job.accelerator not in self.accelerators or self._short_of(job) is not None:
+            return None
+        times, levels, areas = self._curve(job.accelerator)
+        if job.gpus > levels[-1] or levels[-1] <= 0:
+            return None
+        first_s = times[bisect_left(levels, job.gpus)]
+        at = bisect_right(areas, ahead_gpu_s) - 1
+        while levels[at] == 0:
+            at += 1
+        served_s = times[at] + max(0.0, ahead_gpu_s - areas[at]) / levels[at]
+        estimate = max(served_s, first_s)
+        return self._quota_estimate(job, estimate) if reason == REASON_QUOTA else estimate
+
+    def _curve(self, accelerator: str) -> tuple[list[float], list[int], list[float]]:
+        """Free GPUs (held ones included) over time along the release profile, and the GPU-seconds
+        they serve up to each release time."""
+        node_ids = self._node_ids(accelerator)
+        free_now = sum(self.free[n] for n in node_ids) + sum(self.held.get(n, 0) for n in node_ids)
+        times, levels, areas = [self.now], [free_now], [0.0]
+        for end_s, _, gpus in self._profile(accelerator).sorted_events():
+            if end_s > times[-1]:
+                areas.append(areas[-1] + levels[-1] * (end_s - times[-1]))
+                times.append(end_s)
+                levels.append(levels[-1])
+            levels[-1] += gpus
+        return times, levels, areas
+
+    def _quota_estimate(self, job: Job, estimate: float) -> float | None:
+        """Not before the team's own running work (and this cycle's starts) has ended enough to admit
+        the job at its smallest size; never when that size is beyond the team's limit."""
+        size = self._smallest_quota_size(job)
+        limit = self.ledger.limit(job.team, job.accelerator)
+        if size > limit:
+            return None
+        excess = self.ledger.used(job.team, job.accelerator) + size - limit
+        if excess <= 0:
+            return estimate
+        ends = sorted(
+            (release.end_s, sum(gpus for _, gpus in release.allocation))
+            for release in self.releases.values()
+            if (release.team, release.accelerator) == (job.team, job.accelerator)
+        )
+        freed = 0
+        for end_s, gpus in ends:
+            freed += gpus
+            if freed >= excess:
+                return max(estimate, end_s)
+        return None
+
+    def _smallest_quota_size(self, job: Job) -> int:
+        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
+            return job.min_gpus
+        return job.gpus
+
+    def _waits_for(self, job: Job, reason: str, estimate: float | None) -> str:
+        """Its team's quota limit or running work; the fleet's healthy hardware or domains; the
+        running job (least id) whose expected end is the estimate; else the queue ahead."""
+        if reason == REASON_QUOTA:
+            limited = self._smallest_quota_size(job) > self.ledger.limit(job.team, job.accelerator)
+            return f"{WAITS_QUOTA_LIMIT if limited else WAITS_QUOTA}{job.team}"
+        short = WAITS_HARDWARE if job.accelerator not in self.accelerators else self._short_of(job)
+        if short is not None:
+            return short
+        if estimate is not None:
+            ending = sorted(
+                run.job.id
+                for run in self.running
+                if run.job.accelerator == job.accelerator
+                and expected_end_s(run, self.now, self._penalty(run.allocation)) == estimate
+            )
+            if ending:
+                return f"{WAITS_JOB}{ending[0]}"
+        return WAITS_QUEUE
+
+    def _short_of(self, job: Job) -> str | None:
+        """Hardware or a domain no empty fleet of today's healthy nodes offers the job."""
+        gpn = self.policy.gpus_per_node
+        nodes = [self.nodes[node_id] for node_id in self._node_ids(job.accelerator)]
+        if job.gpus <= gpn:
+            return WAITS_HARDWARE if job.gpus > max(node.usable_gpus for node in nodes) else None
+        count = nodes_needed(job.gpus, gpn)
+        whole = [node for node in nodes if node.usable_gpus >= gpn]
+        if count > len(whole):
+            return WAITS_HARDWARE
+        level = job.required_level
+        if level is None or LEVEL_RANK[level] >= LEVEL_RANK["fleet"]:
+            return None
+        domains: dict[str, int] = {}
+        for node in whole:
+            domain = node.rack_key if level == "rack" else node.pod
+            domains[domain] = domains.get(domain, 0) + 1
+        room = 1 if level == "node" else max(domains.values(), default=0)
+        return f"{WAITS_DOMAIN}{level}" if count > room else None
+
+    # Placement ---------------------------------------------------------------------------------
+
+    def _place(self, free: dict[str, int], accelerator: str, gpus: int, max_level: str, aware: bool) -> Fit | None:
+        """Gang placement, all or nothing. A single-node job goes on the best-packed node
+        (`packing.plain_best_node`), or the first with room in id order without topology awareness.
+        A multi-node gang takes whole nodes, in one rack if any has enough (the one with the fewest
+        to spare), else one pod, else the fleet, never wider than `max_level`; without topology
+        awareness, the first whole nodes in id order that lie in one domain of `max_level`."""
+        gpn = self.policy.gpus_per_node
+        node_ids = self._node_ids(accelerator)
+        if gpus <= 0:
+            return None
+        if gpus <= gpn:
+            if aware:
+                chosen = plain_best_node(self._pool(accelerator, free), gpus)
+            else:
+                kept = self.kept.get(accelerator, frozenset())
+                roomy = [node_id for node_id in node_ids if free[node_id] >= gpus]
+                chosen = next((node_id for node_id in roomy if node_id not in kept), roomy[0] if roomy else None)
+            return None if chosen is None else Fit(((chosen, gpus),), "node")
+        count = nodes_needed(gpus, gpn)
+        whole = [node_id for node_id in node_ids if free[node_id] >= gpn]
+        if len(whole) < count or LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+            return None
+        if aware:
+            picked = self._smallest_domain(whole, count, max_level)
+        else:
+            racks = {n: self.nodes[n].rack_key for n in whole}
+            pods = {n: self.nodes[n].pod for n in whole}
+            picked = first_in_one_domain(whole, count, max_level, racks, pods)
+        if picked is None or len(picked) < count:
+            return None
+        level = self._level(picked)
+        if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
+            return None
+        return Fit(pack_whole_nodes(picked, gpus, gpn), level)
+
+    def _smallest_domain(self, whole: list[str], count: int, max_level: str) -> list[str] | None:
+        by_rack: dict[str, list[str]] = {}
+        by_pod: dict[str, list[str]] = {}
+        for node_id in whole:
+            by_rack.setdefault(self.nodes[node_id].rack_key, []).append(node_id)
+            by_pod.setdefault(self.nodes[node_id].pod, []).append(node_id)
+        racks = sorted((len(members) - count, rack) for rack, members in by_rack.items() if len(members) >= count)
+        if racks:
+            return by_rack[racks[0][1]][:count]
+        if LEVEL_RANK[max_level] < LEVEL_RANK["pod"]:
+            return None
+        pods = sorted((len(members) - count, pod) for pod, members in by_pod.items() if len(members) >= count)
+        if not pods and LEVEL_RANK[max_level] < LEVEL_RANK["fleet"]:
+            return None
+        # Within the pod (or across pods, fullest first), the fullest racks first.
+        chosen_pods = [pods[0][1]] if pods else sorted(by_pod, key=lambda pod: (-len(by_pod[pod]), pod))
+        chosen: list[str] = []
+        for pod in chosen_pods:
+            racks_of_pod = [rack for rack in by_rack if self.nodes[by_rack[rack][0]].pod == pod]
+            for rack in sorted(racks_of_pod, key=lambda rack: (-len(by_rack[rack]), rack)):
+                chosen += by_rack[rack][: count - len(chosen)]
+            if len(chosen) == count:
+                break
+        return chosen
+
+    # Plain state, read ---------------------------------------------------------------------------
+
+    def _node_ids(self, accelerator: str) -> list[str]:
+        return sorted(node.id for node in self.snapshot.nodes if node.accelerator == accelerator)
+
+    def _total_free(self, accelerator: str) -> int:
+        return sum(self.free[node_id] for node_id in self._node_ids(accelerator))
+
+    def _pool(self, accelerator: str, free: dict[str, int] | None = None) -> AcceleratorPool:
+        """A fresh capacity index of `accelerator` (for the engine's rule helpers that read one)."""
+        free = self.free if free is None else free
+        nodes = [node for node in self.snapshot.nodes if node.accelerator == accelerator]
+        used = {node.id: node.usable_gpus - free[node.id] for node in nodes}
+        return AcceleratorPool(accelerator, nodes, used, self.policy.gpus_per_node)
+
+    def _profile(self, accelerator: str) -> ReleaseProfile:
+        """When GPUs of `accelerator` come free: every holder's release, not before now."""
+        profile = ReleaseProfile(self.now)
+        events: list[ReleaseEvent] = [
+            (max(self.now, release.end_s), node_id, gpus)
+            for release in self.releases.values()
+            if release.accelerator == accelerator
+            for node_id, gpus in release.allocation
+        ]
+        profile.extend(events)
+        return profile
+
+    def _level(self, node_ids: list[str]) -> str:
+        racks = {node_id: self.nodes[node_id].rack_key for node_id in node_ids}
+        pods = {node_id: self.nodes[node_id].pod for node_id in node_ids}
+        return level_of(node_ids, racks, pods)
+
+    def _penalty(self, allocation: Allocation) -> float:
+        """The topology penalty of a running placement (nodes the fleet does not know count as their
+        own rack and pod)."""
+        node_ids = {node_id for node_id, _ in allocation}
+        if len(node_ids) <= 1:
+            return self.policy.penalty("node")
+        racks = {self.nodes[n].rack_key if n in self.nodes else n for n in node_ids}
+        pods = {self.nodes[n].pod if n in self.nodes else n for n in node_ids}
+        level = "rack" if len(racks) == 1 else "pod" if len(pods) == 1 else "fleet"
+        return self.policy.penalty(level)
+
+
+def _used_per_node(running: list[Running]) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for run in running:
+        for node_id, gpus in run.allocation:
+            used[node_id] = used.get(node_id, 0) + gpus
+    return used
+
+
+def _cheapest_first(candidate: Candidate) -> tuple[float, int, str]:
+    return candidate.cost, candidate.priority, candidate.job_id
+
+
+def _progress_of(run: Running) -> tuple[float, float, float, bool, float | None]:
+    return run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s
+
+
+def _ids(candidates: tuple[Candidate, ...]) -> tuple[str, ...]:
+    return tuple(candidate.job_id for candidate in candidates)
