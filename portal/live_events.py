@@ -74,6 +74,11 @@ EVENTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "id": _INTEGER,
             "node": _STRING,
             "node_id": _INTEGER,
+            "node_state": {
+                "type": "string",
+                "enum": ["up", "cordoned", "down"],
+                "description": "the node's state as the incident leaves it",
+            },
             "incident": {"type": "string", "enum": ["dead", "degraded", "slow"]},
             "failed_at": _NUMBER,
             "detected_at": _NULLABLE_NUMBER,

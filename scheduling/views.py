@@ -245,6 +245,16 @@ def job_cancel_view(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespo
     return redirect("job-detail", job_id=job.pk)
 
 
+# How the fleet map's script describes a node as its occupancy changes live (its placeholders in
+# braces): the page's words, sent with the page rather than written into the script.
+NODE_WORDS = {
+    "summary": "{name} · {accelerator} · {state} · {used} of {gpus} healthy GPUs in use",
+    "lost": " ({lost} lost)",
+    "no_jobs": "no jobs",
+    "changed": "jobs changed since the page loaded",
+}
+
+
 @login_required
 def fleet_map_view(request: HttpRequest) -> HttpResponse:
     pods = fleet_map(user=request.user)
@@ -252,7 +262,13 @@ def fleet_map_view(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "scheduling/fleet_map.html",
-        {"pods": pods, "node_jobs": node_jobs, "admin": is_fleet_admin(request.user), "actions": NODE_ACTIONS},
+        {
+            "pods": pods,
+            "node_jobs": node_jobs,
+            "node_words": NODE_WORDS,
+            "admin": is_fleet_admin(request.user),
+            "actions": NODE_ACTIONS,
+        },
     )
 
 

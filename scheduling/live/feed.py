@@ -102,6 +102,7 @@ def incident_payload(incident: Incident) -> dict[str, Any]:
         id=incident.pk,
         node=incident.node.name,
         node_id=incident.node_id,
+        node_state=incident.node.state,
         incident=incident.kind,
         failed_at=incident.failed_at,
         detected_at=incident.detected_at,

@@ -5,13 +5,17 @@
   if (!map) return;
   var card = document.getElementById("node-card");
   var jobs = JSON.parse(document.getElementById("node-jobs").textContent);
+  var words = JSON.parse(document.getElementById("node-words").textContent);  // the server's wording
   var dialog = document.getElementById("node-dialog");
   var nodes = Array.prototype.slice.call(map.querySelectorAll(".node"));
 
+  function fill(text, values) {
+    return text.replace(/\{(\w+)\}/g, function (_, key) { return values[key]; });
+  }
   function describe(node) {
-    var d = node.dataset, used = +d.used, gpus = +d.gpus;
-    return d.name + " · " + d.accelerator + " · " + d.state + " · " + used + " of " + gpus + " healthy GPUs in use" +
-      (+d.total > gpus ? " (" + (+d.total - gpus) + " lost)" : "");
+    var d = node.dataset, gpus = +d.gpus;
+    var text = fill(words.summary, { name: d.name, accelerator: d.accelerator, state: d.state, used: +d.used, gpus: gpus });
+    return text + (+d.total > gpus ? fill(words.lost, { lost: +d.total - gpus }) : "");
   }
 
   function show(node) {
@@ -27,7 +31,7 @@
     });
     if (!list.children.length) {
       var none = document.createElement("li");
-      none.textContent = +node.dataset.used ? "jobs changed since the page loaded" : "no jobs";
+      none.textContent = +node.dataset.used ? words.changed : words.no_jobs;
       list.appendChild(none);
     }
     card.appendChild(list);
@@ -64,13 +68,13 @@
     dialog.querySelector("[data-close]").addEventListener("click", function () { dialog.close(); });
   }
 
+  // The node's state as the incident leaves it, as the server has it.
   Fleetline.live.on("incident", function (event) {
     var node = document.getElementById("node-" + event.node_id);
-    if (node && event.detected_at !== null && event.resumed_at === null) {
-      var state = event.incident === "dead" ? "down" : "cordoned";
-      node.classList.add(state);
-      node.dataset.state = state;
-    }
+    if (!node) return;
+    node.classList.remove(node.dataset.state);
+    node.classList.add(event.node_state);
+    node.dataset.state = event.node_state;
   });
   Fleetline.live.on("fleet", function (event) {
     nodes.forEach(function (node) {
