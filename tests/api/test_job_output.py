@@ -8,9 +8,9 @@ from typing import Any
 from rest_framework import serializers
 
 from api.views.jobs import JobDetailOutput, JobOutput
+from scheduling.live.waits import PendingInfo
 from scheduling.models import Job
 from scheduling.selectors import jobs_for_user
-from scheduling.services.pending import PendingInfo
 from tests.api.conftest import People
 
 
