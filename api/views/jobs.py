@@ -28,8 +28,15 @@ from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_tea
 from scheduling.live.waits import NEW_JOB_REASON, PendingInfo, pending_info_for
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
-from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
-from tenants.models import PriorityClass
+from scheduling.services.jobs import (
+    IdempotencyKeyReused,
+    JobSpec,
+    NamesChanged,
+    Submission,
+    job_cancel,
+    job_submit_idempotent,
+)
+from tenants.models import PriorityClass, Team
 
 logger = logging.getLogger(__name__)
 
@@ -216,9 +223,14 @@ def pending_for(jobs: list[Job]) -> dict[int, PendingInfo]:
         return {}
 
 
-def _spec(values: dict[str, Any]) -> JobSpec:
-    """The submission with its names resolved to ids (in one query); an unknown name is a field
-    error."""
+# Priority class and accelerator type ids by name, as last resolved in this process. A cached id
+# is only a guess: the submission service reads both rows anyway and refuses (NamesChanged, before
+# writing) when either no longer has the name, and the names are then resolved afresh.
+_IDS_BY_NAME: dict[tuple[str, str], int] = {}
+
+
+def _ids_by_name(values: dict[str, Any]) -> dict[str, int]:
+    """The two names resolved to ids in one query; an unknown name is a field error."""
     ids = dict(
         # Without the models' default ordering: SQLite refuses ORDER BY inside a UNION's parts.
         PriorityClass.objects.filter(name=values["priority_class"])
@@ -237,8 +249,31 @@ def _spec(values: dict[str, Any]) -> JobSpec:
         errors["accelerator"] = [f"No accelerator type named {values['accelerator']!r}."]
     if errors:
         raise ValidationError(errors)
+    for field in ("priority_class", "accelerator"):
+        _IDS_BY_NAME[(field, values[field])] = ids[field]
+    return ids
+
+
+def _spec(values: dict[str, Any], ids: dict[str, int]) -> JobSpec:
     fields = {key: value for key, value in values.items() if key not in ("team", "priority_class", "accelerator")}
     return JobSpec(priority_class_id=ids["priority_class"], accelerator_type_id=ids["accelerator"], **fields)
+
+
+def _submit(*, request: Request, team: Team, values: dict[str, Any], key: str) -> Submission:
+    """Submit with the names' cached ids when both are known, else (or when they turn out stale)
+    with ids resolved now."""
+    fields = ("priority_class", "accelerator")
+    cached = {field: _IDS_BY_NAME[(field, values[field])] for field in fields if (field, values[field]) in _IDS_BY_NAME}
+    user = signed_in_user(request)
+    if len(cached) == len(fields):
+        names = (values["priority_class"], values["accelerator"])
+        try:
+            spec = _spec(values, cached)
+            return job_submit_idempotent(team=team, spec=spec, user=user, idempotency_key=key, names=names)
+        except NamesChanged:
+            for field in cached:
+                _IDS_BY_NAME.pop((field, values[field]), None)
+    return job_submit_idempotent(team=team, spec=_spec(values, _ids_by_name(values)), user=user, idempotency_key=key)
 
 
 class JobViewSet(ApiViewSet):
@@ -290,9 +325,7 @@ class JobViewSet(ApiViewSet):
         if team is None:
             raise ValidationError({"team": ["No such team among yours."]})
         try:
-            submission = job_submit_idempotent(
-                team=team, spec=_spec(values), user=signed_in_user(request), idempotency_key=key
-            )
+            submission = _submit(request=request, team=team, values=values, key=key)
         except DjangoValidationError as error:
             raise validation_error_from_django(error, fields=FIELD_FOR_ERROR) from error
         except IdempotencyKeyReused as error:

@@ -67,6 +67,11 @@ class Submission:
     created: bool
 
 
+class NamesChanged(Exception):
+    """The priority class or accelerator type a caller resolved from a name (by id) no longer has
+    that name: renamed or removed since. Raised before anything is written."""
+
+
 class IdempotencyKeyReused(Exception):
     """The key was used before by the same submitter for a different submission."""
 
@@ -190,17 +195,31 @@ def job_spec_errors(*, team: Team, spec: JobSpec) -> dict[str, str]:
     return _spec_errors(spec, team, _lookups(spec, team))
 
 
-def job_submit(*, team: Team, spec: JobSpec, user: User | None) -> Job:
+def job_submit(*, team: Team, spec: JobSpec, user: User | None, names: tuple[str, str] | None = None) -> Job:
     """Validate ``spec`` for ``team`` and queue it. Raises ValidationError keyed by field.
 
+    ``names``: the (priority class, accelerator type) names the caller resolved ``spec``'s ids
+    from, say from a cache; if either row no longer has its name, NamesChanged is raised.
+
     Nothing is written unless every check passes; the job and its event commit together."""
-    return _job_insert(team=team, spec=spec, user=user)
+    return _job_insert(team=team, spec=spec, user=user, names=names)
 
 
 def _job_insert(
-    *, team: Team, spec: JobSpec, user: User | None, idempotency_key: str = "", idempotency_digest: str = ""
+    *,
+    team: Team,
+    spec: JobSpec,
+    user: User | None,
+    idempotency_key: str = "",
+    idempotency_digest: str = "",
+    names: tuple[str, str] | None = None,
 ) -> Job:
     looked_up = _lookups(spec, team)
+    if names is not None and names != (
+        getattr(looked_up.priority, "name", None),
+        getattr(looked_up.accelerator, "name", None),
+    ):
+        raise NamesChanged()
     errors = _spec_errors(spec, team, looked_up)
     priority, accelerator = looked_up.priority, looked_up.accelerator
     if errors or priority is None or accelerator is None:  # either missing is among the errors
@@ -253,21 +272,28 @@ def _earlier_submission(*, user: User, idempotency_key: str, digest: str) -> Sub
     return Submission(job=job, created=False)
 
 
-def job_submit_idempotent(*, team: Team, spec: JobSpec, user: User, idempotency_key: str) -> Submission:
+def job_submit_idempotent(
+    *, team: Team, spec: JobSpec, user: User, idempotency_key: str, names: tuple[str, str] | None = None
+) -> Submission:
     """Submit once per ``idempotency_key`` and submitter, as payment APIs do: a retry of the same
     submission (after a timeout or an error response) gets the job the first attempt made. An
     empty key submits without that promise.
 
     Raises IdempotencyKeyReused when the key was used for a different submission, and
-    ValidationError as ``job_submit`` does. Two attempts racing with one key make one job: the
+    ValidationError and NamesChanged as ``job_submit`` does. Two attempts racing with one key make one job: the
     database's unique constraint refuses the second insert, which then finds the first."""
     if not idempotency_key:
-        return Submission(job=job_submit(team=team, spec=spec, user=user), created=True)
+        return Submission(job=job_submit(team=team, spec=spec, user=user, names=names), created=True)
     digest = submission_digest(team=team, spec=spec)
     try:
         with transaction.atomic():
             job = _job_insert(
-                team=team, spec=spec, user=user, idempotency_key=idempotency_key, idempotency_digest=digest
+                team=team,
+                spec=spec,
+                user=user,
+                idempotency_key=idempotency_key,
+                idempotency_digest=digest,
+                names=names,
             )
     except (IntegrityError, ValidationError):
         # Most keys are new, so the key is looked up only when the insert fails: refused by the

@@ -6,10 +6,15 @@ from __future__ import annotations
 from datetime import timedelta, timezone
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from scheduling.models import Job
+from api.views import jobs
+from scheduling.models import AcceleratorType, Job
+from tenants.models import PriorityClass
 from tests.api.conftest import People, submission
+from tests.factories import PriorityClassFactory
 
 ALL = ["lead", "member", "outsider", "finance", "admin"]
 
@@ -224,6 +229,51 @@ def test_a_retry_with_the_same_idempotency_key_gets_the_same_job(people: People)
     assert first.json()["id"] == again.json()["id"]
     assert again["Idempotent-Replayed"] == "true"
     assert Job.objects.count() == 1
+
+
+def test_names_resolved_once_are_not_looked_up_again(people: People) -> None:
+    client = people.client("member")
+    jobs._IDS_BY_NAME.clear()
+
+    with CaptureQueriesContext(connection) as cold:
+        assert client.post("/api/v1/jobs/", submission(people.fleet, name="a"), format="json").status_code == 201
+    with CaptureQueriesContext(connection) as warm:
+        assert client.post("/api/v1/jobs/", submission(people.fleet, name="b"), format="json").status_code == 201
+
+    assert len(warm.captured_queries) == len(cold.captured_queries) - 1
+    assert not any("UNION" in query["sql"] for query in warm.captured_queries)
+
+
+def test_a_renamed_class_or_accelerator_is_not_found_by_its_old_name_once_its_id_was_remembered(
+    people: People,
+) -> None:
+    client = people.client("member")
+    assert client.post("/api/v1/jobs/", submission(people.fleet, name="a"), format="json").status_code == 201
+    PriorityClass.objects.filter(name="training").update(name="training-old")
+    AcceleratorType.objects.filter(name="H100").update(name="H100-sxm")
+
+    response = client.post("/api/v1/jobs/", submission(people.fleet, name="b"), format="json")
+
+    assert response.status_code == 400
+    assert {error["attr"] for error in response.json()["errors"]} == {"priority_class", "accelerator"}
+    renamed = submission(people.fleet, name="c", priority_class="training-old", accelerator="H100-sxm")
+    assert client.post("/api/v1/jobs/", renamed, format="json").status_code == 201
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["a", "c"]
+
+
+def test_a_name_moved_to_another_row_is_submitted_to_the_row_that_has_it_now(people: People) -> None:
+    client = people.client("member")
+    batch = PriorityClassFactory(name="low", value=100, kind="training", preemptible=True)
+    assert client.post("/api/v1/jobs/", submission(people.fleet, name="a"), format="json").status_code == 201
+    training = people.fleet.training
+    PriorityClass.objects.filter(pk=training.pk).update(name="was-training")
+    PriorityClass.objects.filter(pk=batch.pk).update(name="training")
+
+    response = client.post("/api/v1/jobs/", submission(people.fleet, name="b", duration_s=60), format="json")
+
+    assert response.status_code == 201, response.json()
+    assert Job.objects.get(name="b").priority_class_id == batch.pk
+    assert Job.objects.get(name="a").priority_class_id == training.pk
 
 
 def test_listing_takes_a_fixed_number_of_queries(people: People, django_assert_max_num_queries: object) -> None:
