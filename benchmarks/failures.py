@@ -32,7 +32,7 @@ from sim_itp import fleet_for_load  # noqa: E402
 
 from scheduling.engine import Job, Policy  # noqa: E402
 from scheduling.engine.detector import DetectorPolicy, measure_detector  # noqa: E402
-from scheduling.engine.failures import restore_lower_bound_s  # noqa: E402
+from scheduling.engine.progress import restore_lower_bound_s  # noqa: E402
 from scheduling.sim.failures import FailureOptions  # noqa: E402
 from scheduling.sim.simulator import run_simulation  # noqa: E402
 from scheduling.sim.trace import load_itp  # noqa: E402

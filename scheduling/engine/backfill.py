@@ -17,6 +17,8 @@ from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
 from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed
 from .plan import Allocation
+from .progress import release_after_s
+from .progress import worst_runtime_s as progress_worst_runtime_s
 
 ReleaseEvent = tuple[float, str, int]
 # How far ahead the fleet is foreseeable: an estimate beyond it is not shown (see `explain`), and a
@@ -370,15 +372,13 @@ def expected_end_s(run: Running, now: float, penalty: float = 1.0) -> float:
     job = run.job
     if job.time_limit_s is not None:
         return max(now, run.start_s + job.time_limit_s)
-    remaining = max(0.0, job.duration_s - run.progress_s)
-    return now + remaining * job.gpus / max(1, run.gpus) * penalty
+    return now + release_after_s(job.duration_s, run.progress_s, job.gpus, run.gpus, penalty)
 
 
 def worst_runtime_s(job: Job, size: int, penalty: float) -> float:
-    """How long a start can hold its GPUs: the time limit, else the slowed-down duration."""
-    if job.time_limit_s is not None:
-        return job.time_limit_s
-    return job.duration_s * penalty * job.gpus / max(1, size)
+    """How long a start can hold its GPUs: the time limit, else the slowed-down duration
+    (`progress.worst_runtime_s`)."""
+    return progress_worst_runtime_s(job.duration_s, job.time_limit_s, job.gpus, size, penalty)
 
 
 def worst_penalty(policy: Policy, size: int, max_level: str) -> float:

@@ -1,4 +1,4 @@
-"""The seeded failure model shared by the simulator and the live fleet, and the restore-time model.
+"""The seeded failure model shared by the simulator and the live fleet (restore times: `progress`).
 
 Three kinds of failure, each a Poisson process per node with its own rate:
 
@@ -144,37 +144,3 @@ def failures_between(
             return failures
         failures.append(failure)
         at = failure.time_s
-
-
-# Restore -----------------------------------------------------------------------------------------
-DEFAULT_RESTART_OVERHEAD_S = 60.0  # scheduling the pods, container start, NCCL init, warm-up
-
-
-def restore_time_s(
-    *,
-    checkpoint_gb: float,
-    nodes: int,
-    storage_gbps: float,
-    nic_gbps: float,
-    overhead_s: float = 0.0,
-    concurrent_gb: float = 0.0,
-) -> float:
-    """Seconds from a restart's start until its gang computes again.
-
-    A job's checkpoint (``checkpoint_gb`` in total) is sharded over its ``nodes``; every restarting
-    node reads its shard at the same moment. Shared storage serves all bytes being restored at once
-    (``concurrent_gb``: this job's plus every other job restarting in the same instant) through
-    ``storage_gbps`` of aggregate bandwidth; each node's NIC caps its own read at ``nic_gbps``
-    (both GB/s). The slower of the two bounds the read; ``overhead_s`` is paid on top.
-    """
-    if checkpoint_gb <= 0:
-        return overhead_s
-    total_gb = max(checkpoint_gb, concurrent_gb)
-    storage_s = total_gb / storage_gbps
-    nic_s = checkpoint_gb / (max(1, nodes) * nic_gbps)
-    return overhead_s + max(storage_s, nic_s)
-
-
-def restore_lower_bound_s(*, checkpoint_gb: float, storage_gbps: float, overhead_s: float = 0.0) -> float:
-    """The physical floor: the bytes through the aggregate storage bandwidth, plus the overhead."""
-    return overhead_s + max(0.0, checkpoint_gb) / storage_gbps

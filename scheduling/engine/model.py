@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .progress import work_gpu_s
+
 # The levels, kinds and orders are the shared vocabulary's, re-exported where they always were.
 from .vocabulary import JOB_KINDS as JOB_KINDS
 from .vocabulary import LEVEL_RANK as LEVEL_RANK
@@ -101,7 +103,7 @@ class Running:
         last checkpoint (since its start, without one), or nothing when it checkpoints on preemption."""
         if self.job.checkpoint_on_preempt:
             return 0.0
-        return max(0.0, self.progress_s - self.checkpoint_s) * self.job.gpus
+        return work_gpu_s(self.progress_s, self.checkpoint_s, self.job.gpus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     shrinkable = 0
     if elastic and job.min_gpus is not None and run.grace_until_s is None:
         shrinkable = max(0, sum(gpus for _, gpus in run.allocation) - job.min_gpus)
-    # `run.lost_gpu_s`, inlined.
+    # `run.lost_gpu_s` (`progress.work_gpu_s` since the checkpoint), inlined.
     if run.grace_until_s is not None or job.checkpoint_on_preempt:
         cost = 0.0
     else:

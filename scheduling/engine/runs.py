@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from .model import Job, Running
+from .progress import CHECKPOINT_EPSILON, checkpoint_at, progress_at
 
 _LN2 = math.log(2.0)
 
@@ -93,16 +94,10 @@ class RunRecord:
         self.signal_progress: float | None = None
 
     def progress_at(self, time_s: float) -> float:
-        if time_s <= self.anchor_s:
-            return self.anchor_progress
-        return min(self.job.duration_s, self.anchor_progress + (time_s - self.anchor_s) * self.rate)
+        return progress_at(self.anchor_s, self.anchor_progress, self.rate, self.job.duration_s, time_s)
 
     def checkpoint_at(self, time_s: float) -> float:
-        interval = self.job.checkpoint_interval_s
-        if not interval or interval <= 0:
-            return self.base_progress
-        done = self.progress_at(time_s) - self.base_progress
-        return self.base_progress + math.floor(done / interval + 1e-9) * interval
+        return checkpoint_at(self.base_progress, self.progress_at(time_s), self.job.checkpoint_interval_s)
 
 
 _new = object.__new__
@@ -121,8 +116,9 @@ def running_at(run: RunRecord, now: float) -> Running:
     """The frozen `Running` a snapshot at `now` shows for `run`.
 
     Equal to `Running(job, allocation, start_s, run.progress_at(now), run.checkpoint_at(now),
-    borrowing, grace_until_s)`, with both evaluations inlined and the fields set through the slots:
-    one of these is built per running job per cycle.
+    borrowing, grace_until_s)`, with both evaluations (`progress.progress_at`,
+    `progress.checkpoint_at`) inlined and the fields set through the slots: one of these is built
+    per running job per cycle (tests/engine/test_progress.py checks it against the definitions).
     """
     job = run.job
     duration_s = job.duration_s
@@ -137,7 +133,7 @@ def running_at(run: RunRecord, now: float) -> Running:
         checkpoint_s = run.base_progress
     else:
         base = run.base_progress
-        checkpoint_s = base + math.floor((progress_s - base) / interval + 1e-9) * interval
+        checkpoint_s = base + math.floor((progress_s - base) / interval + CHECKPOINT_EPSILON) * interval
     snapshot = _new(Running)
     _set_job(snapshot, job)
     _set_allocation(snapshot, run.allocation)

@@ -23,6 +23,14 @@ from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
+from .progress import (
+    kept_on_eviction,
+    next_checkpoint_progress,
+    progress_rate,
+    restore_time_s,
+    time_at_progress,
+    work_gpu_s,
+)
 from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
@@ -247,7 +255,7 @@ class FleetState:
     def counters(self) -> Counters:
         self._accrue(self.now)
         in_flight = sum(
-            max(0.0, run.progress_at(self.now) - run.base_progress) * run.job.gpus for run in self.running.values()
+            work_gpu_s(run.progress_at(self.now), run.base_progress, run.job.gpus) for run in self.running.values()
         )
         return Counters(
             self._allocated_gpu_s,
@@ -305,14 +313,14 @@ class FleetState:
         interval = run.job.checkpoint_interval_s
         if not self.checkpoint_events or not interval or interval <= 0 or run.rate <= 0:
             return
-        next_progress = run.checkpoint_at(now) + interval
-        if next_progress >= run.job.duration_s:
+        next_progress = next_checkpoint_progress(run.checkpoint_at(now), interval, run.job.duration_s)
+        if next_progress is None:
             return
-        when = run.anchor_s + (next_progress - run.anchor_progress) / run.rate
+        when = time_at_progress(run.anchor_s, run.anchor_progress, run.rate, next_progress)
         self._push(max(when, now), _CHECKPOINT, run)
 
     def _rate(self, job: Job, gpus: int, level: str) -> float:
-        return (gpus / max(1, job.gpus)) / self.penalty.get(level, 1.0)
+        return progress_rate(gpus, job.gpus, self.penalty.get(level, 1.0))
 
     def _reanchor(self, run: RunRecord, now: float) -> None:
         if now > run.anchor_s:
@@ -326,7 +334,7 @@ class FleetState:
         self._usage.charge(run.job.team, self._accrued_s, sign * run.gpus)
 
     def _finish(self, run: RunRecord, time_s: float) -> None:
-        self._useful_gpu_s += max(0.0, run.progress_at(time_s) - run.base_progress) * run.job.gpus
+        self._useful_gpu_s += work_gpu_s(run.progress_at(time_s), run.base_progress, run.job.gpus)
         self._take(run, -1)
         del self.running[run.job.id]
         self.saved_progress.pop(run.job.id, None)
@@ -336,13 +344,12 @@ class FleetState:
         """Requeue `run` rolled back to where it was when told it is preempted (`signalled`: now) if
         it checkpoints then, else to its last checkpoint, else to the progress it started with."""
         self._accrue(time_s)
-        progress, kept = run.progress_at(time_s), run.checkpoint_at(time_s)
-        if run.job.checkpoint_on_preempt:
-            on_signal = progress if signalled else run.signal_progress
-            if on_signal is not None:
-                kept = max(kept, on_signal)
-        lost = max(0.0, progress - kept) * run.job.gpus
-        self._useful_gpu_s += max(0.0, kept - run.base_progress) * run.job.gpus
+        job = run.job
+        progress = run.progress_at(time_s)
+        signal_progress = progress if signalled else run.signal_progress
+        kept = kept_on_eviction(progress, run.checkpoint_at(time_s), job.checkpoint_on_preempt, signal_progress)
+        lost = work_gpu_s(progress, kept, job.gpus)
+        self._useful_gpu_s += work_gpu_s(kept, run.base_progress, job.gpus)
         self._lost_gpu_s += lost
         self._evictions += 1
         self._take(run, -1)
@@ -405,10 +412,17 @@ class FleetState:
         """A started run makes progress once its handover and its restore are over."""
         job = run.job
         saved = self.saved_progress.get(job.id, 0.0)
-        restore_s = self.restart_overhead_s if saved > 0 or job.attained_gpu_s > 0 else 0.0
-        if saved > 0 and job.checkpoint_gb > 0:
-            nodes = len(run.allocation)
-            restore_s += max(restoring_gb / self.storage_gbps, job.checkpoint_gb / (nodes * self.nic_gbps))
+        if saved > 0:
+            restore_s = restore_time_s(
+                checkpoint_gb=job.checkpoint_gb,
+                nodes=len(run.allocation),
+                storage_gbps=self.storage_gbps,
+                nic_gbps=self.nic_gbps,
+                overhead_s=self.restart_overhead_s,
+                concurrent_gb=restoring_gb,
+            )
+        else:  # nothing to read back; a job that ran before still starts its containers again
+            restore_s = self.restart_overhead_s if job.attained_gpu_s > 0 else 0.0
         restore_s += handover_s
         self._restore_gpu_s += restore_s * run.gpus
         run.anchor_s, run.anchor_progress, run.base_progress = now + restore_s, saved, saved

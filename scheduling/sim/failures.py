@@ -30,8 +30,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.engine import Cordon, Event, Evicted, FleetState, Node, Plan, Requeue
-from scheduling.engine.detector import DetectorPolicy, dead_detected_at, slow_detected_after_s
+from scheduling.engine.detector import DetectorPolicy, dead_detected_at
 from scheduling.engine.failures import CRASH, GPU_LOSS, Failure, FailureRates, next_failure
+from scheduling.engine.progress import DEFAULT_RESTART_OVERHEAD_S
+from scheduling.engine.recovery import (
+    Gang,
+    leaves_at_once,
+    node_slowdown,
+    restore_gpu_s,
+    slow_detected_at,
+    slow_gang_leaves_at,
+    slowed_gpu_s,
+    stall_gpu_s,
+)
+from scheduling.engine.runs import RunRecord
 
 from .hooks import SimContext
 
@@ -136,15 +148,16 @@ class FailureHook:
         self.down.add(failure.node_id)
         runs = [run for run in state.running.values() if any(n == failure.node_id for n, _ in run.allocation)]
         incident.jobs = {run.job.id: run.gpus for run in sorted(runs, key=lambda r: r.job.id)}
-        slowdown = failure.slowdown if failure.kind not in (CRASH, GPU_LOSS) else math.inf
-        events = state.throttle_node(failure.node_id, slowdown, now)
+        events = state.throttle_node(failure.node_id, node_slowdown(failure), now)
         if failure.kind == CRASH:
             phase = self.rng.uniform(0.0, self.detector.heartbeat_interval_s)
             self._push(dead_detected_at(now, now - phase, self.detector), _DETECT, incident)
         elif failure.kind == GPU_LOSS:
             self._push(now + self.rng.uniform(0.0, self.detector.heartbeat_interval_s), _DETECT, incident)
-        elif incident.jobs and failure.slowdown > self.detector.slow_threshold:
-            self._push(now + slow_detected_after_s(self.step_s, failure.slowdown, self.detector), _DETECT, incident)
+        elif incident.jobs:  # a slow node running nothing has no steps to compare
+            detected_s = slow_detected_at(now, failure.slowdown, self.step_s, self.detector)
+            if detected_s is not None:
+                self._push(detected_s, _DETECT, incident)
         self._push(now + self.rates.repair_s(failure.kind), _REPAIR, incident)
         if not self._scripted:
             self._draw(now)
@@ -166,7 +179,7 @@ class FailureHook:
         else:
             return self._slow_detected(state, incident, now)
         for job_id in stalled:
-            incident.lost_gpu_s += (now - failure.time_s) * incident.jobs[job_id]
+            incident.lost_gpu_s += stall_gpu_s(failure.time_s, now, incident.jobs[job_id])
         self._account(incident, events)
         self._push(now + POLL_S, _POLL, incident)
         return events
@@ -174,25 +187,23 @@ class FailureHook:
     def _slow_detected(self, state: FleetState, incident: Incident, now: float) -> list[Event]:
         failure = incident.failure
         events = state.apply(Plan((Cordon(failure.node_id, "slow"),), ()), now)
-        severe = failure.slowdown >= self.detector.severe_slowdown
         for job_id in incident.jobs:
             run = state.running.get(job_id)
             if run is None:
                 continue
-            interval = run.job.checkpoint_interval_s
-            next_progress = run.checkpoint_at(now) + (interval or 0.0)
-            if severe or not interval or run.rate <= 0:
+            gang = gang_of(run)
+            if leaves_at_once(gang, failure.slowdown, self.detector):
                 events += self._requeue(state, incident, job_id, now)
-            elif next_progress < run.job.duration_s:
-                when = run.anchor_s + (next_progress - run.anchor_progress) / run.rate
-                self._push(max(now, when), _MIGRATE, (incident, job_id, run.start_s))
+            else:
+                leaves_s = slow_gang_leaves_at(gang, now, failure.slowdown, self.detector)
+                if leaves_s is not None:
+                    self._push(leaves_s, _MIGRATE, (incident, job_id, run.start_s))
         return events
 
     def _requeue(self, state: FleetState, incident: Incident, job_id: str, now: float) -> list[Event]:
         run = state.running[job_id]
-        # The slow stretch cost (1 - 1/slowdown) of the gang's GPU time since the node turned slow.
-        slowed_s = now - max(incident.failure.time_s, run.start_s)
-        incident.lost_gpu_s += slowed_s * run.gpus * (1.0 - 1.0 / incident.failure.slowdown)
+        slow_since_s = max(incident.failure.time_s, run.start_s)
+        incident.lost_gpu_s += slowed_gpu_s(slow_since_s, now, run.gpus, incident.failure.slowdown)
         events = state.apply(Plan((Requeue(job_id, "node-degraded"),), ()), now)
         self._account(incident, events)
         self._push(now + POLL_S, _POLL, incident)
@@ -212,7 +223,7 @@ class FailureHook:
             if run is not None and run.start_s >= (incident.detected_s or 0.0):
                 incident.restarted_s[job_id], incident.resumed_s[job_id] = run.start_s, run.anchor_s
                 incident.restored_gb[job_id] = run.job.checkpoint_gb if run.base_progress > 0 else 0.0
-                incident.lost_gpu_s += (run.anchor_s - run.start_s) * run.gpus
+                incident.lost_gpu_s += restore_gpu_s(run.start_s, run.anchor_s, run.gpus)
             elif job_id in state.pending:
                 waiting = True
         if waiting and now - incident.failure.time_s < MAX_RESTART_WAIT_S:
@@ -230,6 +241,21 @@ class FailureHook:
         return events
 
 
+def gang_of(run: RunRecord) -> Gang:
+    """The `recovery.Gang` of a run in the simulated fleet (its rate slowed with its node)."""
+    return Gang(
+        run.job.id,
+        run.gpus,
+        run.job.gpus,
+        run.job.duration_s,
+        run.job.checkpoint_interval_s,
+        run.anchor_s,
+        run.anchor_progress,
+        run.base_progress,
+        run.rate,
+    )
+
+
 @dataclass(frozen=True)
 class FailureOptions:
     """How a simulation fails: the model's seed and rate scale, the detector, and the storage."""
@@ -239,7 +265,7 @@ class FailureOptions:
     detector: DetectorPolicy = field(default_factory=DetectorPolicy)
     storage_gbps: float = 50.0
     nic_gbps: float = 12.5
-    restart_overhead_s: float = 60.0
+    restart_overhead_s: float = DEFAULT_RESTART_OVERHEAD_S
 
     @classmethod
     def parse(cls, text: str) -> FailureOptions:

@@ -26,6 +26,7 @@ from scheduling.engine import (
     Withdrawn,
 )
 from scheduling.engine.model import LEVEL_RANK
+from scheduling.engine.progress import progress_at, progress_rate
 
 from .formulas import ViolationMeter, fitting_demand, water_fill
 from .gate import CycleGate
@@ -44,7 +45,7 @@ class _Run:
     def progress_at(self, time_s: float) -> float:
         for anchor_s, progress, rate in reversed(self.segments):
             if time_s >= anchor_s:
-                return min(self.job.duration_s, progress + (time_s - anchor_s) * rate)
+                return progress_at(anchor_s, progress, rate, self.job.duration_s, time_s)
         return self.segments[0][1]
 
 
@@ -249,7 +250,7 @@ class Recorder:
         outcome = self.outcomes[event.job_id]
         job = outcome.job
         gpus = sum(g for _, g in event.allocation)
-        rate = (gpus / max(1, job.gpus)) / self.penalty.get(event.level, 1.0)
+        rate = progress_rate(gpus, job.gpus, self.penalty.get(event.level, 1.0))
         base = self.saved.get(job.id, 0.0)
         self.runs[job.id] = _Run(job, event.time_s, event.time_s + event.restore_s, base, rate, gpus)
         if outcome.first_start_s is None:
@@ -270,7 +271,7 @@ class Recorder:
             return
         gpus = sum(g for _, g in event.allocation)
         level = _level([node for node, _ in event.allocation], self.rack_of)
-        rate = (gpus / max(1, run.job.gpus)) / self.penalty.get(level, 1.0)
+        rate = progress_rate(gpus, run.job.gpus, self.penalty.get(level, 1.0))
         anchor_s = max(event.time_s, run.segments[-1][0])
         run.segments.append((anchor_s, run.progress_at(anchor_s), rate))
         self._allocate(run.job, gpus - run.gpus)

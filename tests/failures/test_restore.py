@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.engine import FleetState, Plan, Preempt, Start
-from scheduling.engine.failures import restore_lower_bound_s, restore_time_s
+from scheduling.engine.progress import restore_lower_bound_s, restore_time_s
 from tests.engine.builders import fleet, job
 
 
