@@ -11,14 +11,17 @@ and the admin's cordon / uncordon / drain.
    their checkpoints and the same plan restarts them on healthy capacity;
 4. slow = m steps at the slow pace: the node is cordoned and its gangs leave at their next
    checkpoint (at once when the slowdown is severe), through the preemption grace mechanism;
-5. open incidents learn when their gangs were replaced, restored and resumed; repaired nodes return.
-Lost GPU-seconds per incident: the stall until detection plus the work since the last checkpoint,
-at full rate (the topology penalty is ignored here).
+5. open incidents learn when their gangs were replaced, restored and resumed; repaired nodes return
+   (only nodes out of service are looked at, each through its latest incident).
+What a failure means for the gangs, what they lose and when they leave are the engine's
+(`scheduling.engine.recovery`), as in the simulator; each gang progresses at the rate the engine
+runs it at (its share of its size, slowed by its placement level's topology penalty).
+Lost GPU-seconds per incident: the stall until detection on every GPU a gang holds, plus its work
+since its last checkpoint as of the failure (a slow node's gangs: as of the detection).
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,10 +29,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 
+from scheduling import engine
+from scheduling.convert import policy_from_row
 from scheduling.engine.detector import DetectorPolicy
-from scheduling.engine.failures import CRASH, GPU_LOSS, Failure, FailureRates, failures_between
+from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates, failures_between
+from scheduling.engine.progress import progress_rate
+from scheduling.engine.recovery import Gang, lost_by_detection_gpu_s, slow_detected_at, slow_gang_leaves_at
 from scheduling.models import Allocation, Incident, Job, Node
 from tenants.models import AuditEvent, FleetPolicy
 from tenants.services.audit import audit_record
@@ -57,16 +64,17 @@ def detector_policy(row: FleetPolicy | None) -> DetectorPolicy:
 
 
 def failures_tick(*, tick: int, sim_from_s: float, sim_to_s: float, wall_now: datetime, speed: float) -> FailureTick:
-    policy = detector_policy(FleetPolicy.objects.order_by("pk").first())
+    row = FleetPolicy.objects.order_by("pk").first()
+    policy, penalties = detector_policy(row), policy_from_row(row)
     changed: set[int] = set()
     if settings.FLEET_FAILURES:
         rates = FailureRates().scaled(DEMO_RATE_SCALE)
-        changed |= _inject(rates, random.Random(tick), sim_from_s, sim_to_s)
+        changed |= _inject(rates, random.Random(tick), sim_from_s, sim_to_s, penalties)
         changed |= _repair(rates, sim_to_s, wall_now)
     crashed = Incident.objects.filter(kind=Incident.Kind.DEAD, detected_at__isnull=True).values("node_id")
     Node.objects.exclude(state=Node.State.DOWN).exclude(id__in=crashed).update(last_heartbeat=wall_now)
-    changed |= _detect_dead(policy, sim_to_s, wall_now, speed)
-    changed |= _detect_slow(policy, sim_to_s)
+    changed |= _detect_dead(policy, penalties, sim_to_s, wall_now, speed)
+    changed |= _detect_slow(policy, penalties, sim_to_s)
     changed |= _follow_up(sim_to_s)
     return FailureTick(tuple(sorted(changed)))
 
@@ -76,7 +84,7 @@ def node_kill(*, node: Node, sim_now_s: float) -> Incident:
     return Incident.objects.create(node=node, kind=Incident.Kind.DEAD, failed_at=sim_now_s)
 
 
-def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float) -> set[int]:
+def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float, penalties: engine.Policy) -> set[int]:
     busy = Incident.objects.filter(resumed_at__isnull=True).values("node_id")
     healthy = Node.objects.filter(state=Node.State.UP).exclude(id__in=busy).values_list("id", flat=True)
     candidates = {str(node_id) for node_id in healthy}
@@ -84,11 +92,11 @@ def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float)
     for failure in failures_between(rng, rates, sorted(candidates), from_s, to_s):
         if failure.node_id in candidates:
             candidates.discard(failure.node_id)
-            changed.add(_apply_failure(Node.objects.get(pk=int(failure.node_id)), failure).pk)
+            changed.add(_apply_failure(Node.objects.get(pk=int(failure.node_id)), failure, penalties).pk)
     return changed
 
 
-def _apply_failure(node: Node, failure: Failure) -> Incident:
+def _apply_failure(node: Node, failure: Failure, penalties: engine.Policy) -> Incident:
     if failure.kind == CRASH:
         return node_kill(node=node, sim_now_s=failure.time_s)
     if failure.kind == GPU_LOSS:
@@ -97,7 +105,7 @@ def _apply_failure(node: Node, failure: Failure) -> Incident:
         incident = Incident.objects.create(
             node=node, kind=Incident.Kind.DEGRADED, gpus_lost=lost, failed_at=failure.time_s, detected_at=failure.time_s
         )
-        _take_jobs(incident, failure.time_s, failure.time_s)
+        _take_jobs(incident, failure.time_s, failure.time_s, penalties)
         return incident
     return Incident.objects.create(
         node=node, kind=Incident.Kind.SLOW, slowdown=failure.slowdown, failed_at=failure.time_s
@@ -109,23 +117,47 @@ def _jobs_on(node_id: int) -> list[Job]:
     return list(Job.objects.filter(id__in=ids).order_by("id"))
 
 
-def _take_jobs(incident: Incident, failed_s: float, detected_s: float) -> list[Job]:
-    """Attach the node's running gangs and count what they lose: the stall, and the work since
-    the last checkpoint (which the engine rolls back when it requeues them)."""
-    jobs = _jobs_on(incident.node_id)
-    incident.jobs.set(jobs)
-    lost = 0.0
-    for job in jobs:
-        progress = job.anchor_progress_s + max(0.0, failed_s - (job.anchor_s or failed_s))
-        interval = job.checkpoint_interval_s
-        done = progress - job.base_progress_s
-        kept = job.base_progress_s + (math.floor(done / interval) * interval if interval else 0.0)
-        lost += job.gpus * ((detected_s - failed_s) + max(0.0, progress - kept))
+def gang_of(job: Job, gpus: int, penalties: engine.Policy) -> Gang:
+    """The `recovery.Gang` of a running job's row holding `gpus` GPUs: it progresses at the rate
+    the engine runs it at (its share of its size, slowed by its placement level's penalty)."""
+    anchor_s = job.anchor_s if job.anchor_s is not None else job.started_s
+    return Gang(
+        str(job.pk),
+        gpus,
+        job.gpus,
+        job.duration_s,
+        job.checkpoint_interval_s,
+        0.0 if anchor_s is None else anchor_s,
+        job.anchor_progress_s,
+        job.base_progress_s,
+        progress_rate(gpus, job.gpus, penalties.penalty(job.placement_level or "node")),
+    )
+
+
+def _gangs_on(node_id: int, penalties: engine.Policy) -> list[tuple[Job, Gang]]:
+    jobs = _jobs_on(node_id)
+    held: dict[int, int] = {}
+    for job_id, gpus in Allocation.objects.filter(job__in=jobs).values_list("job_id", "gpus"):
+        held[job_id] = held.get(job_id, 0) + gpus
+    return [(job, gang_of(job, held.get(job.pk, job.gpus), penalties)) for job in jobs]
+
+
+def _take_jobs(
+    incident: Incident, failed_s: float, detected_s: float, penalties: engine.Policy
+) -> list[tuple[Job, Gang]]:
+    """Attach the node's running gangs and count what they lose (`recovery.lost_by_detection_gpu_s`):
+    the stall, and the work since the last checkpoint (which the engine rolls back when it
+    requeues them)."""
+    gangs = _gangs_on(incident.node_id, penalties)
+    incident.jobs.set([job for job, _ in gangs])
+    lost = sum(lost_by_detection_gpu_s(gang, failed_s, detected_s) for _, gang in gangs)
     Incident.objects.filter(pk=incident.pk).update(lost_gpu_s=lost)
-    return jobs
+    return gangs
 
 
-def _detect_dead(policy: DetectorPolicy, now_s: float, wall_now: datetime, speed: float) -> set[int]:
+def _detect_dead(
+    policy: DetectorPolicy, penalties: engine.Policy, now_s: float, wall_now: datetime, speed: float
+) -> set[int]:
     changed: set[int] = set()
     # Only nodes silent for the whole timeout come back from the database: every other node
     # heartbeated in this tick.
@@ -137,27 +169,25 @@ def _detect_dead(policy: DetectorPolicy, now_s: float, wall_now: datetime, speed
             incident = Incident.objects.create(node=node, kind=Incident.Kind.DEAD, failed_at=now_s - silent_s)
         Node.objects.filter(pk=node.pk).update(state=Node.State.DOWN, healthy_gpus=0)
         Incident.objects.filter(pk=incident.pk).update(detected_at=now_s)
-        jobs = _take_jobs(incident, incident.failed_at, now_s)
+        gangs = _take_jobs(incident, incident.failed_at, now_s, penalties)
         # The detector acts as the system (no actor): its drains are audited like an admin's.
         audit_record(
             actor=None,
             kind=AuditEvent.Kind.NODE_DRAINED,
             object_repr=f"node {node.name}: no heartbeat for {silent_s:.0f} s",
             before={"state": node.state, "healthy_gpus": node.healthy_gpus},
-            after={"state": Node.State.DOWN, "healthy_gpus": 0, "jobs_restarted": len(jobs)},
+            after={"state": Node.State.DOWN, "healthy_gpus": 0, "jobs_restarted": len(gangs)},
         )
         changed.add(incident.pk)
     return changed
 
 
-def _detect_slow(policy: DetectorPolicy, now_s: float) -> set[int]:
+def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float) -> set[int]:
     changed: set[int] = set()
     for incident in Incident.objects.filter(kind=Incident.Kind.SLOW, detected_at__isnull=True):
-        if incident.slowdown <= policy.slow_threshold:
-            continue  # within the noise: never flagged; closed when the node is repaired
-        detected_s = incident.failed_at + policy.slow_consecutive_steps * STEP_S * incident.slowdown
-        if detected_s > now_s:
-            continue
+        detected_s = slow_detected_at(incident.failed_at, incident.slowdown, STEP_S, policy)
+        if detected_s is None or detected_s > now_s:
+            continue  # not yet, or within the noise: never flagged
         if Node.objects.filter(pk=incident.node_id, state=Node.State.UP).update(state=Node.State.CORDONED):
             audit_record(
                 actor=None,
@@ -167,20 +197,12 @@ def _detect_slow(policy: DetectorPolicy, now_s: float) -> set[int]:
                 after={"state": Node.State.CORDONED},
             )
         Incident.objects.filter(pk=incident.pk).update(detected_at=now_s)
-        for job in _take_jobs(incident, now_s, now_s):
-            leave_s = now_s if incident.slowdown >= policy.severe_slowdown else _next_checkpoint_s(job, now_s)
-            _requeue_at(job, leave_s)
+        for job, gang in _take_jobs(incident, now_s, now_s, penalties):
+            leave_s = slow_gang_leaves_at(gang, now_s, incident.slowdown, policy)
+            if leave_s is not None:  # else it finishes before its next checkpoint
+                _requeue_at(job, leave_s)
         changed.add(incident.pk)
     return changed
-
-
-def _next_checkpoint_s(job: Job, now_s: float) -> float:
-    interval = job.checkpoint_interval_s
-    if not interval or job.anchor_s is None:
-        return now_s
-    progress = job.anchor_progress_s + max(0.0, now_s - job.anchor_s)
-    done = math.floor((progress - job.base_progress_s) / interval) + 1
-    return now_s + (job.base_progress_s + done * interval - progress)
 
 
 def _requeue_at(job: Job, at_s: float) -> None:
@@ -210,17 +232,20 @@ def _follow_up(now_s: float) -> set[int]:
 
 
 def _repair(rates: FailureRates, now_s: float, wall_now: datetime) -> set[int]:
-    """A failed node comes back after its kind's repair time, once nothing else holds it out."""
-    kinds: dict[str, str] = {Incident.Kind.DEAD: CRASH, Incident.Kind.DEGRADED: GPU_LOSS, Incident.Kind.SLOW: "slow"}
-    for incident in Incident.objects.filter(resumed_at__isnull=False).select_related("node"):
+    """A failed node comes back after its kind's repair time, once nothing else holds it out: its
+    latest incident is over (its gangs resumed). Only nodes out of service are looked at, and of
+    each only its latest incident, so a tick's work grows with the fleet, not with its history."""
+    kinds: dict[str, str] = {Incident.Kind.DEAD: CRASH, Incident.Kind.DEGRADED: GPU_LOSS, Incident.Kind.SLOW: SLOW}
+    out_of_service = Node.objects.exclude(state=Node.State.UP, healthy_gpus=F("gpus"))
+    latest = Incident.objects.filter(node=OuterRef("node")).order_by("-failed_at").values("failed_at")[:1]
+    over = Incident.objects.filter(node__in=out_of_service, resumed_at__isnull=False, failed_at=Subquery(latest))
+    repaired: set[int] = set()
+    for incident in over.select_related("node"):
         node = incident.node
-        if node.state == Node.State.UP and node.healthy_gpus == node.gpus:
+        if node.pk in repaired or incident.failed_at + rates.repair_s(kinds[incident.kind]) > now_s:
             continue
-        if incident.failed_at + rates.repair_s(kinds[incident.kind]) > now_s:
-            continue
-        newer = Incident.objects.filter(node=node, failed_at__gt=incident.failed_at).exists()
-        if not newer:
-            Node.objects.filter(pk=node.pk).update(state=Node.State.UP, healthy_gpus=node.gpus, last_heartbeat=wall_now)
+        Node.objects.filter(pk=node.pk).update(state=Node.State.UP, healthy_gpus=node.gpus, last_heartbeat=wall_now)
+        repaired.add(node.pk)
     return set()
 
 

@@ -1,7 +1,7 @@
 """What a failed node means for the gangs on it, what they lose, and when they leave.
 
 The decisions the simulator's failure hook (`scheduling.sim.failures`) and the live failures step
-(`scheduling.services.failures`) both take, as pure functions over a `Gang`, the one view of a
+(`scheduling.cycle.failures`) both take, as pure functions over a `Gang`, the one view of a
 running gang both can build (from a `RunRecord`, or from a job's row and its placement):
 
 - a crash or a lost GPU stalls the whole gang at once (every step waits on the dead member) until

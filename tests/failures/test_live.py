@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,9 +11,12 @@ if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the pure run (-p no:django) sk
     pytest.skip("needs Django", allow_module_level=True)
 
 from django.contrib.auth.models import Group  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from scheduling.cycle.failures import node_kill  # noqa: E402
+from scheduling.cycle.failures import _repair, node_kill  # noqa: E402
+from scheduling.engine.failures import FailureRates  # noqa: E402
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node  # noqa: E402
 from tenants.models import AuditEvent  # noqa: E402
 from tenants.roles import FLEET_ADMIN  # noqa: E402
@@ -172,3 +176,32 @@ def test_every_logged_in_user_sees_the_incidents_page_with_the_timeline(fleet: F
     assert response.status_code == 200
     assert fleet.nodes[0].name in response.content.decode()
     assert Client().get("/incidents/").status_code == 302
+
+
+def test_repair_reads_only_the_latest_incident_of_each_node_out_of_service(fleet: Fleet) -> None:
+    in_service, down = fleet.nodes[0], fleet.nodes[1]
+    Incident.objects.bulk_create(
+        Incident(node=in_service, kind=Incident.Kind.DEAD, failed_at=i, detected_at=i + 30.0, resumed_at=i + 60.0)
+        for i in range(40)
+    )
+    Node.objects.filter(pk=down.pk).update(state=Node.State.DOWN, healthy_gpus=0)
+    Incident.objects.create(node=down, kind=Incident.Kind.DEAD, failed_at=0.0, detected_at=30.0, resumed_at=60.0)
+    latest = Incident.objects.create(node=down, kind=Incident.Kind.DEAD, failed_at=100.0, detected_at=130.0)
+    rates = FailureRates()
+    wall_now = datetime(2026, 1, 2, tzinfo=UTC)
+
+    with CaptureQueriesContext(connection) as queries:
+        _repair(rates, 1e6, wall_now)
+
+    # One query, however long the history; the node's gangs are not back yet, so it stays down.
+    assert len(queries) == 1
+    down.refresh_from_db()
+    assert down.state == Node.State.DOWN
+
+    Incident.objects.filter(pk=latest.pk).update(resumed_at=160.0)
+    _repair(rates, 100.0 + rates.crash_repair_s - 1.0, wall_now)
+    down.refresh_from_db()
+    assert down.state == Node.State.DOWN  # not repaired yet
+    _repair(rates, 100.0 + rates.crash_repair_s, wall_now)
+    down.refresh_from_db()
+    assert (down.state, down.healthy_gpus, down.last_heartbeat) == (Node.State.UP, down.gpus, wall_now)
