@@ -19,6 +19,7 @@ from scheduling.cycle.apply import AppliedTick
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
 from scheduling.engine.model import Node
+from scheduling.engine.progress import useful_gpu_s
 from scheduling.fleet_calendar import fleet_day, fleet_epoch_record
 from scheduling.models import AcceleratorType, FleetSample, JobUsage, TeamUsage, UsageSample
 
@@ -95,7 +96,7 @@ def _charge(held: _Held, sim_from_s: float) -> _Sums:
     seconds = max(0.0, held.end_s - max(sim_from_s, held.start_s))
     working = max(0.0, held.end_s - max(sim_from_s, held.start_s, held.useful_from_s))
     allocated = gpus * seconds
-    lost = allocated - gpus * working / held.penalty + held.rolled_back_gpu_s
+    lost = allocated - useful_gpu_s(gpus, working, held.penalty) + held.rolled_back_gpu_s
     return _Sums(allocated, allocated - lost, lost, allocated if held.borrowing else 0.0)
 
 

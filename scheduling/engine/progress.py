@@ -64,6 +64,12 @@ def work_gpu_s(to_progress_s: float, from_progress_s: float, size_gpus: int) -> 
     return max(0.0, to_progress_s - from_progress_s) * size_gpus
 
 
+def useful_gpu_s(gpus: int, seconds: float, penalty: float) -> float:
+    """GPU-seconds of useful work `gpus` GPUs do in `seconds` on a placement slowed by `penalty`
+    (`seconds` at the run's progress rate, counted on its size)."""
+    return gpus * seconds / penalty
+
+
 def kept_on_eviction(
     progress_s: float, checkpoint_s: float, checkpoint_on_preempt: bool, signal_progress_s: float | None
 ) -> float:

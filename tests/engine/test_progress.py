@@ -23,6 +23,7 @@ from scheduling.engine.progress import (
     progress_rate,
     release_after_s,
     time_at_progress,
+    useful_gpu_s,
     work_gpu_s,
 )
 from scheduling.engine.recovery import (
@@ -88,6 +89,8 @@ def test_release_after_is_the_remaining_work_at_the_progress_rate() -> None:
     # 600 s of work left, on 8 of 16 GPUs (half pace) across racks of a pod (1.15x slower).
     assert release_after_s(1000.0, 400.0, 16, 8, 1.15) == pytest.approx(600.0 / progress_rate(8, 16, 1.15))
     assert release_after_s(1000.0, 1200.0, 16, 8, 1.15) == 0.0
+    # What the ledger counts useful: the work done at that rate, on the job's size.
+    assert useful_gpu_s(8, 600.0, 1.15) == pytest.approx(600.0 * progress_rate(8, 16, 1.15) * 16)
 
 
 @given(
