@@ -112,8 +112,8 @@ def _pending_reasons() -> None:
     import redis
     from django.conf import settings
 
-    from scheduling.cycle.timings import cycle_timings_record
-    from scheduling.live.waits import PENDING_KEY
+    from scheduling.live.cycle_timings import cycle_timings_record
+    from scheduling.live.waits import WAITS_KEY
     from scheduling.models import Job
 
     client = redis.Redis.from_url(settings.REDIS_URL)
@@ -122,7 +122,7 @@ def _pending_reasons() -> None:
         str(job_id): [reasons[job_id % len(reasons)], None, None]
         for job_id in Job.objects.filter(state="pending").values_list("id", flat=True)
     }
-    client.set(PENDING_KEY, json.dumps(document))
+    client.set(WAITS_KEY, json.dumps(document))
     for _ in range(100):
         cycle_timings_record(client=client, timings_ms={"snapshot": 40.0, "engine": 30.0, "apply": 20.0, "total": 95.0})
 

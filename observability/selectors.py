@@ -26,8 +26,8 @@ from prometheus_client.utils import floatToGoString
 from redis.exceptions import RedisError
 
 from observability.counters import EVENTS, LEDGER, counter_totals
-from scheduling.cycle.timings import StepHistogram, cycle_timings_read
-from scheduling.live.waits import NEW_JOB_REASON, PENDING_KEY
+from scheduling.live.cycle_timings import StepHistogram, cycle_timings_read
+from scheduling.live.waits import NEW_JOB_REASON, WAITS_KEY
 from scheduling.models import AcceleratorType, Allocation, FleetClock, Incident, Job, Node
 from tenants.models import Team
 
@@ -97,7 +97,7 @@ def fleet_metrics_read() -> FleetMetrics:
     client = _redis()
     try:
         metrics.cycle_steps = tuple(cycle_timings_read(client=client))
-        raw_pending: Any = client.get(PENDING_KEY)
+        raw_pending: Any = client.get(WAITS_KEY)
     except RedisError:
         metrics.redis_up = False
         raw_pending = None

@@ -33,7 +33,7 @@ from scheduling.limits import (
     MAX_TIME_LIMIT_S,
     MIN_CHECKPOINT_INTERVAL_S,
 )
-from scheduling.live.waits import NEW_JOB_REASON, PendingInfo, pending_info_for
+from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, Job, JobKind, Level
 from scheduling.selectors import job_for_user, jobs_for_user
 from scheduling.services.jobs import IdempotencyKeyReused, JobSpec, job_cancel, job_submit_idempotent
@@ -85,16 +85,16 @@ class JobOutput(serializers.Serializer):
         return info.estimated_start_s if info else None
 
 
-def _pending_info(jobs: list[Job]) -> dict[int, PendingInfo]:
+def _pending_info(jobs: list[Job]) -> dict[int, JobWait]:
     """Pending reasons live in Redis: without it the jobs are still listed, with no reason."""
     try:
-        return pending_info_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+        return job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
     except redis.RedisError:
         logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
         return {}
 
 
-def _output(jobs: list[Job], pending: dict[int, PendingInfo] | None = None) -> list[dict[str, Any]]:
+def _output(jobs: list[Job], pending: dict[int, JobWait] | None = None) -> list[dict[str, Any]]:
     pending = _pending_info(jobs) if pending is None else pending
     # many=True makes a list serializer, whose data is a list; the stubs type it as one object's.
     return JobOutput(jobs, many=True, context={"pending": pending}).data  # type: ignore[return-value]
@@ -187,7 +187,7 @@ class JobSubmitApi(JobApiView):
             )
         if submission.created:
             # A job made just now has had no cycle yet: its reason is known without asking Redis.
-            body = _output([submission.job], pending={submission.job.pk: PendingInfo(NEW_JOB_REASON, None)})[0]
+            body = _output([submission.job], pending={submission.job.pk: JobWait(NEW_JOB_REASON, None)})[0]
             return Response(body, status=status.HTTP_201_CREATED)
         # A retry: the job the first attempt made, as it is now, with the first answer's status.
         return Response(

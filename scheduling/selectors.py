@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -11,7 +12,7 @@ from django.http import Http404
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
-from scheduling.live.waits import pending_info_for
+from scheduling.live.waits import JobWait, job_waits_for
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
@@ -67,18 +68,30 @@ def job_for_user(*, user: AnyUser, job_id: int) -> Job:
     return job
 
 
-def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[Job]:
-    """The team's queued jobs, oldest first, each with ``.pending``: why it waits and when it
-    should start, as the latest cycle saw it."""
-    jobs = list(
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job as the pages list it: the row, and for a pending job why it waits and when it should
+    start, as the latest cycle saw it (``None`` for a job in any other state)."""
+
+    job: Job
+    wait: JobWait | None
+
+
+def job_rows(*, jobs: Iterable[Job]) -> list[JobRow]:
+    """Each job with its wait, read in one Redis call for all the pending ones."""
+    jobs = list(jobs)
+    waits = job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+    return [JobRow(job, waits.get(job.pk)) for job in jobs]
+
+
+def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[JobRow]:
+    """The team's queued jobs, oldest first, each with its wait."""
+    jobs = (
         Job.objects.filter(team=team, state=Job.State.PENDING)
         .select_related("accelerator_type", "priority_class")
         .order_by("submit_s", "id")[:limit]
     )
-    info = pending_info_for(job_ids=[job.pk for job in jobs])
-    for job in jobs:
-        job.pending = info[job.pk]  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
-    return jobs
+    return job_rows(jobs=jobs)
 
 
 def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:

@@ -20,7 +20,6 @@ from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
 from scheduling.cycle.failures import NODE_ACTIONS, node_action
 from scheduling.forms import JobSubmitForm
-from scheduling.live.waits import pending_info_for
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
     QuotaLeft,
@@ -29,6 +28,7 @@ from scheduling.selectors import (
     job_events,
     job_for_user,
     job_nodes,
+    job_rows,
     jobs_for_user,
     quota_left_for_teams,
 )
@@ -99,11 +99,9 @@ def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         return _jobs_csv(jobs)
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     now_s = fleet_now_s()
-    pending = pending_info_for(job_ids=[job.pk for job in page if job.state == Job.State.PENDING])
-    for job in page:
-        job.pending = pending.get(job.pk)  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
     context = {
         "page": page,
+        "rows": job_rows(jobs=page),
         "show": show,
         "sort": sort,
         "query": request.GET.get("q", ""),
@@ -169,10 +167,10 @@ def _job_context(request: HttpRequest, job_id: int) -> dict[str, object]:
     # the other way round (a job older than the time it is shown at).
     now_s = fleet_now_s()
     job = job_for_user(user=request.user, job_id=job_id)
-    pending = pending_info_for(job_ids=[job.pk]).get(job.pk) if job.state == Job.State.PENDING else None
-    job.pending = pending  # type: ignore[attr-defined]  # patched onto the row for the template; no field of Job
+    (row,) = job_rows(jobs=[job])
     return {
         "job": job,
+        "wait": row.wait,
         "events": job_events(job=job),
         "nodes": job_nodes(job=job),
         "now_s": now_s,

@@ -25,7 +25,7 @@ from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
 from portal.auth import signed_in_user
 from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
-from scheduling.live.waits import NEW_JOB_REASON, PendingInfo, pending_info_for
+from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
 from scheduling.services.jobs import (
@@ -130,7 +130,7 @@ class JobOutput(serializers.Serializer):
 
     @extend_schema_field(PendingOutput(allow_null=True))
     def get_pending(self, job: Job) -> dict[str, Any] | None:
-        info: PendingInfo | None = self.context.get("pending", {}).get(job.pk)
+        info: JobWait | None = self.context.get("pending", {}).get(job.pk)
         if job.state != Job.State.PENDING or info is None:
             return None
         return {"reason": info.reason, "estimated_start_s": info.estimated_start_s, "waits_for": info.waits_for}
@@ -214,10 +214,10 @@ class JobFilter(django_filters.FilterSet):
         fields: list[str] = []
 
 
-def pending_for(jobs: list[Job]) -> dict[int, PendingInfo]:
+def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
     """Pending reasons live in Redis: without it the jobs are still listed, with no reason."""
     try:
-        return pending_info_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
+        return job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
     except redis.RedisError:
         logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
         return {}
@@ -333,7 +333,7 @@ class JobViewSet(ApiViewSet):
         headers = {"Location": f"{request.path}{submission.job.pk}/"}
         if submission.created:
             # A job made just now has had no cycle yet: its reason is known without asking Redis.
-            pending = {submission.job.pk: PendingInfo(NEW_JOB_REASON, None)}
+            pending = {submission.job.pk: JobWait(NEW_JOB_REASON, None)}
             return Response(self._render([submission.job], pending=pending)[0], status=201, headers=headers)
         headers["Idempotent-Replayed"] = "true"
         return Response(self._render([submission.job])[0], status=status.HTTP_201_CREATED, headers=headers)

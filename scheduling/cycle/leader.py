@@ -29,7 +29,7 @@ from redis.exceptions import LockError, RedisError
 from redis.lock import Lock
 
 from scheduling.cycle.tick import TickResult, cycle_tick
-from scheduling.cycle.timings import cycle_timings_record
+from scheduling.live.cycle_timings import cycle_timings_record
 from scheduling.models import FleetClock
 
 logger = logging.getLogger("fleetline.cycle")

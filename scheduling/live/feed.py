@@ -20,7 +20,7 @@ from portal.live_events import job_change, live_event
 from portal.socket_events import fleet_event_message
 from scheduling.engine import PendingStatus
 from scheduling.fleet_calendar import fleet_clock_text
-from scheduling.live.waits import pending_statuses_store
+from scheduling.live.waits import job_waits_store
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
 
@@ -69,7 +69,7 @@ def fleet_heartbeat_publish() -> dict[str, Any]:
 def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[PendingStatus]) -> None:
     """After a tick commits: the pending jobs' reasons, the fleet's share and occupancy to
     everyone, and the tick's job changes batched per team (admins get every team's batch)."""
-    pending_statuses_store(statuses=pending)
+    job_waits_store(statuses=pending)
     by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for change in applied.changes:
         by_team[change.team_id].append(

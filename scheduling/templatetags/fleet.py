@@ -11,7 +11,7 @@ from django.utils import timezone
 from scheduling import fleet_calendar as calendar
 from scheduling.engine import vocabulary
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
-from scheduling.live.waits import PendingInfo
+from scheduling.live.waits import JobWait
 
 register = template.Library()
 
@@ -84,13 +84,13 @@ def fleet_clock_note() -> str:
 
 
 @register.filter
-def starts_in(pending: PendingInfo | float | None, now_s: float) -> str:
+def starts_in(wait: JobWait | float | None, now_s: float) -> str:
     """When a pending job should start (``in 2h 05m``); without an estimate to believe, what it
     waits for (or why it is pending) instead of a date."""
-    estimated_s = pending.estimated_start_s if isinstance(pending, PendingInfo) else pending
+    estimated_s = wait.estimated_start_s if isinstance(wait, JobWait) else wait
     if not isinstance(estimated_s, int | float):
-        if isinstance(pending, PendingInfo):
-            return waits_text(pending.waits_for) if pending.waits_for else reason_text(pending.reason)
+        if isinstance(wait, JobWait):
+            return waits_text(wait.waits_for) if wait.waits_for else reason_text(wait.reason)
         return "unknown"
     wait = estimated_s - now_s
     return "now" if wait <= 60 else f"in {duration(wait)}"

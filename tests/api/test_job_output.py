@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from api.views.jobs import JobDetailOutput, JobOutput
-from scheduling.live.waits import PendingInfo
+from scheduling.live.waits import JobWait
 from scheduling.models import Job
 from scheduling.selectors import jobs_for_user
 from tests.api.conftest import People
@@ -27,7 +27,7 @@ def test_direct_rendering_matches_the_declared_fields(people: People) -> None:
     Job.objects.filter(pk=running.pk).update(submitted_by=people.member, restarts=2)
     jobs = list(jobs_for_user(user=people.admin).select_related("submitted_by").order_by("id"))
     assert {job.state for job in jobs} >= {Job.State.RUNNING, Job.State.PENDING}
-    context = {"pending": {job.pk: PendingInfo("capacity", 1234.0, None) for job in jobs}}
+    context = {"pending": {job.pk: JobWait("capacity", 1234.0, None) for job in jobs}}
     for output_class in (JobOutput, JobDetailOutput):
         for job in jobs:
             output = output_class(context=context)

@@ -13,8 +13,8 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduling.cycle.timings import CYCLE_TIMINGS_KEY, cycle_timings_record
-from scheduling.live.waits import PENDING_KEY
+from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY, cycle_timings_record
+from scheduling.live.waits import WAITS_KEY
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node, SchedulerEvent, UsageSample
 from tests.factories import AcceleratorTypeFactory, NodeFactory, PriorityClassFactory, RackFactory, TeamFactory
 
@@ -27,7 +27,7 @@ def redis_client() -> redis.Redis:
 def known_fleet(db: None) -> dict[str, Any]:
     """Two H100 nodes up and one down, one A100 node; team alpha runs 8 training GPUs and waits
     with two jobs, team beta runs 4 serving GPUs on borrowed quota and waits with one."""
-    redis_client().delete(CYCLE_TIMINGS_KEY, PENDING_KEY)
+    redis_client().delete(CYCLE_TIMINGS_KEY, WAITS_KEY)
     h100, a100 = AcceleratorTypeFactory(name="H100"), AcceleratorTypeFactory(name="A100")
     rack = RackFactory()
     n1 = NodeFactory(rack=rack, accelerator_type=h100, allocated_gpus=8)
@@ -48,7 +48,7 @@ def known_fleet(db: None) -> dict[str, Any]:
     Job.objects.create(team=beta, name="done", gpus=8, state=Job.State.COMPLETED, **common)
     # The latest cycle saw two of them; a2 was submitted since.
     document = {str(wait_a1.pk): ["quota", None, None], str(wait_b.pk): [f"reserved-for:{wait_a1.pk}", 900, None]}
-    redis_client().set(PENDING_KEY, json.dumps(document))
+    redis_client().set(WAITS_KEY, json.dumps(document))
     assert wait_a2.pk
     for team, kind, message in [
         (alpha, "started", "Started"),

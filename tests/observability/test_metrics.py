@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from observability.selectors import fleet_metrics_read
-from scheduling.cycle.timings import CYCLE_TIMINGS_KEY
+from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY
 from scheduling.models import FleetClock
 from tests.observability.conftest import redis_client, scrape
 

@@ -10,7 +10,7 @@ from django.db.models import Sum
 
 from scheduling.cycle.snapshot import snapshot_build
 from scheduling.cycle.tick import MAX_WALL_BEHIND_S, MAX_WALL_STEP_S, cycle_tick, wall_step_for
-from scheduling.live.waits import pending_info_for
+from scheduling.live.waits import job_waits_for
 from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node, SchedulerEvent, UsageSample
 from tenants.services.policy import priority_class_save
 from tests.scheduling.conftest import T0, Fleet
@@ -78,7 +78,7 @@ def test_a_gang_that_does_not_fit_stays_pending_with_a_reason_and_an_estimate(fl
     waiting.refresh_from_db()
     running.refresh_from_db()
     assert waiting.state == Job.State.PENDING
-    info = pending_info_for(job_ids=[waiting.pk])[waiting.pk]
+    info = job_waits_for(job_ids=[waiting.pk])[waiting.pk]
     assert info.reason.startswith(("reserved-for:", "capacity"))
     assert info.estimated_start_s == pytest.approx(running.started_s + 600.0, abs=1.0)
 
@@ -96,7 +96,7 @@ def test_a_job_over_its_team_quota_waits_with_reason_quota(fleet: Fleet) -> None
 
     second.refresh_from_db()
     assert second.state == Job.State.PENDING
-    assert pending_info_for(job_ids=[second.pk])[second.pk].reason == "quota"
+    assert job_waits_for(job_ids=[second.pk])[second.pk].reason == "quota"
 
 
 def test_a_stale_fencing_token_writes_nothing(fleet: Fleet) -> None:

@@ -5,35 +5,35 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from scheduling.live.waits import PendingInfo, pending_info_for
+from scheduling.live.waits import JobWait, job_waits_for
+from scheduling.models import Job
+from scheduling.selectors import JobRow, job_rows, pending_jobs_for_team
 from scheduling.templatetags.fleet import starts_in
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import Fleet
 
 
 @pytest.mark.parametrize(
-    ("pending", "shown"),
+    ("wait", "shown"),
     [
-        (PendingInfo("capacity", 7500.0), "in 2h 04m"),
-        (PendingInfo("capacity", 100.0), "now"),
-        (PendingInfo("capacity", None, "job:42"), "when job #42 ends, beyond the next 30 days"),
-        (PendingInfo("quota", None, "quota-limit:vision"), "never, at this size: more GPUs than team vision may use"),
-        (PendingInfo("topology", None, "domain:rack"), "when a rack of the fleet has enough healthy nodes for it"),
-        (PendingInfo("capacity", None, "queue"), "after more than 30 days of work queued ahead of it"),
-        (PendingInfo("new", None), "waiting for the next scheduling cycle"),
-        (PendingInfo("capacity", None), "waiting for free GPUs"),
+        (JobWait("capacity", 7500.0), "in 2h 04m"),
+        (JobWait("capacity", 100.0), "now"),
+        (JobWait("capacity", None, "job:42"), "when job #42 ends, beyond the next 30 days"),
+        (JobWait("quota", None, "quota-limit:vision"), "never, at this size: more GPUs than team vision may use"),
+        (JobWait("topology", None, "domain:rack"), "when a rack of the fleet has enough healthy nodes for it"),
+        (JobWait("capacity", None, "queue"), "after more than 30 days of work queued ahead of it"),
+        (JobWait("new", None), "waiting for the next scheduling cycle"),
+        (JobWait("capacity", None), "waiting for free GPUs"),
         (
-            PendingInfo("guarantee", None),
+            JobWait("guarantee", None),
             "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
         ),
         (None, "unknown"),
         (7500.0, "in 2h 04m"),
     ],
 )
-def test_an_estimate_reads_as_a_time_or_as_what_the_job_waits_for(
-    pending: PendingInfo | float | None, shown: str
-) -> None:
-    assert starts_in(pending, 60.0).startswith(shown)
+def test_an_estimate_reads_as_a_time_or_as_what_the_job_waits_for(wait: JobWait | float | None, shown: str) -> None:
+    assert starts_in(wait, 60.0).startswith(shown)
 
 
 def test_a_job_no_rack_can_hold_shows_what_it_waits_for_instead_of_a_date(fleet: Fleet) -> None:
@@ -41,8 +41,8 @@ def test_a_job_no_rack_can_hold_shows_what_it_waits_for_instead_of_a_date(fleet:
     job = fleet.submit(gpus=24, name="wide", required_level="rack")
     fleet.tick()
 
-    info = pending_info_for(job_ids=[job.pk])[job.pk]
-    assert (info.estimated_start_s, info.waits_for) == (None, "domain:rack")
+    wait = job_waits_for(job_ids=[job.pk])[job.pk]
+    assert (wait.estimated_start_s, wait.waits_for) == (None, "domain:rack")
     client = Client()
     client.force_login(MembershipFactory(team=fleet.team).user)
     html = client.get("/jobs/").content.decode()
@@ -50,3 +50,16 @@ def test_a_job_no_rack_can_hold_shows_what_it_waits_for_instead_of_a_date(fleet:
     assert "unknown" not in html
     detail = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "when a rack of the fleet has enough healthy nodes for it" in detail
+
+
+def test_the_pages_read_each_job_with_its_wait_and_patch_no_row(fleet: Fleet) -> None:
+    fits = fleet.submit(gpus=8, name="fits")
+    wide = fleet.submit(gpus=24, name="wide", required_level="rack")
+    fleet.tick()
+
+    rows = job_rows(jobs=Job.objects.filter(pk__in=[fits.pk, wide.pk]).order_by("pk"))
+    assert [(row.job.pk, row.job.state) for row in rows] == [(fits.pk, "running"), (wide.pk, "pending")]
+    assert rows[0].wait is None
+    assert rows[1].wait == job_waits_for(job_ids=[wide.pk])[wide.pk]
+    assert not hasattr(rows[1].job, "pending")
+    assert pending_jobs_for_team(team=fleet.team) == [JobRow(rows[1].job, rows[1].wait)]
