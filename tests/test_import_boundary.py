@@ -1,4 +1,5 @@
-"""The pure engine and simulator import nothing from Django, the web stack or the apps."""
+"""Import boundaries: the pure engine and simulator import nothing from Django, the web stack or the
+apps; above them, each layer imports only downwards."""
 
 from __future__ import annotations
 
@@ -61,3 +62,86 @@ def test_the_boundary_check_catches_a_django_import(tmp_path: Path) -> None:
         "django.db",
         "scheduling.models",
     ]
+
+
+# The layers above the engine. Tenants sits below scheduling: of it, tenants may import only what
+# imports nothing of tenants (the pure engine and its vocabulary; the models, whose relations to
+# tenants are by name; the row-to-engine conversions), so no import path leads back. The team pages
+# reach the scheduler through `tenants.team_activity`.
+TENANTS_MAY_IMPORT_OF_SCHEDULING = ("scheduling.engine", "scheduling.models", "scheduling.limits", "scheduling.convert")
+LAYER_RULES = (
+    # The live cycle does not run user actions; user actions may read the cycle's snapshot.
+    ("scheduling/cycle", ("scheduling.services",)),
+    # Selectors read (the database, and the read models the cycle leaves in `scheduling.live`);
+    # they neither write nor run the cycle.
+    ("*/selectors.py", ("scheduling.services", "tenants.services", "finance.services", "scheduling.cycle")),
+    # Channel-layer groups are the publishers' (`scheduling.live`, `portal.socket_events`), not services'.
+    ("*/services", ("portal.groups", "portal.consumers")),
+    ("*/services.py", ("portal.groups", "portal.consumers")),
+)
+
+
+def _sources(pattern: str) -> list[Path]:
+    paths = ROOT.glob(pattern + ("" if pattern.endswith(".py") else "/**/*.py"))
+    return sorted(p for p in paths if "migrations" not in p.parts and ".venv" not in p.parts)
+
+
+def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.name} imports {module}"
+        if not path.is_relative_to(ROOT)
+        else f"{path.relative_to(ROOT)} imports {module}"
+        for path in paths
+        for module in _imports(path)
+        if any(module == f or module.startswith(f + ".") for f in forbidden)
+    ]
+
+
+def _imported(path: Path) -> list[str]:
+    """Like `_imports`, with ``from package import module`` read as ``package.module``."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_tenants_imports_of_scheduling_only_what_imports_nothing_of_tenants() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in _sources("tenants")
+        for module in _imported(path)
+        if _within(module, ("scheduling",)) and not _within(module, TENANTS_MAY_IMPORT_OF_SCHEDULING)
+    ]
+    assert offenders == []
+
+
+def test_what_tenants_may_import_of_scheduling_imports_nothing_of_tenants_or_above() -> None:
+    lower = [ROOT / "scheduling/models.py", ROOT / "scheduling/limits.py", ROOT / "scheduling/convert.py"]
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in lower + _sources("scheduling/engine")
+        for module in _imported(path)
+        if _within(module, ("tenants",))
+        or (_within(module, ("scheduling",)) and not _within(module, TENANTS_MAY_IMPORT_OF_SCHEDULING))
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(("pattern", "forbidden"), LAYER_RULES)
+def test_each_layer_imports_only_downwards(pattern: str, forbidden: tuple[str, ...]) -> None:
+    paths = _sources(pattern)
+    assert paths, f"no modules match {pattern}"
+    assert _offenders(paths, forbidden) == []
+
+
+def test_the_layer_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+    sample = tmp_path / "selectors.py"
+    sample.write_text("def f():\n    from scheduling.services.jobs import job_submit\n")
+    assert _offenders([sample], ("scheduling.services",)) == ["selectors.py imports scheduling.services.jobs"]

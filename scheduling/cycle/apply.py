@@ -32,8 +32,8 @@ from django.utils import timezone
 from scheduling import engine
 from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
 from scheduling.cycle.snapshot import Loaded
+from scheduling.job_release import nodes_shift
 from scheduling.models import Allocation, Job, Node, SchedulerEvent
-from scheduling.services.jobs import nodes_shift
 
 Alloc = tuple[tuple[str, int], ...]
 

@@ -13,9 +13,9 @@ from django.db.models import Q
 
 from scheduling.engine.demand import DiurnalDemand
 from scheduling.engine.serving import DEFAULT_SLO_S, Attainment, ReplicaRecord, slo_attainment, withdrawal_order
+from scheduling.job_release import jobs_release
 from scheduling.limits import MAX_DURATION_S
 from scheduling.models import Job, JobKind, SchedulerEvent, ServingDeployment
-from scheduling.services.jobs import jobs_release
 
 # Serving replicas run until scaled down; their "duration" is the longest a job may carry (a year
 # of fleet time), far beyond a demand period, so scaling down ends them first.

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Case, F, IntegerField, OuterRef, Subquery, Sum, Value, When
+from django.db.models import OuterRef, Subquery, Sum
 
+from scheduling.job_release import jobs_release
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
@@ -23,7 +23,7 @@ from scheduling.limits import (
     MIN_CHECKPOINT_INTERVAL_S,
     range_problem,
 )
-from scheduling.models import AcceleratorType, Allocation, FleetClock, Job, Level, Node, SchedulerEvent
+from scheduling.models import AcceleratorType, FleetClock, Job, Level, Node, SchedulerEvent
 from tenants.models import PriorityClass, Quota, Team
 
 
@@ -47,16 +47,6 @@ class JobSpec:
 
 def fleet_now_s() -> float:
     return FleetClock.objects.filter(pk=1).values_list("sim_now_s", flat=True).first() or 0.0
-
-
-def nodes_shift(deltas: dict[int, int]) -> None:
-    """Add ``deltas`` to nodes' allocated GPUs in one statement; the database's check
-    constraint refuses a result above a node's GPUs."""
-    deltas = {node_id: d for node_id, d in deltas.items() if d}
-    if not deltas:
-        return
-    shift = Case(*(When(pk=node_id, then=Value(d)) for node_id, d in deltas.items()), output_field=IntegerField())
-    Node.objects.filter(pk__in=list(deltas)).update(allocated_gpus=F("allocated_gpus") + shift)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,34 +294,6 @@ def job_submit_idempotent(
             raise
         return earlier
     return Submission(job=job, created=True)
-
-
-def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[int]:
-    """Cancel pending or running jobs, freeing their GPUs. Returns the ids actually cancelled."""
-    cancelled: list[int] = []
-    for job_id, team_id, state, version in (
-        Job.objects.filter(pk__in=job_ids, state__in=Job.ACTIVE_STATES)
-        .order_by("id")
-        .values_list("id", "team_id", "state", "version")
-    ):
-        with transaction.atomic():
-            if not Job.objects.filter(pk=job_id, state=state, version=version).update(
-                state=Job.State.CANCELLED,
-                finished_s=sim_now_s,
-                version=F("version") + 1,
-                grace_until_s=None,
-            ):
-                continue
-            freed: dict[int, int] = defaultdict(int)
-            for node_id, gpus in Allocation.objects.filter(job_id=job_id).values_list("node_id", "gpus"):
-                freed[node_id] -= gpus
-            Allocation.objects.filter(job_id=job_id).delete()
-            nodes_shift(freed)
-            SchedulerEvent.objects.create(
-                job_id=job_id, team_id=team_id, kind=SchedulerEvent.Kind.CANCELLED, sim_time_s=sim_now_s, message=reason
-            )
-            cancelled.append(job_id)
-    return cancelled
 
 
 def job_cancel(*, job: Job, user: User) -> bool:

@@ -12,13 +12,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.auth import AuthenticatedHttpRequest
-from portal.charts import KindSeries, team_usage_figure, usage_summary_text
-from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
-from scheduling.services.jobs import fleet_now_s
 from tenants import selectors, services
 from tenants.forms import MemberAddForm, QuotaRequestForm
 from tenants.models import Membership, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
+from tenants.team_activity import team_activity
 
 
 def _posted(request: HttpRequest) -> QueryDict | None:
@@ -28,7 +26,7 @@ def _posted(request: HttpRequest) -> QueryDict | None:
 @login_required
 def team_list(request: HttpRequest) -> HttpResponse:
     teams = selectors.teams_for_user(user=request.user).select_related("department")
-    return render(request, "tenants/team_list.html", {"rows": team_overview_rows(teams=teams)})
+    return render(request, "tenants/team_list.html", {"rows": team_activity().overview_rows(teams=teams)})
 
 
 @login_required
@@ -76,9 +74,8 @@ def _team_page(
         "form": quota_form,
         "quotas": quotas,
         "quota_requests": selectors.quota_requests_for_team(team=team),
-        "pending_jobs": pending_jobs_for_team(team=team),
         **_members_context(request, team, is_lead=can_manage, member_form=member_form),
-        **_usage_context(team),
+        **team_activity().page_context(team=team),
     }
     return render(request, "tenants/team_detail.html", context, status=status)
 
@@ -93,18 +90,6 @@ def _members_context(
         "may_manage_members": may_manage,
         "may_appoint_leads": admin,
         "member_form": member_form or (MemberAddForm(may_appoint_leads=admin) if may_manage else None),
-    }
-
-
-def _usage_context(team: Team) -> dict[str, object]:
-    now_s = fleet_now_s()
-    points = team_usage_series(team=team, sim_now_s=now_s)
-    series = KindSeries([p.sim_time_s for p in points], [p.gpus_by_kind for p in points])
-    return {
-        "now_s": now_s,
-        "usage_chart": team_usage_figure(series, title=f"{team.name}: GPUs in use, last fleet day"),
-        "usage_summary": usage_summary_text(series),
-        "standing": fairshare_standings(sim_now_s=now_s).get(team.pk),
     }
 
 

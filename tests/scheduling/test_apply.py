@@ -16,8 +16,8 @@ from django.db.models import F, Sum
 from scheduling import engine
 from scheduling.cycle.apply import AppliedTick, plan_apply
 from scheduling.cycle.snapshot import Loaded, snapshot_build
+from scheduling.job_release import jobs_release
 from scheduling.models import Allocation, FleetClock, Job, Node, SchedulerEvent
-from scheduling.services.jobs import jobs_release
 from tests.factories import QuotaFactory, TeamFactory
 from tests.scheduling.conftest import Fleet, build_fleet
 

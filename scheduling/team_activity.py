@@ -1,0 +1,30 @@
+"""The scheduler's side of the team pages (`tenants.team_activity.TeamActivity`): the team list's
+rows and the team page's queue, usage chart and fair-share standing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from django.db.models import QuerySet
+
+from portal.charts import KindSeries, team_usage_figure, usage_summary_text
+from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
+from scheduling.services.jobs import fleet_now_s
+from tenants.models import Team
+
+
+class FleetTeamActivity:
+    def overview_rows(self, *, teams: QuerySet[Team]) -> Sequence[object]:
+        return team_overview_rows(teams=teams)
+
+    def page_context(self, *, team: Team) -> Mapping[str, object]:
+        now_s = fleet_now_s()
+        points = team_usage_series(team=team, sim_now_s=now_s)
+        series = KindSeries([p.sim_time_s for p in points], [p.gpus_by_kind for p in points])
+        return {
+            "now_s": now_s,
+            "pending_jobs": pending_jobs_for_team(team=team),
+            "usage_chart": team_usage_figure(series, title=f"{team.name}: GPUs in use, last fleet day"),
+            "usage_summary": usage_summary_text(series),
+            "standing": fairshare_standings(sim_now_s=now_s).get(team.pk),
+        }
