@@ -18,7 +18,6 @@ from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
-from scheduling.cycle.failures import NODE_ACTIONS, node_action
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
@@ -33,6 +32,7 @@ from scheduling.selectors import (
     quota_left_for_teams,
 )
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
+from scheduling.services.nodes import NODE_ACTIONS, node_action
 from scheduling.services.preview import job_start_preview
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import teams_for_user

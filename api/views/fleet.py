@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.views.base import ApiView, ApiViewSet, require_fleet_admin
-from scheduling.cycle.failures import node_action
 from scheduling.models import AcceleratorType, Incident, Node
 from scheduling.selectors import fleet_map, fleet_summary
 from scheduling.services.jobs import fleet_now_s
+from scheduling.services.nodes import node_action
 
 
 class NodeOutput(serializers.Serializer):

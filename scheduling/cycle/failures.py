@@ -1,5 +1,5 @@
-"""Failures in the live fleet: heartbeats each tick, the seeded failure model, detection, incidents,
-and the admin's cordon / uncordon / drain.
+"""Failures in the live fleet: heartbeats each tick, the seeded failure model, detection, incidents
+(the admin's cordon / uncordon / drain is a user action: `scheduling.services.nodes`).
 
 `failures_tick` runs inside the cycle's transaction, before the snapshot:
 1. with ``settings.FLEET_FAILURES`` on, draw this tick's failures from the engine's failure model
@@ -25,10 +25,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 
 from scheduling import engine
@@ -112,7 +110,7 @@ def _apply_failure(node: Node, failure: Failure, penalties: engine.Policy) -> In
     )
 
 
-def _jobs_on(node_id: int) -> list[Job]:
+def jobs_running_on(node_id: int) -> list[Job]:
     ids = Allocation.objects.filter(node_id=node_id, job__state=Job.State.RUNNING).values("job_id")
     return list(Job.objects.filter(id__in=ids).order_by("id"))
 
@@ -135,7 +133,7 @@ def gang_of(job: Job, gpus: int, penalties: engine.Policy) -> Gang:
 
 
 def _gangs_on(node_id: int, penalties: engine.Policy) -> list[tuple[Job, Gang]]:
-    jobs = _jobs_on(node_id)
+    jobs = jobs_running_on(node_id)
     held: dict[int, int] = {}
     for job_id, gpus in Allocation.objects.filter(job__in=jobs).values_list("job_id", "gpus"):
         held[job_id] = held.get(job_id, 0) + gpus
@@ -200,12 +198,12 @@ def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float)
         for job, gang in _take_jobs(incident, now_s, now_s, penalties):
             leave_s = slow_gang_leaves_at(gang, now_s, incident.slowdown, policy)
             if leave_s is not None:  # else it finishes before its next checkpoint
-                _requeue_at(job, leave_s)
+                job_requeue_at(job, leave_s)
         changed.add(incident.pk)
     return changed
 
 
-def _requeue_at(job: Job, at_s: float) -> None:
+def job_requeue_at(job: Job, at_s: float) -> None:
     """Leave at ``at_s`` through the preemption grace: the engine evicts the gang then, back to its
     checkpoint. The version bump turns away a tick that planned on the old row."""
     Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(grace_until_s=at_s, version=F("version") + 1)
@@ -247,33 +245,3 @@ def _repair(rates: FailureRates, now_s: float, wall_now: datetime) -> set[int]:
         Node.objects.filter(pk=node.pk).update(state=Node.State.UP, healthy_gpus=node.gpus, last_heartbeat=wall_now)
         repaired.add(node.pk)
     return set()
-
-
-# Admin actions -----------------------------------------------------------------------------------
-NODE_ACTIONS = ("cordon", "uncordon", "drain")
-
-
-@transaction.atomic
-def node_action(*, node: Node, action: str, actor: Any, sim_now_s: float) -> Node:
-    """Cordon (no new work), uncordon (back in service), drain (cordon, and every gang on the node
-    leaves now, back to its last checkpoint). Audited."""
-    node = Node.objects.select_for_update().get(pk=node.pk)
-    before = {"state": node.state, "healthy_gpus": node.healthy_gpus}
-    if action in ("cordon", "drain") and node.state == Node.State.UP:
-        node.state = Node.State.CORDONED
-    elif action == "uncordon":
-        if node.state == Node.State.DOWN:  # repaired: whole again, heartbeating from the next tick
-            node.healthy_gpus, node.last_heartbeat = node.gpus, None
-        node.state = Node.State.UP
-    node.save(update_fields=["state", "healthy_gpus", "last_heartbeat"])
-    if action == "drain":
-        for job in _jobs_on(node.pk):
-            _requeue_at(job, sim_now_s)
-    audit_record(
-        actor=actor,
-        kind=f"node.{action}",
-        object_repr=f"node {node.name}",
-        before=before,
-        after={"state": node.state, "healthy_gpus": node.healthy_gpus},
-    )
-    return node
