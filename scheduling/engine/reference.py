@@ -26,8 +26,7 @@ The cycle, as `schedule` states it:
 Reused from the engine, because they are the rules themselves, stated once, on plain inputs:
 quota admission, refusal and who reclaims (`quota.QuotaLedger`), fair-share factors, the gang
 patience level (`placement.gang_level`), the domains single-node jobs leave to waiting gangs without
-topology awareness (`placement.kept_for_gangs`), the packing order of single-node jobs
-(`packing.plain_best_node`), the elastic sizes worth trying (`elastic.reduced_sizes`), release and
+topology awareness (`placement.kept_for_gangs`), the elastic sizes worth trying (`elastic.reduced_sizes`), release and
 runtime formulas (`backfill.expected_end_s`, `worst_runtime_s`, `worst_penalty`), when the job
 would fit along the release profile (`backfill.earliest_start`, `reservation_start`), who may
 preempt whom and what an eviction costs and saves (`preemption.may_preempt`, `candidate_of`,
@@ -68,7 +67,6 @@ from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import LEVEL_RANK, Job, Node, Running, Snapshot
-from .packing import plain_best_node
 from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
     REASON_CAPACITY,
@@ -169,6 +167,14 @@ class _ReferenceCycle:
         for node in snapshot.nodes:
             capacity[node.accelerator] = capacity.get(node.accelerator, 0) + node.usable_gpus
         self.accelerators = sorted(capacity)
+        # The fleet's shape, which no cycle changes: node ids per accelerator, in id order, and the
+        # empty fleet (for the rules that read only its shape: gang patience).
+        self.node_ids_of = {
+            accelerator: sorted(node.id for node in snapshot.nodes if node.accelerator == accelerator)
+            for accelerator in self.accelerators
+        }
+        empty = {node.id: node.usable_gpus for node in snapshot.nodes}
+        self.shape_of = {accelerator: self._pool(accelerator, empty) for accelerator in self.accelerators}
         self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
         self.releases: dict[str, _Release] = {}
         for run in self.running:
@@ -295,12 +301,11 @@ class _ReferenceCycle:
     def _start(self, job: Job, smallest: int) -> bool:
         """Start at the full size, else (elastic) at the largest smaller size quota admits that fits;
         with backfill, also on reserved nodes whose reservations begin after the job surely ends."""
-        pool = self._pool(job.accelerator)
-        max_level = gang_level(pool, job, self.policy, self.now)
+        max_level = gang_level(self.shape_of[job.accelerator], job, self.policy, self.now)
         sizes = [job.gpus]
         if self.policy.elastic and job.is_elastic:
             room = self.ledger.room(job.team, job.accelerator, job.gpus - 1, not job.preemptible)
-            sizes += reduced_sizes(job, pool, room)
+            sizes += reduced_sizes(job, self._pool(job.accelerator), room)
         for size in sizes:
             admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             if admission is None:
@@ -401,8 +406,7 @@ class _ReferenceCycle:
         if takeable == 0 or self._total_free(accelerator) + takeable < size or budgets.scan_budget <= 0:
             return False
         budgets.preemption_attempts += 1
-        pool = self._pool(accelerator)
-        max_level = gang_level(pool, job, policy, self.now)
+        max_level = gang_level(self.shape_of[accelerator], job, policy, self.now)
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
         shrinkable = policy.elastic and any(
             run.job.min_gpus is not None and run.grace_until_s is None and run.gpus > run.job.min_gpus
@@ -564,7 +568,7 @@ class _ReferenceCycle:
         self.estimates[job.id] = start_s
 
     def _start_spread(self, job: Job, level: str) -> bool:
-        if level == gang_level(self._pool(job.accelerator), job, self.policy, self.now):
+        if level == gang_level(self.shape_of[job.accelerator], job, self.policy, self.now):
             return False
         admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
         fit = None if admission is None else self._place(self.free, job.accelerator, job.gpus, level, True)
@@ -747,7 +751,7 @@ class _ReferenceCycle:
 
     def _place(self, free: dict[str, int], accelerator: str, gpus: int, max_level: str, aware: bool) -> Fit | None:
         """Gang placement, all or nothing. A single-node job goes on the best-packed node
-        (`packing.plain_best_node`), or the first with room in id order without topology awareness.
+        (`_best_node`), or the first with room in id order without topology awareness.
         A multi-node gang takes whole nodes, in one rack if any has enough (the one with the fewest
         to spare), else one pod, else the fleet, never wider than `max_level`; without topology
         awareness, the first whole nodes in id order that lie in one domain of `max_level`."""
@@ -757,7 +761,7 @@ class _ReferenceCycle:
             return None
         if gpus <= gpn:
             if aware:
-                chosen = plain_best_node(self._pool(accelerator, free), gpus)
+                chosen = self._best_node(free, accelerator, gpus)
             else:
                 kept = self.kept.get(accelerator, frozenset())
                 roomy = [node_id for node_id in node_ids if free[node_id] >= gpus]
@@ -779,6 +783,22 @@ class _ReferenceCycle:
         if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
             return None
         return Fit(pack_whole_nodes(picked, gpus, gpn), level)
+
+    def _best_node(self, free: dict[str, int], accelerator: str, gpus: int) -> str | None:
+        """The packing rule (`packing`): among nodes with room, a node in use before a whole one, then
+        the fewest free GPUs, then the rack with the fewest free GPUs (the most used), then the rack,
+        the node's free GPUs and its id."""
+        gpn = self.policy.gpus_per_node
+        node_ids = self._node_ids(accelerator)
+        rack_free: dict[str, int] = {}
+        for node_id in node_ids:
+            rack_free[self.nodes[node_id].rack_key] = rack_free.get(self.nodes[node_id].rack_key, 0) + free[node_id]
+
+        def key(node_id: str) -> tuple[bool, int, int, str, int, str]:
+            rack, whole = self.nodes[node_id].rack_key, free[node_id] >= gpn
+            return (whole, 0 if whole else free[node_id], rack_free[rack], rack, free[node_id], node_id)
+
+        return min((node_id for node_id in node_ids if free[node_id] >= gpus), key=key, default=None)
 
     def _smallest_domain(self, whole: list[str], count: int, max_level: str) -> list[str] | None:
         by_rack: dict[str, list[str]] = {}
@@ -808,7 +828,7 @@ class _ReferenceCycle:
     # Plain state, read ---------------------------------------------------------------------------
 
     def _node_ids(self, accelerator: str) -> list[str]:
-        return sorted(node.id for node in self.snapshot.nodes if node.accelerator == accelerator)
+        return self.node_ids_of.get(accelerator, [])
 
     def _total_free(self, accelerator: str) -> int:
         return sum(self.free[node_id] for node_id in self._node_ids(accelerator))
