@@ -18,8 +18,13 @@ from portal.charts import (
     utilisation_figure,
 )
 from portal.exports import report_csv, report_xlsx
-from scheduling.cycle.serving import SERVING_SLO_S, serving_attainment_last_day
-from scheduling.selectors import fleet_samples_recent, fleet_summary, team_gpus_now
+from scheduling.selectors import (
+    SERVING_SLO_S,
+    fleet_samples_recent,
+    fleet_summary,
+    serving_attainment_last_day,
+    team_gpus_now,
+)
 from scheduling.services.jobs import fleet_now_s
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"

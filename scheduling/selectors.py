@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
+from scheduling.engine.serving import DEFAULT_SLO_S, Attainment, ReplicaRecord, slo_attainment
 from scheduling.live.waits import JobWait, job_waits_for
 from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
@@ -375,3 +378,69 @@ def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
         else:
             others += gpus or 0
     return named + ([TeamGpus(OTHER_TEAMS, others, False)] if others else [])
+
+
+# Deployments carry no objective of their own yet: every replica is held to the simulator's default.
+SERVING_SLO_S = DEFAULT_SLO_S
+FLEET_DAY_S = 86400.0
+
+_ENDED = (Job.State.CANCELLED, Job.State.COMPLETED, Job.State.TIMED_OUT)
+_REPLICA_FIELDS = ("id", "submit_s", "state", "started_s", "anchor_s", "finished_s", "restarts")
+
+
+def serving_attainment_over(*, since_s: float, until_s: float) -> Attainment:
+    """Attainment of every deployment's replicas over fleet time [since_s, until_s), by the
+    simulator's own function (`engine.serving.slo_attainment`, the simulator's
+    `serving_slo_attainment` and `serving_start_p99_s`) on the replicas' rows. Two queries.
+
+    A replica serves from its start plus its handover or restore (the row's progress anchor);
+    for the earlier runs of a replica restarted after a node failure, from the start its event
+    records."""
+    rows = list(
+        Job.objects.filter(deployment__isnull=False, submit_s__lt=until_s)
+        .filter(Q(finished_s__isnull=True) | Q(finished_s__gt=since_s))
+        .order_by("id")
+        .values_list(*_REPLICA_FIELDS, named=True)
+    )
+    history: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    restarted = [row.id for row in rows if row.restarts]
+    if restarted:
+        for job_id, kind, time_s in (
+            SchedulerEvent.objects.filter(
+                job_id__in=restarted, kind__in=(SchedulerEvent.Kind.STARTED, SchedulerEvent.Kind.EVICTED)
+            )
+            .order_by("job_id", "sim_time_s", "id")
+            .values_list("job_id", "kind", "sim_time_s")
+        ):
+            history[job_id].append((kind, time_s))
+    records = [_replica_record(row, history.get(row.id, [])) for row in rows]
+    return slo_attainment(records, SERVING_SLO_S, (since_s, until_s))
+
+
+def _replica_record(row: Any, events: list[tuple[str, float]]) -> ReplicaRecord:
+    ended_s = row.finished_s if row.state in _ENDED else None
+    current = _serving_from(row)
+    if not events:
+        return ReplicaRecord(row.submit_s, ended_s, ((current, ended_s),) if current is not None else ())
+    runs: list[tuple[float, float | None]] = []
+    for kind, time_s in events:
+        if kind == SchedulerEvent.Kind.STARTED:
+            runs.append((time_s, None))
+        elif runs and runs[-1][1] is None:
+            runs[-1] = (runs[-1][0], time_s)
+    if runs and runs[-1][1] is None:
+        last_from = current if current is not None and current >= runs[-1][0] else runs[-1][0]
+        runs[-1] = (last_from, ended_s)
+    return ReplicaRecord(row.submit_s, ended_s, tuple(runs))
+
+
+def _serving_from(row: Any) -> float | None:
+    started_s, anchor_s = row.started_s, row.anchor_s
+    if started_s is None:
+        return None
+    return anchor_s if anchor_s is not None and anchor_s >= started_s else started_s
+
+
+def serving_attainment_last_day(*, sim_now_s: float) -> Attainment:
+    """Attainment over the last fleet day (the dashboard's figure)."""
+    return serving_attainment_over(since_s=max(0.0, sim_now_s - FLEET_DAY_S), until_s=sim_now_s)

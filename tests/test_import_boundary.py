@@ -75,6 +75,9 @@ LAYER_RULES = (
     # Selectors read (the database, and the read models the cycle leaves in `scheduling.live`);
     # they neither write nor run the cycle.
     ("*/selectors.py", ("scheduling.services", "tenants.services", "finance.services", "scheduling.cycle")),
+    # Pages and API views read through selectors and act through services, never the cycle itself.
+    ("*/views.py", ("scheduling.cycle",)),
+    ("*/views", ("scheduling.cycle",)),
     # Channel-layer groups are the publishers' (`scheduling.live`, `portal.socket_events`), not services'.
     ("*/services", ("portal.groups", "portal.consumers")),
     ("*/services.py", ("portal.groups", "portal.consumers")),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from scheduling.cycle.serving import SERVING_SLO_S, deployment_demand, serving_attainment_over
+from scheduling.cycle.serving import deployment_demand
 from scheduling.cycle.snapshot import snapshot_build
 from scheduling.engine.serving import Deployment
 from scheduling.models import Job, ServingDeployment
+from scheduling.selectors import SERVING_SLO_S, serving_attainment_over
 from scheduling.sim.serving import ServingHook
 from scheduling.sim.simulator import run_simulation
 from tests.factories import MembershipFactory, PriorityClassFactory
