@@ -20,6 +20,7 @@ from tenants.models import (
     FleetPolicy,
     Membership,
     Notification,
+    NotificationPreference,
     PriorityClass,
     Quota,
     QuotaRequest,
@@ -153,6 +154,16 @@ class AuditEventAdmin(GovernedAdmin):
 @admin.register(Notification)
 class NotificationAdmin(GovernedAdmin):
     governed_note = "Notifications are sent by the services whose events they report."
-    list_display = ["created_at", "user", "message", "read"]
-    list_filter = ["read"]
+    list_display = ["created_at", "user", "kind", "message", "read"]
+    list_filter = ["read", "kind"]
+    list_select_related = ["user"]
+
+
+@admin.register(NotificationPreference)
+class NotificationPreferenceAdmin(GovernedAdmin):
+    governed_note = "Each person chooses what they are told on their own notification settings page."
+    governed_url_name = "tenants:notification_settings"
+    governed_url_text = "Notification settings"
+    list_display = ["user", "kind", "in_app", "email"]
+    list_filter = ["kind"]
     list_select_related = ["user"]

@@ -40,7 +40,8 @@ VERBS: dict[str, str] = {
     NoticeKind.JOB_FAILED: "failed",
     NoticeKind.JOB_FINISHED: "finished",
 }
-NAMES_SHOWN = 5
+NAMES_SHOWN = 5  # in a notice's text
+JOBS_LINKED = 50  # in a notice's list and a mail; the rest are on the submitter's jobs list
 
 
 def job_notice_kind(change: JobChange) -> str | None:
@@ -155,7 +156,7 @@ def _summary(user_id: int, items: list[JobNotice]) -> Notification:
         kind=ordered[0].kind if len({item.kind for item in ordered}) == 1 else "",
         message=message[:300],
         url=url,
-        jobs=[{"id": item.job_id, "name": item.name, "kind": item.kind} for item in ordered],
+        jobs=[{"id": item.job_id, "name": item.name, "kind": item.kind} for item in ordered[:JOBS_LINKED]],
     )
 
 
@@ -190,8 +191,11 @@ def job_notice_mails(*, items: Sequence[Sequence[object]]) -> list[JobNoticeMail
             continue
         lines = [
             f"- {item.name} (#{item.job_id}) {VERBS[item.kind]}: {item.message}\n  {site}/jobs/{item.job_id}/"
-            for item in ordered
+            for item in ordered[:JOBS_LINKED]
         ]
+        if len(ordered) > JOBS_LINKED:
+            query = urlencode({"user": person.username})
+            lines.append(f"- and {len(ordered) - JOBS_LINKED} more: {site}{reverse('job-list')}?{query}")
         body = "\n".join(
             [
                 f"Hello {person.get_short_name() or person.username},",

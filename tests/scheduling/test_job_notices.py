@@ -3,6 +3,7 @@ mails rendered by the worker one per user, a fixed number of statements however 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -213,3 +214,17 @@ def test_a_ticks_notices_take_the_same_statements_for_two_jobs_as_for_forty(
         assert job_notices_send(changes=small).notices == 1
     with django_assert_num_queries(4), TestCase.captureOnCommitCallbacks(execute=True):
         assert job_notices_send(changes=large).notices == 8
+
+
+def test_a_large_cycle_links_the_first_fifty_jobs_and_points_to_the_rest(fleet: Fleet) -> None:
+    lead = UserFactory(username="busy", email="busy@example.com")
+    jobs = [_by(lead, fleet.submit(gpus=1, name=f"sweep-{i:02}")) for i in range(53)]
+
+    job_notices_send(changes=[_change(job, Kind.EVICTED, "node-failed") for job in jobs])
+
+    (notice,) = Notification.objects.filter(user=lead)
+    assert notice.message.startswith("53 jobs failed: sweep-00, sweep-01, sweep-02, sweep-03, sweep-04 and 48 more.")
+    assert len(notice.jobs) == 50
+    (only,) = job_notice_mails(items=[[lead.pk, job.pk, NoticeKind.JOB_FAILED, "lost"] for job in jobs])
+    assert len(re.findall(r"http://localhost:8000/jobs/\d+/", only.body)) == 50
+    assert "- and 3 more: http://localhost:8000/jobs/?user=busy" in only.body

@@ -36,6 +36,7 @@ from tenants.models import (
     FleetPolicy,
     Membership,
     Notification,
+    NotificationPreference,
     PriorityClass,
     Quota,
     QuotaRequest,
@@ -62,6 +63,7 @@ GOVERNED = [
     FleetPolicy,
     AuditEvent,
     Notification,
+    NotificationPreference,
 ]
 
 
