@@ -81,7 +81,8 @@ def _eventually(condition: Callable[[], bool], *, timeout_s: float, what: str) -
 
 
 def _worker_answers(redis_socket: Path) -> bool:
-    app = Celery(broker=celery_url(f"unix://{redis_socket}"))
+    # Not the current app: tasks queued later in this process must keep the test broker.
+    app = Celery(broker=celery_url(f"unix://{redis_socket}"), set_as_current=False)
     try:
         return bool(app.control.ping(timeout=1.0))
     except Exception:  # the broker may be down for a moment: not answering yet
