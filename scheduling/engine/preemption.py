@@ -3,9 +3,12 @@
 A job whose priority class may not preempt (`Job.may_preempt` False, Kubernetes' preemptionPolicy
 `Never`) takes nothing from anyone: it neither evicts nor shrinks running work to start, even to
 reclaim its team's guarantee. Work nobody may preempt (its priority class says so) is never a
-victim. Other work may be taken
-when it is strictly lower priority, or when it is borrowing quota and the preemptor's team is
-reclaiming within its own guarantee. Serving is never preempted by anything but serving. Cost is
+victim. Within a team, work may be taken when it is strictly lower priority. Another team's work
+may be taken only as far as that team keeps its guarantee (as in Kueue, where a workload preempts
+in other queues only what they borrow): when it is strictly lower priority, or when it is
+borrowing quota and the preemptor's team is reclaiming within its own guarantee. Otherwise a job
+that borrows could take a guarantee by priority and its owner reclaim it back at once, forever.
+Serving is never preempted by anything but serving. Cost is
 the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
 start, without one), nothing when it checkpoints on preemption; then its priority. Elastic
 victims give up GPUs by shrinking toward `min_gpus` (no work lost), only as many as needed,
@@ -101,22 +104,23 @@ def _priority_then_id(run: Running) -> tuple[int, str]:
     return run.job.priority, run.job.id
 
 
-def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool = True) -> bool:
+def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool) -> bool:
     """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring).
 
-    Reclaiming takes only real loans: the victim's team must still use at least its own guarantee
-    after losing the victim, otherwise two teams would keep reclaiming from each other.
+    Only real loans are taken from another team, by reclaim and by priority alike: the victim's
+    team must still use at least its own guarantee after losing the victim
+    (`victim_team_stays_covered`), otherwise two teams would keep taking from each other.
     """
     job = victim.job
     if not preemptor.may_preempt or not job.preemptible or victim.grace_until_s is not None:
         return False
     if job.kind == "serving" and preemptor.kind != "serving":
         return False
-    if job.team == preemptor.team and job.priority >= preemptor.priority:
+    if job.team == preemptor.team:
+        return job.priority < preemptor.priority
+    if not victim_team_stays_covered:
         return False
-    if job.priority < preemptor.priority:
-        return True
-    return reclaiming and victim.borrowing and job.team != preemptor.team and victim_team_stays_covered
+    return job.priority < preemptor.priority or (reclaiming and victim.borrowing)
 
 
 # One way to get GPUs on a node: (cost, priority, job id, gpus released, candidate, evicts?, node)

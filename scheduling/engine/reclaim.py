@@ -335,7 +335,7 @@ class Reclaiming:
                 continue
             run = candidate.run
             covered = True
-            if reclaiming and run.borrowing:
+            if run.job.team != job.team:
                 team, accelerator = run.job.team, run.job.accelerator
                 leaving = self.evicting.get((team, accelerator), 0)
                 used = self.ledger.used(team, accelerator) - leaving

@@ -467,7 +467,7 @@ class _ReferenceCycle:
             budgets.scan_budget -= 1
             visits -= 1
             run = candidate.run
-            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, self._covered(run, reclaiming)):
+            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, self._covered(job, run)):
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue
@@ -475,10 +475,10 @@ class _ReferenceCycle:
             if expected_end_s(run, self.now, penalty) > self.now + policy.preemption_grace_s:
                 yield candidate
 
-    def _covered(self, run: Running, reclaiming: bool) -> bool:
-        """Reclaiming takes only real loans: the victim's team keeps at least its guarantee (counting
-        none of its GPUs that were already leaving as the cycle began)."""
-        if not (reclaiming and run.borrowing):
+    def _covered(self, job: Job, run: Running) -> bool:
+        """Only real loans are taken from other teams: the victim's team keeps at least its guarantee
+        (counting none of its GPUs that were already leaving as the cycle began)."""
+        if run.job.team == job.team:
             return True
         team, accelerator = run.job.team, run.job.accelerator
         leaving = sum(

@@ -60,6 +60,22 @@ def test_work_nobody_may_preempt_is_never_reclaimed_even_when_it_borrows(kind: s
     assert started(plan) == {}
 
 
+def test_a_higher_priority_job_of_another_team_takes_nothing_that_team_is_guaranteed() -> None:
+    scenario = _one_busy_node({"priority": 0, "team": "beta"}).quotas(quota("beta", 8))
+    plan = scenario.pending(job("urgent", 8, team="alpha", priority=10)).plan()
+
+    assert plan.of_type(Preempt) == ()
+    assert started(plan) == {}
+
+
+def test_a_higher_priority_job_of_another_team_takes_what_that_team_borrows() -> None:
+    scenario = _one_busy_node({"priority": 0, "team": "beta"}, borrowing=True).quotas(quota("beta", 0))
+    plan = scenario.pending(job("urgent", 8, team="alpha", priority=10)).plan()
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
+    assert started(plan) == {"urgent": (("p0-r0-n0", 8),)}
+
+
 def test_a_team_beyond_its_guarantee_does_not_preempt_borrowers() -> None:
     scenario = _one_busy_node({"priority": 50, "team": "beta", "preemptible": False}, borrowing=True)
     plan = scenario.quotas(quota("alpha", 0)).pending(job("mine", 8, team="alpha")).plan()

@@ -14,7 +14,7 @@ from scheduling.sim.cli import main
 from scheduling.sim.fleet import parse_fleet
 from scheduling.sim.metrics import WALL_KEYS
 from scheduling.sim.runner import compare_policies
-from scheduling.sim.simulator import ENGINES, SimulationStalled, run_simulation
+from scheduling.sim.simulator import ENGINES, run_simulation
 from scheduling.sim.trace import load_itp
 
 from .builders import job
@@ -82,12 +82,6 @@ def test_a_replay_with_preemption_is_identical_under_both_engines(
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SimulationStalled,
-    reason="a borrowing job of a higher priority class preempts a job within its team's guarantee, "
-    "which then reclaims its guarantee from it, and so on at one instant; both engines alike",
-)
 def test_preemption_by_priority_and_reclaim_of_guarantees_do_not_undo_each_other() -> None:
     jobs = _contested_workload(80, (0, 0, 5, 10))
 
