@@ -210,6 +210,9 @@ class _Cycle(Reclaiming):
     ) -> None:
         """The full look at a job no cached verdict answers (never a strict-FIFO blocked one)."""
         accelerator = job.accelerator
+        # The verdict holds for the state this look began on: a reservation or spread start made
+        # below changes the state (and the generation), so later jobs of this shape look again.
+        generation = self.generation
         backfill = self.policy.backfill
         shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
         if shaped is None:
@@ -220,7 +223,7 @@ class _Cycle(Reclaiming):
             self.waiting.add(accelerator)
             if not backfill:
                 self.blocked.add(accelerator)
-            self.verdicts[key] = (self.generation, -math.inf, reason)
+            self.verdicts[key] = (generation, -math.inf, reason)
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
@@ -234,7 +237,7 @@ class _Cycle(Reclaiming):
         if not self.policy.backfill:
             self.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size, key[3]) if blocker else -math.inf
-        self.verdicts[key] = (self.generation, worst_end_s, reason)
+        self.verdicts[key] = (generation, worst_end_s, reason)
 
     def _admission(
         self, team: str, accelerator: str, size: int, pool: AcceleratorPool, pinned: bool = False

@@ -3,8 +3,7 @@
 Both are called through their public entry points on the same snapshots; the whole plan is
 compared: every action (starts with their placements and levels, preemptions, shrinks, growth,
 reservations, cordons, requeues) and every pending job's reason, estimated start and what it waits
-for. The one difference allowed is a known fault of the fast engine's verdict cache
-(`test_a_job_shaped_like_a_reserved_head_is_explained_from_the_state_after_the_reservation`).
+for. No difference is allowed.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,24 +24,16 @@ SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_hea
 
 REFERENCE = Path(__file__).resolve().parents[2] / "scheduling" / "engine" / "reference.py"
 
-# Where the fast engine's cached verdict outlives the reservation its own job made: the fast plan
-# says "topology" where the rules say "capacity" (see the xfail test below). Remove this, and the
-# allowance in `_assert_same_plan`, once that test passes.
-STALE_VERDICT = (REASON_TOPOLOGY, REASON_CAPACITY)
-
 
 def _assert_same_plan(fast: Plan, reference: Plan, explain: bool) -> None:
     assert fast.actions == reference.actions
-    if not explain:
-        # Only jobs waiting on topology are listed: the fast one may list more (a stale verdict).
-        extra = [status for status in fast.pending if status not in reference.pending]
-        assert [status for status in fast.pending if status in reference.pending] == list(reference.pending)
-        assert all(status.reason == REASON_TOPOLOGY for status in extra)
+    if not explain:  # only jobs waiting on topology are listed
+        assert fast.pending == reference.pending
         return
     assert [status.job_id for status in fast.pending] == [status.job_id for status in reference.pending]
     for mine, plain in zip(fast.pending, reference.pending, strict=True):
         assert (mine.estimated_start_s, mine.waits_for) == (plain.estimated_start_s, plain.waits_for), mine.job_id
-        assert mine.reason == plain.reason or (mine.reason, plain.reason) == STALE_VERDICT, mine.job_id
+        assert mine.reason == plain.reason, mine.job_id
         assert type(mine) is type(plain)
 
 
@@ -102,12 +92,6 @@ def test_the_reference_reserves_for_the_head_and_explains_the_job_behind_it_from
     assert behind is not None and behind.reason == REASON_CAPACITY  # 4 GPUs free once n0 is held
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="schedule._Cycle._consider_sized stamps its verdict with the generation after its own "
-    "_try_reserve bumped it, so a later job of the same shape reuses a reason from before the "
-    "reservation (fix: read self.generation before _try_reserve; then drop STALE_VERDICT above)",
-)
 def test_a_job_shaped_like_a_reserved_head_is_explained_from_the_state_after_the_reservation() -> None:
     snapshot = _reserved_head_snapshot()
 
