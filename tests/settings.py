@@ -10,3 +10,8 @@ import os
 os.environ.setdefault("SECRET_KEY", "fleetline-tests-only-not-secret")
 
 from portal.settings import *  # noqa: E402, F403
+
+# A tick bounds its transaction's idle time with SET LOCAL; inside a test's own transaction that
+# bound outlives the tick, so slow work later in the same test (a schema build on a loaded box)
+# would lose the connection. Tests that exercise the bound set it in their child's environment.
+FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", "120"))
