@@ -119,8 +119,10 @@ def test_a_token_that_already_ticked_cannot_tick_again(fleet: Fleet, caplog: pyt
         assert cycle_tick(token=fleet.token, wall_now=T0 + timedelta(seconds=fleet.wall_s + 1)) is None
 
     assert FleetClock.objects.get().ticks == clock.ticks
-    assert [record.levelno for record in caplog.records] == [logging.WARNING]
-    assert "stale tick refused" in caplog.records[0].getMessage()
+    # The cycle's own records: the channel layer may log on its own (a group over capacity).
+    records = [record for record in caplog.records if record.name == "fleetline.cycle"]
+    assert [record.levelno for record in records] == [logging.WARNING]
+    assert "stale tick refused" in records[0].getMessage()
 
 
 def test_a_stall_is_caught_up_over_the_following_ticks_in_bounded_steps(fleet: Fleet) -> None:
@@ -148,7 +150,7 @@ def test_an_outage_longer_than_the_catch_up_limit_loses_only_the_excess_and_says
     assert result is not None
     assert result.sim_to_s == pytest.approx(start + MAX_WALL_STEP_S * 60.0)
     assert result.wall_behind_s == pytest.approx(MAX_WALL_BEHIND_S - MAX_WALL_STEP_S)
-    [warning] = caplog.records
+    [warning] = [record for record in caplog.records if record.name == "fleetline.cycle"]
     assert warning.levelno == logging.WARNING
     assert "dropping 3600 s" in warning.getMessage()
     behind = timedelta(seconds=result.wall_behind_s)
