@@ -7,6 +7,10 @@ be shared between the live cycle, the simulator and tests without anyone mutatin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .prepare import RunningBook
 
 from .progress import work_gpu_s
 
@@ -215,3 +219,6 @@ class Snapshot:
     quotas: tuple[Quota, ...]
     policy: Policy
     usage: tuple[tuple[str, float], ...] = ()
+    # What `running` adds up to apart from the time (kept by `FleetState` between cycles, see
+    # `prepare.RunningBook`); None: the cycle counts it from `running`.
+    book: RunningBook | None = None

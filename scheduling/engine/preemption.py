@@ -29,9 +29,11 @@ from .plan import Allocation
 
 
 class Candidate:
-    """A running job seen as a possible victim (a per-cycle working object, never mutated)."""
+    """A running job seen as a possible victim (a per-cycle working object). Its one mutable part
+    is `ends_soon`, the memo of whether the job releases its GPUs by the end of this cycle's
+    handover anyway (`reclaim.ends_by` at `now` + grace, the same for every search of a cycle)."""
 
-    __slots__ = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving", "gpus", "priority")
+    __slots__ = ("run", "gpus_on", "cost", "shrinkable", "job_id", "leaving", "gpus", "priority", "ends_soon")
 
     def __init__(self, run: Running, gpus_on: tuple[tuple[str, int], ...], cost: float, shrinkable: int) -> None:
         self.run = run
@@ -42,6 +44,7 @@ class Candidate:
         self.leaving = run.grace_until_s is not None
         self.gpus = sum(gpus for _, gpus in gpus_on)
         self.priority = run.job.priority
+        self.ends_soon: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

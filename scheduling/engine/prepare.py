@@ -12,16 +12,18 @@ fleet.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .backfill import ReleaseEvent, ReleaseProfile
 from .capacity import CapacityIndex, Topology, fleet_topology
 from .health import triage_nodes
-from .model import Policy, Running, Snapshot
+from .model import Job, Policy, Running, Snapshot
 from .plan import Action, Allocation, Cordon, Requeue
 from .quota import QuotaLedger
 
 Key = tuple[str, str]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -45,10 +47,22 @@ class Takeable:
     preemptible: dict[str, dict[int, int]]
     leaving: dict[str, int]
     borrowing: dict[str, int]
+    # `upper` by its arguments: the totals above are complete once `running_totals` returns and
+    # nothing changes them afterwards, so the memo never goes stale (every pending job of a cycle
+    # asks, most with the same few priorities).
+    uppers: dict[tuple[str, int, bool], int] = field(default_factory=dict)
 
     def upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
         """GPUs a job of `priority` could free at most: strictly lower-priority preemptible work,
         work leaving anyway and, when it reclaims within its guarantee, borrowed work."""
+        key = (accelerator, priority, reclaiming)
+        found = self.uppers.get(key)
+        if found is None:
+            found = self.uppers[key] = self.plain_upper(accelerator, priority, reclaiming)
+        return found
+
+    def plain_upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
+        """`upper`, computed from the totals every time."""
         lower = sum(gpus for level, gpus in self.preemptible.get(accelerator, {}).items() if level < priority)
         borrowed = self.borrowing.get(accelerator, 0) if reclaiming else 0
         return lower + self.leaving.get(accelerator, 0) + borrowed
@@ -59,66 +73,127 @@ def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty |
     the release events per accelerator.
 
     The release time is `backfill.expected_end_s` with the topology penalty `penalty` gives each
-    run (none without it), clamped to `now` as `ReleaseProfile.add` does.
+    run (none without it), clamped to `now` as `ReleaseProfile.add` does. The time-free part is
+    counted into a fresh `RunningBook`; `FleetState` keeps one between cycles instead.
     """
-    node_penalty = 1.0 if penalty is None else penalty.node
-    used: dict[str, int] = {}
-    usage: dict[Key, int] = {}
-    evicting: dict[Key, int] = {}
-    releases: dict[str, list[ReleaseEvent]] = {}
-    team_releases: dict[Key, list[tuple[float, int]]] = {}
-    pinned: dict[Key, int] = {}
-    takeable = Takeable({}, {}, {})
-    preemptible, leaving, borrowing = takeable.preemptible, takeable.leaving, takeable.borrowing
-    for run in running:
-        job = run.job
-        allocation = run.allocation
-        if len(allocation) == 1:
-            gpus = allocation[0][1]
+    runs = tuple(running)
+    book = RunningBook()
+    for run in runs:
+        book.count(run.job, run.gpus, run.borrowing, run.grace_until_s is not None, 1)
+    return book.totals(runs, now, penalty)
+
+
+class RunningBook:
+    """The parts of `running_totals` that depend only on which jobs run where, not on the time:
+    GPUs per (team, accelerator) in use and leaving, and what preemption could take (`Takeable`,
+    `pinned`). `FleetState` keeps one up to date as jobs start, end, resize and enter their grace
+    period (`count`), and a snapshot carries a copy of it (`copy`), so that a cycle sums per run
+    only what depends on the time: the releases and the GPUs in use per node (`totals`).
+
+    `totals(running, ...)` equals `running_totals(running, ...)` for the running jobs the book
+    counted (tests check it); a snapshot's book names its running tuple (`running`), and
+    `prepare_cycle` uses it only for that very tuple."""
+
+    __slots__ = ("usage", "runs", "evicting", "leaving", "preemptible", "borrowing", "pinned", "running")
+
+    def __init__(self) -> None:
+        self.usage: dict[Key, int] = {}
+        self.runs: dict[Key, int] = {}  # running jobs per key of `usage`: a key stays while one runs
+        self.evicting: dict[Key, int] = {}
+        self.leaving: dict[str, int] = {}
+        self.preemptible: dict[str, dict[int, int]] = {}
+        self.borrowing: dict[str, int] = {}
+        self.pinned: dict[Key, int] = {}
+        self.running: tuple[Running, ...] | None = None
+
+    def count(self, job: Job, gpus: int, borrowing: bool, leaving: bool, sign: int) -> None:
+        """Add (`sign` 1) or take away (-1) a run of `job` on `gpus` GPUs, as `running_totals`
+        counts it. Every entry `running_totals` would not make (its sum back to 0) is dropped."""
+        key, accelerator, delta = (job.team, job.accelerator), job.accelerator, sign * gpus
+        runs = self.runs[key] = self.runs.get(key, 0) + sign
+        if runs:
+            self.usage[key] = self.usage.get(key, 0) + delta
         else:
-            gpus = 0
-            for _, on_node in allocation:
-                gpus += on_node
-        key = (job.team, job.accelerator)
-        usage[key] = usage.get(key, 0) + gpus
-        grace_until_s = run.grace_until_s
-        if grace_until_s is not None:
-            evicting[key] = evicting.get(key, 0) + gpus
-            leaving[job.accelerator] = leaving.get(job.accelerator, 0) + gpus
-        else:
-            if job.preemptible:
-                by_priority = preemptible.get(job.accelerator)
-                if by_priority is None:
-                    by_priority = preemptible[job.accelerator] = {}
-                by_priority[job.priority] = by_priority.get(job.priority, 0) + gpus
-            if run.borrowing:
-                borrowing[job.accelerator] = borrowing.get(job.accelerator, 0) + gpus
-                if not job.preemptible:
-                    pinned[key] = pinned.get(key, 0) + gpus
-        events = releases.get(job.accelerator)
-        if events is None:
-            events = releases[job.accelerator] = []
-        # `expected_end_s(run, now, penalty(run.allocation))`, inlined; then `max(end_s, now)` as in
-        # `ReleaseProfile.add`.
-        if grace_until_s is not None:
-            end_s = grace_until_s
-        elif job.time_limit_s is not None:
-            end_s = run.start_s + job.time_limit_s
-        else:
-            remaining_s = job.duration_s - run.progress_s
-            slowdown = node_penalty if len(allocation) == 1 or penalty is None else penalty(allocation)
-            end_s = now + (remaining_s if remaining_s > 0.0 else 0.0) * job.gpus / (gpus if gpus > 1 else 1) * slowdown
-        if not end_s >= now:
-            end_s = now
-        for node_id, on_node in allocation:
-            used[node_id] = used.get(node_id, 0) + on_node
-            events.append((end_s, node_id, on_node))
-        team_ends = team_releases.get(key)
-        if team_ends is None:
-            team_releases[key] = [(end_s, gpus)]
-        else:
-            team_ends.append((end_s, gpus))
-    return RunningTotals(used, usage, releases, evicting, takeable, team_releases, pinned)
+            del self.runs[key], self.usage[key]
+        if leaving:
+            _add(self.evicting, key, delta)
+            _add(self.leaving, accelerator, delta)
+            return
+        if job.preemptible:
+            by_priority = self.preemptible.setdefault(accelerator, {})
+            _add(by_priority, job.priority, delta)
+            if not by_priority:
+                del self.preemptible[accelerator]
+        if borrowing:
+            _add(self.borrowing, accelerator, delta)
+            if not job.preemptible:
+                _add(self.pinned, key, delta)
+
+    def copy(self, running: tuple[Running, ...]) -> RunningBook:
+        """A copy of the book for a snapshot whose running jobs are `running`."""
+        twin = RunningBook()
+        twin.usage, twin.runs, twin.evicting = dict(self.usage), dict(self.runs), dict(self.evicting)
+        twin.leaving, twin.borrowing, twin.pinned = dict(self.leaving), dict(self.borrowing), dict(self.pinned)
+        twin.preemptible = {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()}
+        twin.running = running
+        return twin
+
+    def totals(self, running: Iterable[Running], now: float, penalty: RunPenalty | None = None) -> RunningTotals:
+        """`running_totals(running, now, penalty)` from the book and, per run, the releases."""
+        node_penalty = 1.0 if penalty is None else penalty.node
+        used: dict[str, int] = {}
+        releases: dict[str, list[ReleaseEvent]] = {}
+        team_releases: dict[Key, list[tuple[float, int]]] = {}
+        for run in running:
+            job = run.job
+            allocation = run.allocation
+            if len(allocation) == 1:
+                gpus = allocation[0][1]
+            else:
+                gpus = 0
+                for _, on_node in allocation:
+                    gpus += on_node
+            events = releases.get(job.accelerator)
+            if events is None:
+                events = releases[job.accelerator] = []
+            # As in `running_totals`, to the last floating-point operation.
+            grace_until_s = run.grace_until_s
+            if grace_until_s is not None:
+                end_s = grace_until_s
+            elif job.time_limit_s is not None:
+                end_s = run.start_s + job.time_limit_s
+            else:
+                remaining_s = job.duration_s - run.progress_s
+                slowdown = node_penalty if len(allocation) == 1 or penalty is None else penalty(allocation)
+                remaining_s = remaining_s if remaining_s > 0.0 else 0.0
+                end_s = now + remaining_s * job.gpus / (gpus if gpus > 1 else 1) * slowdown
+            if not end_s >= now:
+                end_s = now
+            for node_id, on_node in allocation:
+                used[node_id] = used.get(node_id, 0) + on_node
+                events.append((end_s, node_id, on_node))
+            key = (job.team, job.accelerator)
+            team_ends = team_releases.get(key)
+            if team_ends is None:
+                team_releases[key] = [(end_s, gpus)]
+            else:
+                team_ends.append((end_s, gpus))
+        takeable = Takeable(
+            {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()},
+            dict(self.leaving),
+            dict(self.borrowing),
+        )
+        return RunningTotals(
+            used, dict(self.usage), releases, dict(self.evicting), takeable, team_releases, dict(self.pinned)
+        )
+
+
+def _add(counts: dict[_T, int], key: _T, delta: int) -> None:
+    value = counts.get(key, 0) + delta
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
 
 
 class RunPenalty:
@@ -161,7 +236,11 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     gpus_per_node = snapshot.policy.gpus_per_node
     running = list(snapshot.running)
     penalty = RunPenalty(fleet_topology(snapshot.nodes, gpus_per_node), snapshot.policy)
-    totals = running_totals(running, now, penalty)
+    book = snapshot.book
+    if book is not None and book.running is snapshot.running:
+        totals = book.totals(running, now, penalty)
+    else:
+        totals = running_totals(running, now, penalty)
     index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     triage = triage_nodes(snapshot.nodes, running, totals.used, index)
     actions: list[Action] = [Cordon(node_id, reason) for node_id, reason in triage.cordon]

@@ -57,7 +57,7 @@ class _Account:
 
 
 class _AcceleratorLedger:
-    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity", "most_lendable")
+    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity", "most_lendable", "guarantees")
 
     def __init__(self, capacity: int, quotas: list[Quota]) -> None:
         self.capacity = capacity
@@ -68,6 +68,8 @@ class _AcceleratorLedger:
                 max(0, quota.guaranteed), max(0, quota.guaranteed) + max(0, quota.borrow_limit), lend_cap
             )
         guaranteed_total = sum(account.guaranteed for account in self.accounts.values())
+        # Whether some team is guaranteed GPUs here: accounts made later (`account`) guarantee none.
+        self.guarantees = guaranteed_total > 0
         self.unguaranteed = max(0, capacity - guaranteed_total)
         self.pool = self.unguaranteed + sum(account.lendable() for account in self.accounts.values())
         # The pool when no guarantee is in use: the most that could ever be lent.
@@ -137,7 +139,7 @@ class QuotaLedger:
 
     def any_guarantee(self, accelerator: str) -> bool:
         """Whether some team is guaranteed GPUs of `accelerator`: only then can a job reclaim them."""
-        return any(account.guaranteed for account in self._ledger(accelerator).accounts.values())
+        return self._ledger(accelerator).guarantees
 
     def any_headroom(self) -> bool:
         """Whether some team uses fewer GPUs than it is guaranteed (of any accelerator): only then

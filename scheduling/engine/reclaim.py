@@ -171,6 +171,11 @@ def _with_allocation(run: Running, allocation: tuple[tuple[str, int], ...]) -> R
     return Running(run.job, allocation, run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s)
 
 
+# What a victim search depends on besides the working state and the scan budget: the preemptor's
+# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
+SearchKey = tuple[str, int, str, str, int, str, bool, float]
+
+
 class Reclaiming:
     """Step 4's preemption, for the cycle (`schedule._Cycle`), whose working state it shares."""
 
@@ -191,6 +196,9 @@ class Reclaiming:
     generation: int
     # Natural starts by (accelerator, GPUs, level), valid while `generation` stays the same.
     naturals: dict[tuple[str, int, str], tuple[int, float]]
+    # Victim searches that found nothing, by what they depend on (`_search_key`): (generation,
+    # candidates they visited), valid while `generation` stays the same.
+    fruitless: dict[SearchKey, tuple[int, int]]
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
@@ -239,11 +247,33 @@ class Reclaiming:
             natural_s, cap = self._cap(job, pool, target, max_level, partial)
             if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
                 continue
+            key = (accelerator, target, max_level, job.team, job.priority, job.kind, reclaiming, cap)
+            if self._fruitless_again(key):
+                continue
+            budget = self.scan_budget
             eligible = self._eligible(job, reclaiming, cap, victims.shrinkable)
             choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
+            if choice is None and self.scan_budget > 0:
+                self.fruitless[key] = (self.generation, budget - self.scan_budget)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level, partial):
                 return True
         return False
+
+    def _fruitless_again(self, key: SearchKey) -> bool:
+        """Whether a victim search would find nothing, as one with the same `key` already did since
+        the working state last changed; if so, it is charged the candidates that one visited.
+
+        What a search reads is the key (the preemptor's accelerator, size, level, team, priority
+        and kind, whether it reclaims, the cost cap), the working state (`generation`: picked
+        victims, quota, free capacity) and the scan budget. One that found nothing read every
+        candidate up to a stop of its own (not the budget: it is only recorded with budget left),
+        so with more budget left than it visited, the same search visits the same candidates
+        again and finds nothing again."""
+        missed = self.fruitless.get(key)
+        if missed is None or missed[0] != self.generation or self.scan_budget <= missed[1]:
+            return False
+        self.scan_budget -= missed[1]
+        return True
 
     def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str, partial: int | None) -> tuple[float, float]:
         """`eviction_cap_gpu_s` for `size` GPUs of `job`, with its natural start or a lower bound on
@@ -344,8 +374,12 @@ class Reclaiming:
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue
-            limit_s = run.job.time_limit_s  # `ends_by`, inlined for jobs with a time limit
-            if not (run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)):
+            ends_soon = candidate.ends_soon  # `by_s` is the same for every search of the cycle
+            if ends_soon is None:
+                limit_s = run.job.time_limit_s  # `ends_by`, inlined for jobs with a time limit
+                ends_soon = run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)
+                candidate.ends_soon = ends_soon
+            if not ends_soon:
                 yield candidate
 
     def _pays(

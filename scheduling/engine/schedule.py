@@ -38,7 +38,7 @@ from .plan import (
 from .preemption import Victims
 from .prepare import prepare_cycle
 from .quota import Admission
-from .reclaim import Reclaiming
+from .reclaim import Reclaiming, SearchKey
 
 _VerdictKey = tuple[str, int, int, str | None, str | None, bool]
 
@@ -70,6 +70,7 @@ class _Cycle(Reclaiming):
         self.generation = 0
         self.misses: dict[tuple[str, int, str], int] = {}
         self.naturals: dict[tuple[str, int, str], tuple[int, float]] = {}
+        self.fruitless: dict[SearchKey, tuple[int, int]] = {}
         self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
         self.reservation_attempts: dict[str, int] = {}
         self.reservation_cap = policy.reservation_depth + 4 if policy.reservation_depth > 0 else 0

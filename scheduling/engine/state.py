@@ -31,6 +31,7 @@ from .progress import (
     time_at_progress,
     work_gpu_s,
 )
+from .prepare import RunningBook
 from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
@@ -71,6 +72,8 @@ class FleetState:
         self._allocated_gpu_s = self._useful_gpu_s = self._lost_gpu_s = self._restore_gpu_s = 0.0
         self._completed = self._timed_out = self._evictions = 0
         self._usage = DecayedUsage(usage_half_life_s)
+        # What the running jobs add up to apart from the time, kept as they change (`_take`, `_preempt`).
+        self._book = RunningBook()
         self._node_tuple: tuple[Node, ...] | None = None
 
     # Queue -------------------------------------------------------------------------------------
@@ -222,7 +225,8 @@ class FleetState:
             self._node_tuple = tuple(self.nodes.values())
         running = tuple([running_at(run, now) for run in self.running.values()])
         usage = self.usage(now) if usage is None else usage
-        return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage)
+        book = self._book.copy(running)
+        return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage, book)
 
     # Failures ----------------------------------------------------------------------------------
     def set_node_health(self, node_id: str, healthy_gpus: int, now: float | None = None) -> list[Event]:
@@ -332,6 +336,7 @@ class FleetState:
             self.node_used[node_id] += sign * gpus
         self._allocated += sign * run.gpus
         self._usage.charge(run.job.team, self._accrued_s, sign * run.gpus)
+        self._book.count(run.job, run.gpus, run.borrowing, run.grace_until_s is not None, sign)
 
     def _finish(self, run: RunRecord, time_s: float) -> None:
         self._useful_gpu_s += work_gpu_s(run.progress_at(time_s), run.base_progress, run.job.gpus)
@@ -367,7 +372,9 @@ class FleetState:
         if action.grace_s <= 0 or handed_over:
             return [self._evict(run, now, action.reason, signalled=True)]
         if run.grace_until_s is None:
+            self._book.count(run.job, run.gpus, run.borrowing, False, -1)
             run.grace_until_s = now + action.grace_s
+            self._book.count(run.job, run.gpus, run.borrowing, True, +1)
             self._reanchor(run, now)
             if run.job.checkpoint_on_preempt:
                 run.signal_progress = run.progress_at(now)

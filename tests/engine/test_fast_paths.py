@@ -120,6 +120,29 @@ def test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field(
         assert shown == plain
 
 
+@SETTINGS
+@given(snapshots(), st.lists(st.floats(1.0, 3000.0), min_size=1, max_size=4))
+def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(snapshot: Snapshot, steps: list[float]) -> None:
+    state = FleetState(snapshot.nodes, checkpoint_events=True)
+    for job in snapshot.pending:
+        state.submit(job)
+    now = 0.0
+    for step in steps:
+        shown = state.snapshot(now, snapshot.teams, snapshot.quotas, snapshot.policy)
+        assert shown.book is not None and shown.book.running is shown.running
+        penalty = _penalty(shown)
+        kept, counted = shown.book.totals(shown.running, now, penalty), running_totals(shown.running, now, penalty)
+        for part in ("used", "usage", "releases", "evicting", "team_releases", "pinned"):
+            assert getattr(kept, part) == getattr(counted, part)
+        for part in ("preemptible", "leaving", "borrowing"):
+            assert getattr(kept.takeable, part) == getattr(counted.takeable, part)
+        plan = schedule(shown, now)
+        assert plan == schedule(replace(shown, book=None), now)
+        state.apply(plan, now)
+        now += step
+        state.advance(now)
+
+
 @given(st.text(max_size=5), st.sampled_from(("capacity", "quota")), st.none() | st.floats(allow_nan=False))
 def test_slot_built_statuses_equal_constructed_ones(job_id: str, reason: str, estimate: float | None) -> None:
     built = pending_status(job_id, reason, estimate)
@@ -252,3 +275,5 @@ def test_what_preemption_could_take_is_the_plain_sum_over_victims(
         leaving = sum(c.gpus for c in plain if c.leaving)
         borrowed = sum(c.gpus for c in plain if c.run.borrowing and not c.leaving) if reclaiming else 0
         assert takeable.upper(accelerator, priority, reclaiming) == lower + leaving + borrowed
+        memo = takeable.upper(accelerator, priority, reclaiming)  # the second ask, from the memo
+        assert memo == takeable.plain_upper(accelerator, priority, reclaiming)
