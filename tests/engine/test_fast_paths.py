@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +27,10 @@ from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
 from scheduling.engine.prepare import RunPenalty, running_totals
+from scheduling.engine.reclaim import Reclaiming, SearchKey
 from scheduling.engine.schedule import _Cycle
 
+from . import builders
 from .strategies import gang_snapshots, jobs, snapshots
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -141,6 +144,49 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(snapshot: S
         state.apply(plan, now)
         now += step
         state.advance(now)
+
+
+def _search_always(self: Reclaiming, key: SearchKey) -> bool:
+    """The plain definition of `Reclaiming._fruitless_again`: never answer from the memo, search."""
+    return False
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), gang_snapshots()), st.floats(0.0, 1e6))
+def test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives(snapshot: Snapshot, now: float) -> None:
+    fast = schedule(snapshot, now)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        plain = schedule(snapshot, now)
+    assert fast == plain
+
+
+def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same() -> None:
+    # Every node holds 4 GPUs nobody may preempt: no node can be freed for an 8-GPU job, whoever asks.
+    nodes = builders.fleet("1x1x3x8")
+    pinned = [builders.job(f"pinned-{n}", 4, team="beta", preemptible=False, duration_s=1e6) for n in range(3)]
+    low = [builders.job(f"low-{n}", 4, team="beta", priority=0, duration_s=1e6) for n in range(3)]
+    runs = [builders.running(work, ((f"p0-r0-n{n}", 4),), progress_s=60.0) for n, work in enumerate(pinned + low)]
+    runs = [replace(run, allocation=((f"p0-r0-n{n % 3}", 4),)) for n, run in enumerate(runs)]
+    urgent = [builders.job(f"urgent-{n}", 8, priority=1, submit_s=float(n)) for n in range(4)]
+    snapshot = builders.Scenario(nodes).with_running(*runs).pending(*urgent).build()
+    answers: list[bool] = []
+    memo = Reclaiming._fruitless_again
+
+    def recorded(self: Reclaiming, key: SearchKey) -> bool:
+        answers.append(memo(self, key))
+        return answers[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_fruitless_again", recorded)
+        fast = schedule(snapshot, 100.0)
+        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        plain = schedule(snapshot, 100.0)
+
+    # The first search finds nothing and its job gets the reservation, which changes the working
+    # state: the second searches again, and the two after it are answered from its memo.
+    assert answers == [False, False, True, True]
+    assert fast == plain and fast.of_type(Preempt) == ()
 
 
 @given(st.text(max_size=5), st.sampled_from(("capacity", "quota")), st.none() | st.floats(allow_nan=False))
