@@ -6,7 +6,8 @@ Quota usage per (team, accelerator), the release events of every accelerator's p
 every team's running work (for quota estimates), the GPUs already leaving (in their preemption
 grace) per (team, accelerator) and the most preemption could take per accelerator. Doing this in
 one tight loop instead of one loop per consumer is most of the fixed cost of a cycle on a busy
-fleet.
+fleet. What of it does not depend on the time (`RunningBook`) a `FleetState` keeps between
+cycles, so that the loop over a snapshot it made only sums the releases and the GPUs per node.
 """
 
 from __future__ import annotations
