@@ -247,17 +247,26 @@ class Reclaiming:
             natural_s, cap = self._cap(job, pool, target, max_level, partial)
             if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
                 continue
-            key = (accelerator, target, max_level, job.team, job.priority, job.kind, reclaiming, cap)
-            if self._fruitless_again(key):
-                continue
-            budget = self.scan_budget
-            eligible = self._eligible(job, reclaiming, cap, victims.shrinkable)
-            choice = pick_victims(job, target, pool, eligible, max_level=max_level, held=self.index.held)
-            if choice is None and self.scan_budget > 0:
-                self.fruitless[key] = (self.generation, budget - self.scan_budget)
+            choice = self._search(job, pool, target, max_level, reclaiming, cap)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level, partial):
                 return True
         return False
+
+    def _search(
+        self, job: Job, pool: AcceleratorPool, size: int, level: str, reclaiming: bool, cap: float
+    ) -> VictimChoice | None:
+        """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
+        `_eligible` candidates), or None; a search that found nothing is not made again while the
+        working state stays the same (`_fruitless_again`)."""
+        key = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
+        if self._fruitless_again(key):
+            return None
+        budget = self.scan_budget
+        eligible = self._eligible(job, reclaiming, cap, self.candidates[job.accelerator].shrinkable)
+        choice = pick_victims(job, size, pool, eligible, max_level=level, held=self.index.held)
+        if choice is None and self.scan_budget > 0:
+            self.fruitless[key] = (self.generation, budget - self.scan_budget)
+        return choice
 
     def _fruitless_again(self, key: SearchKey) -> bool:
         """Whether a victim search would find nothing, as one with the same `key` already did since
