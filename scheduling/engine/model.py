@@ -6,7 +6,7 @@ be shared between the live cycle, the simulator and tests without anyone mutatin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -220,5 +220,6 @@ class Snapshot:
     policy: Policy
     usage: tuple[tuple[str, float], ...] = ()
     # What `running` adds up to apart from the time (kept by `FleetState` between cycles, see
-    # `prepare.RunningBook`); None: the cycle counts it from `running`.
-    book: RunningBook | None = None
+    # `prepare.RunningBook`); None: the cycle counts it from `running`. Derived from `running`, so
+    # snapshots compare (and hash) without it.
+    book: RunningBook | None = field(default=None, compare=False)
