@@ -23,6 +23,7 @@ from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
+from .prepare import RunningBook
 from .progress import (
     kept_on_eviction,
     next_checkpoint_progress,
@@ -31,7 +32,6 @@ from .progress import (
     time_at_progress,
     work_gpu_s,
 )
-from .prepare import RunningBook
 from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
