@@ -100,10 +100,13 @@ def _build(args: argparse.Namespace) -> dict[str, float]:
     # The history is a day old, but for the last five minutes' worth of rows (a tick a second:
     # about 24 ledger rows and a few events each), which the counters have not settled yet.
     day_ago = now - timedelta(days=1)
-    recent_events = SchedulerEvent.objects.order_by("-id").values_list("id", flat=True)[min(args.events, 1500)]
-    SchedulerEvent.objects.filter(id__lt=recent_events).update(created_at=day_ago)
-    recent_samples = UsageSample.objects.order_by("-id").values_list("id", flat=True)[min(args.samples - 1, 7200)]
-    UsageSample.objects.filter(id__lt=recent_samples).update(recorded_at=day_ago)
+    # (A history shorter than that is all recent: nothing to age.)
+    recent_events = next(iter(SchedulerEvent.objects.order_by("-id").values_list("id", flat=True)[1500:1501]), None)
+    if recent_events is not None:
+        SchedulerEvent.objects.filter(id__lt=recent_events).update(created_at=day_ago)
+    recent_samples = next(iter(UsageSample.objects.order_by("-id").values_list("id", flat=True)[7200:7201]), None)
+    if recent_samples is not None:
+        UsageSample.objects.filter(id__lt=recent_samples).update(recorded_at=day_ago)
     FleetClock.objects.update_or_create(pk=1, defaults={"sim_now_s": 1e6, "ticks": 100_000, "wall_updated_at": now})
     return {"build_s": round(time.perf_counter() - started, 1)}
 
