@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from honcho.environ import parse_procfile
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 VENV_BIN = Path(sys.executable).parent
@@ -71,10 +73,7 @@ def free_port() -> int:
 
 
 def procfile_command(kind: str) -> str:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        if line.startswith(f"{kind}:"):
-            return line.split(":", 1)[1].strip()
-    raise LookupError(f"the Procfile has no {kind} process")
+    return parse_procfile((ROOT / "Procfile").read_text()).processes[kind]
 
 
 @dataclass

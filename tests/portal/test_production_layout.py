@@ -25,6 +25,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from honcho.environ import parse_procfile
 
 from portal.celery import app
 from portal.groups import FLEET_GROUP
@@ -58,7 +59,7 @@ def _free_port() -> int:
 
 
 def test_the_procfile_lists_the_queues_the_settings_route_to() -> None:
-    worker = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("worker:"))
+    worker = parse_procfile((ROOT / "Procfile").read_text()).processes["worker"]
     assert re.search(r"-Q (\S+)", worker).group(1) == settings.CELERY_WORKER_QUEUES  # type: ignore[union-attr]
 
 

@@ -36,6 +36,7 @@ import psycopg
 import pytest
 import redis
 from celery import Celery
+from honcho.environ import parse_procfile
 from kombu.exceptions import OperationalError as BrokerError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,10 +210,7 @@ class PrivateRedis:
 
 
 def procfile_command(kind: str) -> str:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        if line.startswith(f"{kind}:"):
-            return line.split(":", 1)[1].strip()
-    raise LookupError(f"the Procfile has no {kind} process")
+    return parse_procfile((ROOT / "Procfile").read_text()).processes[kind]
 
 
 @dataclass
