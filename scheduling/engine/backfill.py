@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import NamedTuple
 
 from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
@@ -24,7 +25,18 @@ ReleaseEvent = tuple[float, str, int]
 # How far ahead the fleet is foreseeable: an estimate beyond it is not shown (see `explain`), and a
 # gang does not wait for a domain that frees only beyond it.
 HORIZON_S = 30 * 86400.0
+# Reservation attempts per accelerator and cycle beyond `Policy.reservation_depth`: a job that can
+# never fit does not get to sweep the release profile over and over.
+EXTRA_RESERVATION_ATTEMPTS = 4
 _time = itemgetter(0)
+
+
+class ReservationStart(NamedTuple):
+    """When and where a blocked job starts earliest, and the level it was looked for at."""
+
+    start_s: float
+    node_ids: tuple[str, ...]
+    level: str
 
 
 class ReleaseProfile:
@@ -173,7 +185,7 @@ def earliest_start(
 
 def reservation_start(
     pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, job: Job, policy: Policy, now: float
-) -> tuple[float, tuple[str, ...], str] | None:
+) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
     looked for at: the widest it may take now (`gang_level`).
 
@@ -185,12 +197,12 @@ def reservation_start(
     `now` when the gang fits at its own level already and may take it)."""
     max_level = gang_level(pool, job, policy, now)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
-    narrow = None if found is None else (found[0], found[1], max_level)
+    narrow = None if found is None else ReservationStart(found[0], found[1], max_level)
     own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
         return narrow
     patience_end_s = job.submit_s + spread_after_s
-    if narrow is not None and narrow[0] <= patience_end_s:
+    if narrow is not None and narrow.start_s <= patience_end_s:
         return narrow
     fit = fit_gang(pool, job.gpus, max_level=own_level)
     if fit is not None:  # it fits wider already: the sweep looks only at later releases
@@ -201,9 +213,11 @@ def reservation_start(
         return narrow
     # No domain of the narrow level frees in view: one frees only beyond the horizon, or none
     # can ever hold the gang (too few healthy nodes in each).
-    hopeless = narrow[0] > now + HORIZON_S if narrow is not None else not fit_domains(pool, job.gpus, max_level)
+    hopeless = narrow.start_s > now + HORIZON_S if narrow is not None else not fit_domains(pool, job.gpus, max_level)
     start_s = max(spread[0], now if hopeless else patience_end_s)
-    return narrow if narrow is not None and narrow[0] <= start_s else (start_s, spread[1], own_level)
+    if narrow is not None and narrow.start_s <= start_s:
+        return narrow
+    return ReservationStart(start_s, spread[1], own_level)
 
 
 def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:

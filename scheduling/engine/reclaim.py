@@ -30,12 +30,22 @@ from collections.abc import Iterator
 
 from .backfill import ReleaseProfile, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex, level_of
+from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, gang_level, pack_whole_nodes
-from .plan import Action, Preempt, Shrink
+from .plan import Preempt, Shrink
 from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims
 from .prepare import Prepared
 from .quota import Admission, QuotaLedger
+
+# One victim search looks at no more than a quarter (1 / SCAN_BUDGET_SHARES) of the policy's scan
+# budget (`search_visits`), so that a job no search can place leaves some of it to the jobs after it.
+SCAN_BUDGET_SHARES = 4
+
+
+def search_visits(policy: Policy) -> int:
+    """How many victim candidates one search may look at: a share of the scan budget, at least one."""
+    return max(1, policy.preemption_scan_budget // SCAN_BUDGET_SHARES)
 
 
 def handover_s(choice: VictimChoice, policy: Policy) -> float:
@@ -171,11 +181,6 @@ def _with_allocation(run: Running, allocation: tuple[tuple[str, int], ...]) -> R
     return Running(run.job, allocation, run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s)
 
 
-# What a victim search depends on besides the working state and the scan budget: the preemptor's
-# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
-SearchKey = tuple[str, int, str, str, int, str, bool, float]
-
-
 class Reclaiming:
     """Step 4's preemption, for the cycle (`schedule._Cycle`), whose working state it shares."""
 
@@ -186,19 +191,12 @@ class Reclaiming:
     ledger: QuotaLedger
     profiles: dict[str, ReleaseProfile]
     running: list[Running]
-    actions: list[Action]
-    candidates: dict[str, Victims]
-    victimless: set[str]
-    picked: set[str]
     evicting: dict[tuple[str, str], int]
-    preemption_attempts: int
-    scan_budget: int
-    generation: int
-    # Natural starts by (accelerator, GPUs, level), valid while `generation` stays the same.
-    naturals: dict[tuple[str, int, str], tuple[int, float]]
-    # Victim searches that found nothing, by what they depend on (`_search_key`): (generation,
-    # candidates they visited), valid while `generation` stays the same.
-    fruitless: dict[SearchKey, tuple[int, int]]
+    # The cycle's decisions (victims picked, actions), memos (candidates, natural starts, fruitless
+    # searches) and budgets (attempts, the scan budget): `cycle_state`.
+    decided: Decisions
+    memo: Memo
+    budgets: Budgets
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
@@ -208,14 +206,14 @@ class Reclaiming:
     def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
         if not job.may_preempt:  # `may_preempt` refuses every victim: no search, no attempt spent
             return False
-        policy, accelerator, ledger = self.policy, job.accelerator, self.ledger
-        attempts_left = self.preemption_attempts < policy.max_preemption_attempts
-        if not (policy.preemption and attempts_left) or accelerator in self.victimless:  # see below
+        policy, accelerator, ledger, memo, budgets = self.policy, job.accelerator, self.ledger, self.memo, self.budgets
+        attempts_left = budgets.preemption_attempts < policy.max_preemption_attempts
+        if not (policy.preemption and attempts_left) or accelerator in memo.victimless:  # see below
             return False
         takeable, anyone_reclaims = self.prepared.takeable, ledger.any_guarantee(accelerator)
         upper = takeable.upper(accelerator, job.priority, anyone_reclaims)
         if not upper:
-            self.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
+            memo.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
         reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
         # A job reclaiming for more than is left of its guarantee (it borrows the rest) evicts
@@ -227,12 +225,12 @@ class Reclaiming:
                 partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
         if reclaiming != anyone_reclaims:
             upper = takeable.upper(accelerator, job.priority, reclaiming)
-        if upper == 0 or pool.total_free + upper < size or self.scan_budget <= 0:
+        if upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0:
             return False
-        victims = self.candidates.get(accelerator)
+        victims = memo.candidates.get(accelerator)
         if victims is None:
-            victims = self.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
-        self.preemption_attempts += 1
+            victims = memo.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
+        budgets.preemption_attempts += 1
         max_level = gang_level(pool, job, self.policy, self.now)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
@@ -258,14 +256,15 @@ class Reclaiming:
         """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
         `_eligible` candidates), or None; a search that found nothing is not made again while the
         working state stays the same (`_fruitless_again`)."""
-        key = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
+        key = SearchKey(job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
         if self._fruitless_again(key):
             return None
-        budget = self.scan_budget
-        eligible = self._eligible(job, reclaiming, cap, self.candidates[job.accelerator].shrinkable)
+        budgets, memo = self.budgets, self.memo
+        budget = budgets.scan_budget
+        eligible = self._eligible(job, reclaiming, cap, memo.candidates[job.accelerator].shrinkable)
         choice = pick_victims(job, size, pool, eligible, max_level=level, held=self.index.held)
-        if choice is None and self.scan_budget > 0:
-            self.fruitless[key] = (self.generation, budget - self.scan_budget)
+        if choice is None and budgets.scan_budget > 0:
+            memo.fruitless[key] = Fruitless(memo.generation, budget - budgets.scan_budget)
         return choice
 
     def _fruitless_again(self, key: SearchKey) -> bool:
@@ -278,10 +277,11 @@ class Reclaiming:
         candidate up to a stop of its own (not the budget: it is only recorded with budget left),
         so with more budget left than it visited, the same search visits the same candidates
         again and finds nothing again."""
-        missed = self.fruitless.get(key)
-        if missed is None or missed[0] != self.generation or self.scan_budget <= missed[1]:
+        memo, budgets = self.memo, self.budgets
+        missed = memo.fruitless.get(key)
+        if missed is None or missed.generation != memo.generation or budgets.scan_budget <= missed.visited:
             return False
-        self.scan_budget -= missed[1]
+        budgets.scan_budget -= missed.visited
         return True
 
     def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str, partial: int | None) -> tuple[float, float]:
@@ -311,14 +311,14 @@ class Reclaiming:
     def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
         """When `size` GPUs of `job` would start within `level` without preemption, along the release
         profile (inf: never); cached until the working state changes (`generation`)."""
-        key = (job.accelerator, size, level)
-        cached = self.naturals.get(key)
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        key, memo = FitKey(job.accelerator, size, level), self.memo
+        cached = memo.naturals.get(key)
+        if cached is not None and cached.generation == memo.generation:
+            return cached.start_s
         profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
         found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
         natural_s = math.inf if found is None else found[0]
-        self.naturals[key] = (self.generation, natural_s)
+        memo.naturals[key] = Natural(memo.generation, natural_s)
         return natural_s
 
     def _hand_over(
@@ -331,22 +331,25 @@ class Reclaiming:
         partial: int | None = None,
     ) -> bool:
         """Evict or shrink the victims of `choice` and start `job` on their GPUs in this plan, if
-        quota then admits it and the eviction pays (`reclaim`); otherwise change nothing."""
+        quota then admits it and the eviction pays (`reclaim`); otherwise change nothing: the
+        victims' quota is given back tentatively, and charged again unless the handover is made."""
         ledger, wait_s = self.ledger, handover_s(choice, self.policy)
         freed = freed_quota(choice)
-        release_quota(ledger, freed, 1)
-        admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
-        cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
-        if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial):
-            release_quota(ledger, freed, -1)
-            return False
+        with Statement() as tentative:
+            tentative.do(lambda: release_quota(ledger, freed, 1), lambda: release_quota(ledger, freed, -1))
+            admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
+            cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
+            if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial):
+                return False
+            tentative.commit()
         hand_over(self.prepared, self.index, choice)
+        decided = self.decided
         for victim in choice.evict:
-            self.picked.add(victim.job_id)
-            self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", wait_s))
+            decided.picked.add(victim.job_id)
+            decided.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", wait_s))
         for victim, allocation in choice.shrink:
-            self.picked.add(victim.job_id)
-            self.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
+            decided.picked.add(victim.job_id)
+            decided.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
         replaces = tuple(victim.job_id for victim in choice.evict)
         self._commit_start(job, handover_fit(pool, choice, size), admission, False, replaces, wait_s)
         return True
@@ -361,14 +364,14 @@ class Reclaiming:
         be shrunk in a paying choice: it is left out unless it can shrink, and once the work it
         would lose reaches the cap the search ends, since all later candidates lose more (unless
         some running work could shrink: `shrinks`)."""
-        grace_s = max(0.0, self.policy.preemption_grace_s)
-        picked, by_s = self.picked, self.now + self.policy.preemption_grace_s  # work ending by then is left alone
-        visits = max(1, self.policy.preemption_scan_budget // 4)
+        grace_s, budgets, picked = max(0.0, self.policy.preemption_grace_s), self.budgets, self.decided.picked
+        by_s = self.now + self.policy.preemption_grace_s  # work ending by then is left alone
+        visits = search_visits(self.policy)
         stop_gpu_s = math.inf if shrinks else cap_gpu_s
-        for candidate in self.candidates[job.accelerator]:
-            if self.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
+        for candidate in self.memo.candidates[job.accelerator]:
+            if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
                 return
-            self.scan_budget -= 1
+            budgets.scan_budget -= 1
             visits -= 1
             if candidate.job_id in picked:
                 continue

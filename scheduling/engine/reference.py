@@ -53,6 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .backfill import (
+    EXTRA_RESERVATION_ATTEMPTS,
     HORIZON_S,
     ReleaseEvent,
     ReleaseProfile,
@@ -95,12 +96,9 @@ from .plan import (
 )
 from .preemption import Candidate, VictimChoice, candidate_of, may_preempt, pick_victims
 from .quota import Admission, QuotaLedger
-from .reclaim import eviction_cap_gpu_s, eviction_cost_gpu_s, eviction_pays, handover_s
+from .reclaim import eviction_cap_gpu_s, eviction_cost_gpu_s, eviction_pays, handover_s, search_visits
 
 STARTED = "started"
-# Reservation attempts per accelerator and cycle beyond `reservation_depth`: a job that can never
-# fit does not get to sweep the release profile over and over.
-EXTRA_RESERVATION_ATTEMPTS = 4
 
 
 def schedule_reference(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
@@ -457,7 +455,7 @@ class _ReferenceCycle:
         that ends by the end of the handover anyway is left alone."""
         policy, budgets = self.policy, self.budgets
         grace_s = max(0.0, policy.preemption_grace_s)
-        visits = max(1, policy.preemption_scan_budget // 4)
+        visits = search_visits(policy)
         stop_gpu_s = math.inf if shrinkable else cap_gpu_s
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
         candidates = sorted((candidate_of(run, policy.elastic) for run in runs), key=_cheapest_first)

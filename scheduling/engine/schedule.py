@@ -1,46 +1,64 @@
 """One scheduling cycle: snapshot in, plan out.
 
-The cycle, in order:
- 1. Health: cordon nodes without healthy GPUs; requeue jobs on nodes that lost the GPUs they use.
- 2. Index free capacity, charge running work to quotas, build release profiles (once).
+`_Cycle.run` is the cycle, a line per step:
+ 1-2. Health and the index (`prepare_cycle`): cordon nodes without healthy GPUs, requeue jobs on
+    nodes that lost the GPUs they use; index free capacity, charge running work to quotas, build
+    release profiles.
  3. Order pending jobs: priority, fair share, within-team policy, id.
- 4. For each job: quota admission -> placement (full size, then smaller if elastic, backfilling
-    around reservations) -> preemption when it pays (the victims hand their GPUs over and the job
-    starts on them in the same plan, see `reclaim`) -> reservation for the first blocked heads.
- 5. Elastic growth into capacity that nothing pending could use.
- 6. A reason and an estimated start for every job that did not start.
+ 4. Consider each job: quota admission -> placement (full size, then smaller if elastic,
+    backfilling around reservations) -> preemption when it pays (the victims hand their GPUs over
+    and the job starts on them in the same plan, see `reclaim`) -> reservation for the first
+    blocked heads.
+ 5. Grow: elastic growth into capacity that nothing pending could use.
+ 6. Explain: a reason and an estimated start for every job that did not start.
 
-Working state is mutable and private to the cycle; the snapshot is never touched.
+The working state is private to the cycle (the snapshot is never touched), in named parts
+(`cycle_state`): what it decided, what it memoises (one invalidation point) and its budgets.
+
+Speed. `reference.schedule_reference` states the same rules plainly, and
+`tests/engine/test_reference.py` checks under Hypothesis that both plan the same. The fast
+paths here, each marked "Fast path" where it is, with its plain definition and its own test:
+- the cyclic collector is paused for the cycle (`collector.collector_paused`; plain: running
+  with it on; `tests/engine/test_collector.py`);
+- `_scan` answers the cheap cases inline with local aliases (unknown accelerator, blocked, the
+  admission memo, a settled verdict); plain: `reference._ReferenceCycle.consider` and the full
+  scan of `tests/engine/test_queue_tail.py` (`_PlainCycle`);
+- the memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, fruitless
+  victim searches); plain: `reference.py`, which keeps none, and for the victim searches
+  `tests/engine/test_fast_paths.py` (`_search_always`);
+- `_worst_end_s` inlined for jobs with a time limit in `_scan`; plain: `_worst_end_s`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
-from .backfill import Reservation, ReservationBook, reservation_start, worst_penalty, worst_runtime_s
-from .capacity import AcceleratorPool
+from .backfill import Reservation, ReservationStart, reservation_start, worst_penalty, worst_runtime_s
+from .capacity import AcceleratorPool, CapacityIndex
 from .collector import collector_paused
+from .cycle_state import (
+    ANY_END_S,
+    AdmissionKey,
+    BackfillMiss,
+    Budgets,
+    CachedAdmission,
+    Decisions,
+    FitKey,
+    Memo,
+    Statement,
+    Verdict,
+    VerdictKey,
+)
 from .elastic import grow_actions, reduced_sizes
 from .explain import STARTED, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
-from .model import Job, Snapshot
+from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_level, kept_for_gangs, narrower
-from .plan import (
-    REASON_CAPACITY,
-    REASON_PRIORITY,
-    Plan,
-    Reserve,
-    Start,
-    reserved_for,
-)
-from .preemption import Victims
-from .prepare import prepare_cycle
-from .quota import Admission
-from .reclaim import Reclaiming, SearchKey
-
-_VerdictKey = tuple[str, int, int, str | None, str | None, bool]
+from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserved_for
+from .prepare import Prepared, prepare_cycle
+from .quota import Admission, QuotaLedger
+from .reclaim import Reclaiming
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
@@ -49,73 +67,71 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
     With `explain=False` (for replays that read no estimates) the actions are the same, but
     `Plan.pending` only lists the jobs waiting on topology, without estimates, and the queue scan
     stops once every accelerator is blocked by its strict-FIFO head or full. Runs with the cyclic
-    collector paused (see `collector`): the cycle makes no reference cycles.
+    collector paused (fast path, see `collector`): the cycle makes no reference cycles.
     """
     with collector_paused():
         return _Cycle(snapshot, now, explain).run()
 
 
 class _Cycle(Reclaiming):
+    # The working state `prepare_cycle` builds (steps 1-2), shared with `Reclaiming`.
+    prepared: Prepared
+    index: CapacityIndex
+    running: list[Running]
+    ledger: QuotaLedger
+    evicting: dict[tuple[str, str], int]  # GPUs per (team, accelerator) in grace, or picked this cycle
+
     def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
         self.snapshot, self.now, self.explain = snapshot, now, explain
-        self.policy = policy = snapshot.policy
-        self.prepared = prepared = prepare_cycle(snapshot, now)  # Steps 1-2.
-        self.index, self.running, self.actions = prepared.index, prepared.running, prepared.actions
-        self.ledger, self.profiles = prepared.ledger, prepared.profiles
-        # Victim candidates are built on the first preemption attempt per accelerator; accelerators
-        # where no job left in the queue may take anything are `victimless`.
-        self.candidates: dict[str, Victims] = {}
-        self.victimless: set[str] = set()
-        # A failed fit stays failed until the working state changes: cache misses per shape.
-        self.generation = 0
-        self.misses: dict[tuple[str, int, str], int] = {}
-        self.naturals: dict[tuple[str, int, str], tuple[int, float]] = {}
-        self.fruitless: dict[SearchKey, tuple[int, int]] = {}
-        self.verdicts: dict[_VerdictKey, tuple[int, float, str]] = {}
-        self.reservation_attempts: dict[str, int] = {}
-        self.reservation_cap = policy.reservation_depth + 4 if policy.reservation_depth > 0 else 0
-        self.admissions: dict[tuple[str, str, int, bool], tuple[int, int, Admission | None, str | None]] = {}
-        self.backfill_misses: dict[tuple[str, int, str], tuple[int, float, str]] = {}
-        self.book = ReservationBook()
-        self.picked: set[str] = set()
-        # Reasons by queue position (None: none yet; STARTED); `at`: the job being considered.
-        self.reasons: list[str | None] = []
-        self.at = 0
-        self.estimates: dict[str, float | None] = {}
-        self.reservations_made: dict[str, int] = {}
-        self.blocked: set[str] = set()  # behind a strict-FIFO head, or full (without explanations)
-        self.settled: set[str] = set()
-        # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
-        self.waiting: set[str] = set()
-        self.preemption_attempts, self.scan_budget = 0, policy.preemption_scan_budget
-        # GPUs per (team, accelerator) already on their way out: in grace, or picked this cycle.
-        self.evicting: dict[tuple[str, str], int] = prepared.evicting
+        self.policy: Policy = snapshot.policy
+        self.memo = Memo()
+        self.budgets = Budgets.of(snapshot.policy)
         # Without topology awareness: per accelerator, the nodes single-node jobs leave to the
         # waiting gangs with a required level when they can (`placement.kept_for_gangs`).
         self.kept: dict[str, frozenset[str]] = {}
 
     def run(self) -> Plan:
+        self._prepare(prepare_cycle(self.snapshot, self.now))  # Steps 1-2: health, the index.
+        queue = self._order()  # Step 3.
+        self._keep_domains_for_gangs(queue)
+        self._consider_all(queue)  # Step 4.
+        self._grow()  # Step 5.
+        return self._explain(queue)  # Step 6.
+
+    def _prepare(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.index, self.running, self.ledger = prepared.index, prepared.running, prepared.ledger
+        self.profiles, self.evicting = prepared.profiles, prepared.evicting
+        self.decided = Decisions(prepared.actions)
+
+    def _order(self) -> list[Job]:
         snapshot = self.snapshot
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
         queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
-        self.reasons = [None] * len(queue)
-        if not self.policy.topology_aware:
-            self._keep_domains_for_gangs(queue)
-        self._consider_all(queue)
-        if self.policy.elastic:  # Step 5.
-            self.actions.extend(grow_actions(self.index, self.running, self.picked, self.waiting, self.ledger))
-        if not self.explain:
-            return Plan(tuple(self.actions), topology_waits(queue, self.reasons))
-        pending = explain_pending(queue, self.prepared, self.reasons, self.estimates, self.policy.elastic)  # Step 6.
-        return Plan(tuple(self.actions), pending)
+        self.decided.reasons = [None] * len(queue)
+        return queue
 
     def _keep_domains_for_gangs(self, queue: list[Job]) -> None:
+        if self.policy.topology_aware:
+            return
         gangs: dict[str, list[Job]] = {}
         for job in queue:
             if job.required_level in ("rack", "pod") and job.accelerator in self.index.pools:
                 gangs.setdefault(job.accelerator, []).append(job)
         for accelerator, jobs in gangs.items():
             self.kept[accelerator] = kept_for_gangs(self.index.pools[accelerator], jobs)
+
+    def _grow(self) -> None:
+        if self.policy.elastic:
+            decided = self.decided
+            decided.actions.extend(grow_actions(self.index, self.running, decided.picked, decided.waiting, self.ledger))
+
+    def _explain(self, queue: list[Job]) -> Plan:
+        decided = self.decided
+        if not self.explain:
+            return Plan(tuple(decided.actions), topology_waits(queue, decided.reasons))
+        pending = explain_pending(queue, self.prepared, decided.reasons, decided.estimates, self.policy.elastic)
+        return Plan(tuple(decided.actions), pending)
 
     def _consider_all(self, queue: list[Job]) -> None:
         """Within each priority level, jobs that fit their own guarantee go before the rest, which
@@ -139,13 +155,17 @@ class _Cycle(Reclaiming):
     ) -> int:
         """Step 4 for the jobs at `positions` of `queue` up to the first of another `priority`: its
         position (or the queue's length) is returned, -1 once `stop` accelerators are blocked. Jobs
-        beyond their guarantee are put off into `deferred` unless it is None. Runs once per job, so
-        the cheap answers (unknown, blocked, over quota, a settled verdict) are inlined here."""
-        blocked = self.blocked
+        beyond their guarantee are put off into `deferred` unless it is None.
+
+        Fast path: runs once per job, so the cheap answers (unknown, blocked, over quota, a settled
+        verdict) are inlined here, with the working state in local names; the plain scan considers
+        each job in full (module docstring)."""
+        decided, memo = self.decided, self.memo
+        blocked = decided.blocked
         if len(blocked) == stop:
             return -1
-        pools, reasons, admissions, ledger = self.index.pools, self.reasons, self.admissions, self.ledger
-        verdicts, settled, waiting, elastic = self.verdicts, self.settled, self.waiting, self.policy.elastic
+        pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
+        verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
         now = self.now
         for position in positions:
             job = queue[position]
@@ -164,9 +184,9 @@ class _Cycle(Reclaiming):
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
             pinned = not job.preemptible
-            cached = admissions.get((job.team, accelerator, size, pinned))  # `_admission`'s cache
-            if cached is not None and cached[0] == ledger.version and cached[1] == pool.total_free:
-                admission, refused = cached[2], cached[3]
+            cached = admissions.get(AdmissionKey(job.team, accelerator, size, pinned))  # `_admission`, inlined
+            if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:
+                admission, refused = cached.admission, cached.refused
             else:
                 admission, refused = self._admission(job.team, accelerator, size, pool, pinned)
             if deferred is not None and (
@@ -181,24 +201,25 @@ class _Cycle(Reclaiming):
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
-            key = (accelerator, gpus, size, level, job.preferred_level, admission is None)
+            key = VerdictKey(accelerator, gpus, size, level, job.preferred_level, admission is None)
             verdict = verdicts.get(key)
             if (
                 verdict is not None
-                and verdict[0] == self.generation
+                and verdict.generation == memo.generation
                 and (accelerator in settled or self._settled(accelerator))
                 and (
-                    verdict[1] == -math.inf
+                    verdict.worst_end_s == ANY_END_S
+                    # `_worst_end_s`, inlined for jobs with a time limit
                     or (now + limit if (limit := job.time_limit_s) is not None else self._worst_end_s(job, size, level))
-                    >= verdict[1]
+                    >= verdict.worst_end_s
                 )
             ):
-                reasons[position] = verdict[2]
+                reasons[position] = verdict.reason
                 waiting.add(accelerator)
                 continue
-            self.at = position
+            decided.at = position
             self._consider_sized(job, pool, size, admission, key)
-            if stop > 0 and not pool.total_free and not self.book.held_max_free.get(accelerator):
+            if stop > 0 and not pool.total_free and not decided.book.held_max_free.get(accelerator):
                 if self._settled(accelerator):  # nothing free, held, to preempt or reserve: all wait
                     blocked.add(accelerator)
                     waiting.add(accelerator)
@@ -207,38 +228,38 @@ class _Cycle(Reclaiming):
         return -1 if len(blocked) == stop else len(queue)
 
     def _consider_sized(
-        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, key: _VerdictKey
+        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, key: VerdictKey
     ) -> None:
         """The full look at a job no cached verdict answers (never a strict-FIFO blocked one)."""
-        accelerator = job.accelerator
+        accelerator, decided = job.accelerator, self.decided
         # The verdict holds for the state this look began on: a reservation or spread start made
         # below changes the state (and the generation), so later jobs of this shape look again.
-        generation = self.generation
+        generation = self.memo.generation
         backfill = self.policy.backfill
-        shaped = self.book.could_fit_with_held(pool, size) if backfill and self.book.entries else None
+        shaped = decided.book.could_fit_with_held(pool, size) if backfill and decided.book.entries else None
         if shaped is None:
             shaped = could_fit_by_shape(pool, size)
         if not shaped and self._settled(accelerator):
             # Nothing to place, preempt or reserve: where the full path below ends, in short.
-            self.reasons[self.at] = reason = classify_misfit(pool, job.gpus)
-            self.waiting.add(accelerator)
+            decided.reason = reason = classify_misfit(pool, job.gpus)
+            decided.waiting.add(accelerator)
             if not backfill:
-                self.blocked.add(accelerator)
-            self.verdicts[key] = (generation, -math.inf, reason)
+                decided.blocked.add(accelerator)
+            self.memo.verdicts[key] = Verdict(generation, ANY_END_S, reason)
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = self.reasons[self.at]
-        self.reasons[self.at] = reason = blocker or classify_misfit(pool, job.gpus)
-        self.waiting.add(accelerator)
+        blocker = decided.reason  # a reservation the job could not backfill around
+        decided.reason = reason = blocker or classify_misfit(pool, job.gpus)
+        decided.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
-            self.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size, key[3]) if blocker else -math.inf
-        self.verdicts[key] = (generation, worst_end_s, reason)
+            decided.blocked.add(accelerator)
+        worst_end_s = self._worst_end_s(job, size, key.level) if blocker else ANY_END_S
+        self.memo.verdicts[key] = Verdict(generation, worst_end_s, reason)
 
     def _admission(
         self, team: str, accelerator: str, size: int, pool: AcceleratorPool, pinned: bool = False
@@ -246,31 +267,32 @@ class _Cycle(Reclaiming):
         """Quota admission (of work nobody may preempt, when `pinned`), and the reason when waiting
         cannot be helped by capacity ("quota", "guarantee"); cached until the ledger or the free
         capacity changes (both only change through starts, growth and preemption)."""
-        key = (team, accelerator, size, pinned)
-        cached = self.admissions.get(key)
-        if cached is not None and cached[0] == self.ledger.version and cached[1] == pool.total_free:
-            return cached[2], cached[3]
-        admission = self.ledger.admit(team, accelerator, size, pinned)
+        key = AdmissionKey(team, accelerator, size, pinned)
+        ledger, admissions = self.ledger, self.memo.admissions
+        cached = admissions.get(key)
+        if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:
+            return cached.admission, cached.refused
+        admission = ledger.admit(team, accelerator, size, pinned)
         refused = None
         if admission is None:
-            refused = self.ledger.refusal(team, accelerator, size, pool.total_free, pinned)
+            refused = ledger.refusal(team, accelerator, size, pool.total_free, pinned)
             refused = None if refused == REASON_CAPACITY else refused
-        self.admissions[key] = (self.ledger.version, pool.total_free, admission, refused)
+        admissions[key] = CachedAdmission(ledger.version, pool.total_free, admission, refused)
         return admission, refused
 
     def _settled(self, accelerator: str) -> bool:
         """No more preemption or reservation attempts this cycle that could treat jobs differently.
 
         Attempts and the scan budget only ever run out, so once settled, an accelerator stays so."""
-        if accelerator in self.settled:
+        memo = self.memo
+        if accelerator in memo.settled:
             return True
-        policy = self.policy
-        searches_left = self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
-        if policy.preemption and searches_left and accelerator not in self.victimless:
+        policy, budgets = self.policy, self.budgets
+        if policy.preemption and budgets.searches_left(policy) and accelerator not in memo.victimless:
             return False
-        if self.reservation_attempts.get(accelerator, 0) < self.reservation_cap:
+        if budgets.reservation_attempts.get(accelerator, 0) < budgets.reservation_cap:
             return False
-        self.settled.add(accelerator)
+        memo.settled.add(accelerator)
         return True
 
     def _worst_end_s(self, job: Job, size: int, level: str | None) -> float:
@@ -286,7 +308,7 @@ class _Cycle(Reclaiming):
         return [job.gpus, *reduced_sizes(job, pool, room)]
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
-        max_level = gang_level(pool, job, self.policy, self.now)
+        max_level, memo = gang_level(pool, job, self.policy, self.now), self.memo
         for size in self._sizes(job, pool):
             if size == smallest:
                 admission: Admission | None = smallest_admission
@@ -294,13 +316,13 @@ class _Cycle(Reclaiming):
                 admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             if admission is None:
                 continue
-            key = (job.accelerator, size, max_level)
+            key = FitKey(job.accelerator, size, max_level)
             fit, taken = None, False
-            if self.misses.get(key) != self.generation or job.preferred_level:
+            if memo.misses.get(key) != memo.generation or job.preferred_level:
                 fit = self._fit(job, pool, size, max_level)
                 if fit is None:
-                    self.misses[key] = self.generation
-            if fit is None and self.policy.backfill and self.book.could_fit_with_held(pool, size):
+                    memo.misses[key] = memo.generation
+            if fit is None and self.policy.backfill and self.decided.book.could_fit_with_held(pool, size):
                 fit, taken = self._fit_around_reservations(job, pool, size, max_level), True
             if fit is not None:
                 self._commit_start(job, fit, admission, taken)
@@ -322,37 +344,45 @@ class _Cycle(Reclaiming):
         """EASY backfill: use reserved nodes only if the job surely ends before they are needed.
 
         Only reservations starting after the job's worst-case end are opened up, so whatever
-        the placement picks cannot delay any reservation.
+        the placement picks cannot delay any reservation; they are held again whatever it finds
+        (the opening is a statement, always discarded; a fit found is taken meanwhile).
         """
-        entries = self.book.of(job.accelerator)
+        book, memo = self.decided.book, self.memo
+        entries = book.of(job.accelerator)
         if not entries:
             return None
         worst_end_s = self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, max_level))
-        key = (job.accelerator, size, max_level)
-        missed = self.backfill_misses.get(key)
-        if missed is not None and missed[0] == self.generation and worst_end_s >= missed[1]:
+        key = FitKey(job.accelerator, size, max_level)
+        missed = memo.backfill_misses.get(key)
+        if missed is not None and missed.generation == memo.generation and worst_end_s >= missed.worst_end_s:
             # A job ending no earlier than one that already failed here fails too.
-            self.reasons[self.at] = missed[2]
+            self.decided.reason = missed.reason
             return None
         usable = [entry for entry in entries if entry.start_s >= worst_end_s]
         fit = None
         if usable:
-            self.book.release_holds(self.index, usable)
-            aware, kept = self.policy.topology_aware, self.kept.get(job.accelerator, frozenset())
-            fit = fit_gang(pool, size, max_level=max_level, topology_aware=aware, kept=kept)
-            if fit is not None:
-                self.index.take(fit.allocation)
-            self.book.restore_holds(self.index, usable)
+            index = self.index
+            with Statement() as opened:
+                opened.do(lambda: book.release_holds(index, usable), lambda: book.restore_holds(index, usable))
+                aware, kept = self.policy.topology_aware, self.kept.get(job.accelerator, frozenset())
+                fit = fit_gang(pool, size, max_level=max_level, topology_aware=aware, kept=kept)
+                if fit is not None:
+                    index.take(fit.allocation)
         if fit is None:
             first = min(entries, key=lambda entry: (entry.start_s, entry.job_id))
-            self.reasons[self.at] = reason = reserved_for(first.job_id)
-            self.backfill_misses[key] = (self.generation, worst_end_s, reason)
+            self.decided.reason = reason = reserved_for(first.job_id)
+            memo.backfill_misses[key] = BackfillMiss(memo.generation, worst_end_s, reason)
         return fit
+
+    def _record(self, action: Start | Reserve) -> None:
+        """A start or a reservation goes into the plan: the working state it changed invalidates
+        every memo (the one place it does)."""
+        self.memo.invalidate()
+        self.decided.actions.append(action)
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
     ) -> None:
-        self.generation += 1
         if not taken:
             self.index.take(fit.allocation)
         size = sum(gpus for _, gpus in fit.allocation)
@@ -360,23 +390,24 @@ class _Cycle(Reclaiming):
         runtime_s = wait_s + worst_runtime_s(job, size, self.policy.penalty(fit.level))
         self.profiles[job.accelerator].add(self.now + runtime_s, fit.allocation)
         self.prepared.team_releases.setdefault((job.team, job.accelerator), []).append((self.now + runtime_s, size))
-        self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level, replaces))
-        self.reasons[self.at] = STARTED
+        self._record(Start(job.id, fit.allocation, admission.borrowing, fit.level, replaces))
+        self.decided.reason = STARTED
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
-        made = self.reservations_made.get(job.accelerator, 0)
-        attempts = self.reservation_attempts.get(job.accelerator, 0)
-        if made >= max(0, self.policy.reservation_depth) or attempts >= self.reservation_cap:
+        budgets, depth = self.budgets, max(0, self.policy.reservation_depth)
+        made = budgets.reservations_made.get(job.accelerator, 0)
+        attempts = budgets.reservation_attempts.get(job.accelerator, 0)
+        if made >= depth or attempts >= budgets.reservation_cap:
             return
         # Jobs that can never fit do not get to sweep the release profile over and over.
-        self.reservation_attempts[job.accelerator] = attempts + 1
+        budgets.reservation_attempts[job.accelerator] = attempts + 1
         found = reservation_start(pool, self.index.held, self.profiles[job.accelerator], job, self.policy, self.now)
-        if found is None or (found[0] <= self.now and self._start_spread(job, pool, found[2])):
+        if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
             return
-        self.reservations_made[job.accelerator] = made + 1
-        if made + 1 >= max(0, self.policy.reservation_depth):
-            self.reservation_attempts[job.accelerator] = self.reservation_cap
-        self._reserve(job, pool, found[1], found[0])
+        budgets.reservations_made[job.accelerator] = made + 1
+        if made + 1 >= depth:
+            budgets.reservation_attempts[job.accelerator] = budgets.reservation_cap
+        self._reserve(job, found)
 
     def _start_spread(self, job: Job, pool: AcceleratorPool, level: str) -> bool:
         """Start a gang at a wider `level` than it waits for now, if quota admits it: its narrowest
@@ -390,8 +421,7 @@ class _Cycle(Reclaiming):
         self._commit_start(job, fit, admission, False)
         return True
 
-    def _reserve(self, job: Job, pool: AcceleratorPool, node_ids: tuple[str, ...], start_s: float) -> None:
-        self.generation += 1
-        self.book.add(self.index, Reservation(job.id, job.accelerator, node_ids, start_s))
-        self.actions.append(Reserve(job.id, node_ids, start_s))
-        self.estimates[job.id] = start_s
+    def _reserve(self, job: Job, found: ReservationStart) -> None:
+        self.decided.book.add(self.index, Reservation(job.id, job.accelerator, found.node_ids, found.start_s))
+        self._record(Reserve(job.id, found.node_ids, found.start_s))
+        self.decided.estimates[job.id] = found.start_s

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scheduling.engine import FleetState, Plan, Preempt, Running, Shrink, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
 from scheduling.engine.capacity import fleet_topology, level_of
+from scheduling.engine.cycle_state import SearchKey
 from scheduling.engine.explain import (
     ESTIMATE_HORIZON_S,
     STARTED,
@@ -27,7 +28,7 @@ from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
 from scheduling.engine.prepare import RunPenalty, running_totals
-from scheduling.engine.reclaim import Reclaiming, SearchKey
+from scheduling.engine.reclaim import Reclaiming
 from scheduling.engine.schedule import _Cycle
 
 from . import builders
@@ -241,14 +242,14 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
     blockers = Blockers(prepared, cycle.policy.elastic)
     statuses: list[PendingStatus] = []
     demand: dict[str, float] = {}
-    for job, reason in zip(queue, cycle.reasons, strict=True):
+    for job, reason in zip(queue, cycle.decided.reasons, strict=True):
         if reason == STARTED:
             continue
         reason = reason or REASON_CAPACITY
         ahead = demand.get(job.accelerator, 0.0)
         estimate = None
-        if job.id in cycle.estimates:
-            estimate = cycle.estimates[job.id]
+        if job.id in cycle.decided.estimates:
+            estimate = cycle.decided.estimates[job.id]
         elif job.accelerator in prepared.profiles:
             pool = prepared.index.pools[job.accelerator]
             free_now = pool.total_free + sum(gpus for node_id, gpus in held.items() if node_id in pool.free)

@@ -7,13 +7,12 @@ in actions, reasons or estimates is a bug in a shortcut.
 
 from __future__ import annotations
 
-import math
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine import Node, Plan, Policy, Snapshot, schedule
 from scheduling.engine.capacity import AcceleratorPool
+from scheduling.engine.cycle_state import ANY_END_S, Verdict, VerdictKey
 from scheduling.engine.model import Job
 from scheduling.engine.placement import classify_misfit, could_fit_by_shape, gang_level
 from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_TOPOLOGY
@@ -60,10 +59,10 @@ class _PlainCycle(_Cycle):
 
     def _consider(self, position: int, job: Job, defer_borrowers: bool = False) -> bool:
         """False, having done nothing, for a job beyond its guarantee when `defer_borrowers`."""
-        self.at = position
+        self.decided.at = position
         pool = self.index.pools.get(job.accelerator)
         if pool is None or job.gpus <= 0:
-            self.reasons[position] = REASON_CAPACITY
+            self.decided.reason = REASON_CAPACITY
             return True
         size = self._smallest_size(job)
         admission, refused = self._admission(job.team, job.accelerator, size, pool, not job.preemptible)
@@ -73,44 +72,44 @@ class _PlainCycle(_Cycle):
             else not self.ledger.within_guarantee(job.team, job.accelerator, size)
         ):
             return False
-        self._consider_sized(job, pool, size, admission, refused)
+        self._consider_plainly(job, pool, size, admission, refused)
         return True
 
-    def _consider_sized(
+    def _consider_plainly(
         self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, refused: str | None
     ) -> None:
-        accelerator = job.accelerator
-        if accelerator in self.blocked:
-            self.reasons[self.at] = REASON_PRIORITY
-            self.waiting.add(accelerator)
+        accelerator, decided, memo = job.accelerator, self.decided, self.memo
+        if accelerator in decided.blocked:
+            decided.reason = REASON_PRIORITY
+            decided.waiting.add(accelerator)
             return
         if refused:
-            self.reasons[self.at] = refused
+            decided.reason = refused
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
-        key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
-        verdict = self.verdicts.get(key)
-        if verdict is not None and verdict[0] == self.generation and self._settled(accelerator):
-            if verdict[1] == -math.inf or self._worst_end_s(job, size, level) >= verdict[1]:
-                self.reasons[self.at] = verdict[2]
-                self.waiting.add(accelerator)
+        key = VerdictKey(accelerator, job.gpus, size, level, job.preferred_level, admission is None)
+        verdict = memo.verdicts.get(key)
+        if verdict is not None and verdict.generation == memo.generation and self._settled(accelerator):
+            if verdict.worst_end_s == ANY_END_S or self._worst_end_s(job, size, level) >= verdict.worst_end_s:
+                decided.reason = verdict.reason
+                decided.waiting.add(accelerator)
                 return
         shaped = could_fit_by_shape(pool, size)
-        if not shaped and self.book.entries and self.policy.backfill:
-            shaped = self.book.could_fit_with_held(pool, size)
+        if not shaped and decided.book.entries and self.policy.backfill:
+            shaped = decided.book.could_fit_with_held(pool, size)
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = self.reasons[self.at]
-        self.reasons[self.at] = blocker or classify_misfit(pool, job.gpus)
-        self.waiting.add(accelerator)
+        blocker = decided.reason
+        decided.reason = blocker or classify_misfit(pool, job.gpus)
+        decided.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
         if not self.policy.backfill:
-            self.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size, level) if blocker else -math.inf
-        self.verdicts[key] = (self.generation, worst_end_s, self.reasons[self.at])
+            decided.blocked.add(accelerator)
+        worst_end_s = self._worst_end_s(job, size, level) if blocker else ANY_END_S
+        memo.verdicts[key] = Verdict(memo.generation, worst_end_s, decided.reason)
 
 
 @st.composite

@@ -1,0 +1,220 @@
+"""The fast cycle's working state, in named parts: `schedule._Cycle` keeps one of each.
+
+- `Decisions`: what the cycle has decided so far, which becomes its plan: the actions, a reason
+  per queue position (`at`: the job being considered), estimated starts, the victims picked, the
+  reservations held, and the accelerators where a job was left waiting or that are blocked.
+- `Memo`: what the cycle remembers so as not to find the same answer twice. Every answer is kept
+  with the `generation` of the working state it was found on, and holds while the generation
+  stays the same; `Memo.invalidate` is the one place the generation moves, and the cycle calls it
+  from the one place its working state changes (`_Cycle._record`: a start or a reservation). The
+  admissions are kept by what they read instead (the quota ledger's version and the accelerator's
+  free GPUs), which a reservation leaves alone. What never goes stale within a cycle (the victim
+  candidates, the accelerators with no victims, the settled ones) is kept for the whole cycle.
+- `Budgets`: what bounds the cycle's work, whatever it finds: preemption attempts, the victim
+  candidates searches may still look at, reservation attempts per accelerator.
+
+The memos' records are named tuples (`Verdict`, `CachedAdmission`, ...): cheap to build in the
+queue scan, read by name everywhere.
+
+`Statement` makes tentative changes to the working state that are then committed or discarded as
+one (Volcano's `Statement`), so that whatever a look does not keep is undone in a `finally`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import NamedTuple
+
+from .backfill import EXTRA_RESERVATION_ATTEMPTS, ReservationBook
+from .model import Policy
+from .plan import Action
+from .preemption import Victims
+from .quota import Admission
+
+
+class FitKey(NamedTuple):
+    """A placement question by shape: GPUs of an accelerator within a level."""
+
+    accelerator: str
+    gpus: int
+    level: str
+
+
+class VerdictKey(NamedTuple):
+    """What a job's full look depends on besides the working state and its worst-case end."""
+
+    accelerator: str
+    gpus: int
+    size: int  # the smallest size it may start at
+    level: str | None  # the level it may take now (`gang_level`), or its required one
+    preferred_level: str | None
+    refused: bool  # quota admits no start at `size`
+
+
+# A verdict that holds for a job of its shape however early the job would end.
+ANY_END_S = -math.inf
+
+
+class Verdict(NamedTuple):
+    """How a full look at a job ended (`reason`), for later jobs of the same shape: it holds for
+    those that would end no earlier than `worst_end_s` (`ANY_END_S`: all of them)."""
+
+    generation: int
+    worst_end_s: float
+    reason: str
+
+
+class AdmissionKey(NamedTuple):
+    team: str
+    accelerator: str
+    size: int
+    pinned: bool  # work nobody may preempt
+
+
+class CachedAdmission(NamedTuple):
+    """A quota admission and the reason when waiting cannot be helped by capacity, valid while the
+    ledger's version and the accelerator's free GPUs are those it was found with."""
+
+    ledger_version: int
+    total_free: int
+    admission: Admission | None
+    refused: str | None
+
+
+class Natural(NamedTuple):
+    """When a shape would start without preemption, along the release profile."""
+
+    generation: int
+    start_s: float
+
+
+class BackfillMiss(NamedTuple):
+    """A look around the reservations that found nothing: a job ending no earlier fails too."""
+
+    generation: int
+    worst_end_s: float
+    reason: str
+
+
+# What a victim search depends on besides the working state and the scan budget: the preemptor's
+# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
+class SearchKey(NamedTuple):
+    accelerator: str
+    gpus: int
+    level: str
+    team: str
+    priority: int
+    kind: str
+    reclaiming: bool
+    cap_gpu_s: float
+
+
+class Fruitless(NamedTuple):
+    """A victim search that found nothing, and the candidates it visited."""
+
+    generation: int
+    visited: int
+
+
+@dataclass(slots=True)
+class Decisions:
+    """What the cycle decided so far."""
+
+    actions: list[Action]
+    # Reasons by queue position (None: none yet; `explain.STARTED`); `at`: the job being considered.
+    reasons: list[str | None] = field(default_factory=list)
+    at: int = 0
+    estimates: dict[str, float | None] = field(default_factory=dict)
+    picked: set[str] = field(default_factory=set)  # victims evicted or shrunk
+    book: ReservationBook = field(default_factory=ReservationBook)
+    # Accelerators with a job left waiting for capacity (not quota): no elastic growth there.
+    waiting: set[str] = field(default_factory=set)
+    # Behind a strict-FIFO head, or full (without explanations): every later job waits.
+    blocked: set[str] = field(default_factory=set)
+
+    @property
+    def reason(self) -> str | None:
+        """The reason of the job being considered."""
+        return self.reasons[self.at]
+
+    @reason.setter
+    def reason(self, reason: str | None) -> None:
+        self.reasons[self.at] = reason
+
+
+@dataclass(slots=True)
+class Memo:
+    """Answers the cycle found, valid while the working state they were found on stays the same."""
+
+    generation: int = 0
+    misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
+    naturals: dict[FitKey, Natural] = field(default_factory=dict)
+    fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
+    verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
+    backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
+    admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)
+    # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.
+    candidates: dict[str, Victims] = field(default_factory=dict)
+    # Accelerators where no job left in the queue may take anything (priorities only fall along it).
+    victimless: set[str] = field(default_factory=set)
+    # Accelerators with no preemption or reservation attempt left (`_Cycle._settled`).
+    settled: set[str] = field(default_factory=set)
+
+    def invalidate(self) -> None:
+        """The working state changed: every answer found so far may be wrong now."""
+        self.generation += 1
+
+
+@dataclass(slots=True)
+class Budgets:
+    """What bounds the cycle's work. Each only ever runs out."""
+
+    scan_budget: int  # victim candidates searches may still look at
+    reservation_cap: int  # reservation attempts per accelerator
+    preemption_attempts: int = 0
+    reservation_attempts: dict[str, int] = field(default_factory=dict)
+    reservations_made: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, policy: Policy) -> Budgets:
+        depth = policy.reservation_depth
+        cap = depth + EXTRA_RESERVATION_ATTEMPTS if depth > 0 else 0
+        return cls(policy.preemption_scan_budget, cap)
+
+    def searches_left(self, policy: Policy) -> bool:
+        return self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
+
+
+class Statement:
+    """Tentative changes to the working state, committed or discarded as one (Volcano's Statement).
+
+    Each change is made at once and its undo recorded; `discard` undoes them newest first, `commit`
+    keeps them. As a context manager, whatever is still recorded when the body ends is discarded,
+    on an early return or an exception as well."""
+
+    __slots__ = ("_undo",)
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def do(self, change: Callable[[], None], undo: Callable[[], None]) -> None:
+        change()
+        self._undo.append(undo)
+
+    def commit(self) -> None:
+        self._undo.clear()
+
+    def discard(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def __enter__(self) -> Statement:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.discard()
