@@ -184,7 +184,7 @@ class _Cycle(Reclaiming):
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
             pinned = not job.preemptible
-            cached = admissions.get(AdmissionKey(job.team, accelerator, size, pinned))  # `_admission`, inlined
+            cached = admissions.get((job.team, accelerator, size, pinned))  # `_admission`, inlined
             if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:
                 admission, refused = cached.admission, cached.refused
             else:
@@ -201,7 +201,7 @@ class _Cycle(Reclaiming):
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
-            key = VerdictKey(accelerator, gpus, size, level, job.preferred_level, admission is None)
+            key = (accelerator, gpus, size, level, job.preferred_level, admission is None)
             verdict = verdicts.get(key)
             if (
                 verdict is not None
@@ -218,7 +218,7 @@ class _Cycle(Reclaiming):
                 waiting.add(accelerator)
                 continue
             decided.at = position
-            self._consider_sized(job, pool, size, admission, key)
+            self._consider_sized(job, pool, size, admission, key, level)
             if stop > 0 and not pool.total_free and not decided.book.held_max_free.get(accelerator):
                 if self._settled(accelerator):  # nothing free, held, to preempt or reserve: all wait
                     blocked.add(accelerator)
@@ -228,9 +228,16 @@ class _Cycle(Reclaiming):
         return -1 if len(blocked) == stop else len(queue)
 
     def _consider_sized(
-        self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None, key: VerdictKey
+        self,
+        job: Job,
+        pool: AcceleratorPool,
+        size: int,
+        admission: Admission | None,
+        key: VerdictKey,
+        level: str | None,
     ) -> None:
-        """The full look at a job no cached verdict answers (never a strict-FIFO blocked one)."""
+        """The full look at a job no cached verdict answers (never a strict-FIFO blocked one), within
+        `level` (the verdict key's)."""
         accelerator, decided = job.accelerator, self.decided
         # The verdict holds for the state this look began on: a reservation or spread start made
         # below changes the state (and the generation), so later jobs of this shape look again.
@@ -258,7 +265,7 @@ class _Cycle(Reclaiming):
             self._try_reserve(job, pool)
         if not self.policy.backfill:
             decided.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size, key.level) if blocker else ANY_END_S
+        worst_end_s = self._worst_end_s(job, size, level) if blocker else ANY_END_S
         self.memo.verdicts[key] = Verdict(generation, worst_end_s, reason)
 
     def _admission(
@@ -267,7 +274,7 @@ class _Cycle(Reclaiming):
         """Quota admission (of work nobody may preempt, when `pinned`), and the reason when waiting
         cannot be helped by capacity ("quota", "guarantee"); cached until the ledger or the free
         capacity changes (both only change through starts, growth and preemption)."""
-        key = AdmissionKey(team, accelerator, size, pinned)
+        key: AdmissionKey = (team, accelerator, size, pinned)
         ledger, admissions = self.ledger, self.memo.admissions
         cached = admissions.get(key)
         if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import Node, Plan, Policy, Snapshot, schedule
 from scheduling.engine.capacity import AcceleratorPool
-from scheduling.engine.cycle_state import ANY_END_S, Verdict, VerdictKey
+from scheduling.engine.cycle_state import ANY_END_S, Verdict
 from scheduling.engine.model import Job
 from scheduling.engine.placement import classify_misfit, could_fit_by_shape, gang_level
 from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_TOPOLOGY
@@ -87,7 +87,7 @@ class _PlainCycle(_Cycle):
             decided.reason = refused
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
-        key = VerdictKey(accelerator, job.gpus, size, level, job.preferred_level, admission is None)
+        key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
         verdict = memo.verdicts.get(key)
         if verdict is not None and verdict.generation == memo.generation and self._settled(accelerator):
             if verdict.worst_end_s == ANY_END_S or self._worst_end_s(job, size, level) >= verdict.worst_end_s:
