@@ -175,11 +175,16 @@ def _read_counters(metrics: FleetMetrics) -> None:
             metrics.lost_gpu_hours[(slugs[team_id], accelerators[accelerator_id])] = lost_gpu_s / 3600.0
 
 
-def _histogram_counts(bounds: tuple[float, ...], end: str) -> dict[str, Count]:
+def _histogram_counts(bounds: tuple[float, ...], end: str, among: Q) -> dict[str, Count]:
     return {
-        f"le_{index}": Count("id", filter=Q(**{f"{end}__isnull": False, f"{end}__lte": F("failed_at") + bound}))
+        f"le_{index}": Count("id", filter=among & Q(**{f"{end}__isnull": False, f"{end}__lte": F("failed_at") + bound}))
         for index, bound in enumerate(bounds)
     }
+
+
+# Recovery is the gangs computing again after the detection; a slowdown nobody noticed (its incident
+# closed by the node's repair, never detected) stopped no gang and has no recovery time.
+_RECOVERED = Q(detected_at__isnull=False, resumed_at__isnull=False)
 
 
 def _read_incidents(metrics: FleetMetrics) -> None:
@@ -192,10 +197,10 @@ def _read_incidents(metrics: FleetMetrics) -> None:
             lost_gpu_s=Sum("lost_gpu_s"),
             detected=Count("detected_at"),
             detected_sum=Sum(F("detected_at") - F("failed_at")),
-            resumed=Count("resumed_at"),
-            resumed_sum=Sum(F("resumed_at") - F("failed_at")),
-            **{f"d_{k}": v for k, v in _histogram_counts(DETECTION_BUCKETS_S, "detected_at").items()},
-            **{f"r_{k}": v for k, v in _histogram_counts(RECOVERY_BUCKETS_S, "resumed_at").items()},
+            resumed=Count("id", filter=_RECOVERED),
+            resumed_sum=Sum(F("resumed_at") - F("failed_at"), filter=_RECOVERED),
+            **{f"d_{k}": v for k, v in _histogram_counts(DETECTION_BUCKETS_S, "detected_at", Q()).items()},
+            **{f"r_{k}": v for k, v in _histogram_counts(RECOVERY_BUCKETS_S, "resumed_at", _RECOVERED).items()},
         )
         .order_by("kind")
     )

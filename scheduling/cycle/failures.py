@@ -3,21 +3,28 @@
 
 `failures_tick` runs inside the cycle's transaction, before the snapshot:
 1. with ``settings.FLEET_FAILURES`` on, draw this tick's failures from the engine's failure model
-   (seeded by the tick number) and apply them: a crash opens a ``dead`` incident and the node stops
-   heartbeating; a GPU loss lowers ``healthy_gpus`` at once; a slowdown opens a ``slow`` incident;
+   (seeded by the tick number) and apply them (`failure_apply`): a crash opens a ``dead`` incident
+   and the node stops heartbeating; a GPU loss opens a ``degraded`` one and a slowdown a ``slow``
+   one, each with the gangs the node runs; repaired nodes return (only nodes out of service are
+   looked at, each through its latest incident);
 2. every node without a crash heartbeats (``last_heartbeat`` = the tick's wall time);
 3. dead = no heartbeat for k intervals of fleet time (wall time since the heartbeat x clock speed):
    the node goes ``down`` with no healthy GPU, so the engine's health triage requeues its gangs to
    their checkpoints and the same plan restarts them on healthy capacity;
-4. slow = m steps at the slow pace: the node is cordoned and its gangs leave at their next
-   checkpoint (at once when the slowdown is severe), through the preemption grace mechanism;
-5. open incidents learn when their gangs were replaced, restored and resumed; repaired nodes return
-   (only nodes out of service are looked at, each through its latest incident).
+4. a lost GPU is found by the node's first heartbeat after the loss (this tick's): the node loses
+   the GPU and its gangs, stalled since, go back to their checkpoints at once;
+5. slow = m steps at the slow pace, on a node running gangs: the node is cordoned and its gangs
+   leave at their next checkpoint (at once when the slowdown is severe), through the preemption
+   grace mechanism; a slowdown nobody notices ends at the node's repair, which closes its incident;
+6. open incidents learn when their gangs were replaced, restored and resumed.
 What a failure means for the gangs, what they lose and when they leave are the engine's
-(`scheduling.engine.recovery`), as in the simulator; each gang progresses at the rate the engine
-runs it at (its share of its size, slowed by its placement level's topology penalty).
-Lost GPU-seconds per incident: the stall until detection on every GPU a gang holds, plus its work
-since its last checkpoint as of the failure (a slow node's gangs: as of the detection).
+(`scheduling.engine.recovery`), and are counted at the same moments as in the simulator's failure
+hook (`tests/failures/test_recovery_parity.py` runs both); each gang progresses at the rate the
+engine runs it at (its share of its size, slowed by its placement level's topology penalty), and a
+slow node's gangs at that rate over the slowdown from the failure on. Lost GPU-seconds per incident:
+the stall until detection on every GPU a gang holds and its work since its last checkpoint as of
+the failure; a slow node's gangs: the slow stretch until they leave (or end, or the node's repair)
+and the work since their last checkpoint when they leave; and every restart's restore.
 """
 
 from __future__ import annotations
@@ -34,7 +41,14 @@ from scheduling.convert import policy_from_row
 from scheduling.engine.detector import DetectorPolicy
 from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates, failures_between
 from scheduling.engine.progress import progress_rate
-from scheduling.engine.recovery import Gang, lost_by_detection_gpu_s, slow_detected_at, slow_gang_leaves_at
+from scheduling.engine.recovery import (
+    Gang,
+    lost_by_detection_gpu_s,
+    restore_gpu_s,
+    slow_detected_at,
+    slow_gang_exit,
+    slow_stretch_gpu_s,
+)
 from scheduling.models import Allocation, Incident, Job, Node
 from tenants.models import AuditEvent, FleetPolicy
 from tenants.services.audit import audit_record
@@ -65,14 +79,16 @@ def failures_tick(*, tick: int, sim_from_s: float, sim_to_s: float, wall_now: da
     row = FleetPolicy.objects.order_by("pk").first()
     policy, penalties = detector_policy(row), policy_from_row(row)
     changed: set[int] = set()
+    rates = FailureRates().scaled(DEMO_RATE_SCALE)
     if settings.FLEET_FAILURES:
-        rates = FailureRates().scaled(DEMO_RATE_SCALE)
-        changed |= _inject(rates, random.Random(tick), sim_from_s, sim_to_s, penalties)
+        changed |= _inject(rates, random.Random(tick), sim_from_s, sim_to_s, penalties, policy)
         changed |= _repair(rates, sim_to_s, wall_now)
     crashed = Incident.objects.filter(kind=Incident.Kind.DEAD, detected_at__isnull=True).values("node_id")
     Node.objects.exclude(state=Node.State.DOWN).exclude(id__in=crashed).update(last_heartbeat=wall_now)
     changed |= _detect_dead(policy, penalties, sim_to_s, wall_now, speed)
+    changed |= _detect_gpu_loss(penalties, sim_to_s)
     changed |= _detect_slow(policy, penalties, sim_to_s)
+    changed |= _slowdowns_end(rates, sim_to_s)
     changed |= _follow_up(sim_to_s)
     return FailureTick(tuple(sorted(changed)))
 
@@ -82,7 +98,14 @@ def node_kill(*, node: Node, sim_now_s: float) -> Incident:
     return Incident.objects.create(node=node, kind=Incident.Kind.DEAD, failed_at=sim_now_s)
 
 
-def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float, penalties: engine.Policy) -> set[int]:
+def _inject(
+    rates: FailureRates,
+    rng: random.Random,
+    from_s: float,
+    to_s: float,
+    penalties: engine.Policy,
+    policy: DetectorPolicy,
+) -> set[int]:
     busy = Incident.objects.filter(resumed_at__isnull=True).values("node_id")
     healthy = Node.objects.filter(state=Node.State.UP).exclude(id__in=busy).values_list("id", flat=True)
     candidates = {str(node_id) for node_id in healthy}
@@ -90,24 +113,44 @@ def _inject(rates: FailureRates, rng: random.Random, from_s: float, to_s: float,
     for failure in failures_between(rng, rates, sorted(candidates), from_s, to_s):
         if failure.node_id in candidates:
             candidates.discard(failure.node_id)
-            changed.add(_apply_failure(Node.objects.get(pk=int(failure.node_id)), failure, penalties).pk)
+            node = Node.objects.get(pk=int(failure.node_id))
+            changed.add(failure_apply(node=node, failure=failure, rates=rates, penalties=penalties, policy=policy).pk)
     return changed
 
 
-def _apply_failure(node: Node, failure: Failure, penalties: engine.Policy) -> Incident:
+def failure_apply(
+    *, node: Node, failure: Failure, rates: FailureRates, penalties: engine.Policy, policy: DetectorPolicy
+) -> Incident:
+    """What the failure model's `failure` does to `node` when it happens: a crash stops its
+    heartbeats; a lost GPU or a slowdown opens an incident with the gangs the node runs, found
+    later by the tick's steps. A slowdown nobody will notice (`recovery.slow_detected_at`) costs
+    its gangs their slow stretch until the node's repair, counted now."""
     if failure.kind == CRASH:
         return node_kill(node=node, sim_now_s=failure.time_s)
     if failure.kind == GPU_LOSS:
-        lost = min(failure.gpus_lost, node.healthy_gpus)
-        Node.objects.filter(pk=node.pk, healthy_gpus__gte=lost).update(healthy_gpus=F("healthy_gpus") - lost)
         incident = Incident.objects.create(
-            node=node, kind=Incident.Kind.DEGRADED, gpus_lost=lost, failed_at=failure.time_s, detected_at=failure.time_s
+            node=node,
+            kind=Incident.Kind.DEGRADED,
+            gpus_lost=min(failure.gpus_lost, node.healthy_gpus),
+            failed_at=failure.time_s,
         )
-        _take_jobs(incident, failure.time_s, failure.time_s, penalties)
+        incident.jobs.set(jobs_running_on(node.pk))
         return incident
-    return Incident.objects.create(
+    incident = Incident.objects.create(
         node=node, kind=Incident.Kind.SLOW, slowdown=failure.slowdown, failed_at=failure.time_s
     )
+    gangs = _gangs_on(node.pk, penalties)
+    incident.jobs.set([job for job, _ in gangs])
+    if slow_detected_at(failure.time_s, failure.slowdown, STEP_S, policy, gangs=len(gangs)) is None:
+        repaired_s = failure.time_s + rates.repair_s(SLOW)
+        lost = sum(
+            slow_stretch_gpu_s(
+                gang.slowed(failure.time_s, failure.slowdown), failure.time_s, repaired_s, failure.slowdown
+            )
+            for _, gang in gangs
+        )
+        Incident.objects.filter(pk=incident.pk).update(lost_gpu_s=lost)
+    return incident
 
 
 def jobs_running_on(node_id: int) -> list[Job]:
@@ -133,11 +176,26 @@ def gang_of(job: Job, gpus: int, penalties: engine.Policy) -> Gang:
 
 
 def _gangs_on(node_id: int, penalties: engine.Policy) -> list[tuple[Job, Gang]]:
-    jobs = jobs_running_on(node_id)
-    held: dict[int, int] = {}
-    for job_id, gpus in Allocation.objects.filter(job__in=jobs).values_list("job_id", "gpus"):
-        held[job_id] = held.get(job_id, 0) + gpus
+    return _gangs_of(jobs_running_on(node_id), penalties)
+
+
+def _caught(incident: Incident, penalties: engine.Policy) -> list[tuple[Job, Gang]]:
+    """The incident's gangs still on the run its failure caught (not finished, not restarted)."""
+    jobs = incident.jobs.filter(state=Job.State.RUNNING, started_s__lte=incident.failed_at).order_by("id")
+    return _gangs_of(list(jobs), penalties)
+
+
+def _gangs_of(jobs: list[Job], penalties: engine.Policy) -> list[tuple[Job, Gang]]:
+    held = _held_gpus([job.pk for job in jobs])
     return [(job, gang_of(job, held.get(job.pk, job.gpus), penalties)) for job in jobs]
+
+
+def _held_gpus(job_ids: list[int]) -> dict[int, int]:
+    """The GPUs each running job holds, over all its nodes."""
+    held: dict[int, int] = {}
+    for job_id, gpus in Allocation.objects.filter(job_id__in=job_ids).values_list("job_id", "gpus"):
+        held[job_id] = held.get(job_id, 0) + gpus
+    return held
 
 
 def _take_jobs(
@@ -180,12 +238,34 @@ def _detect_dead(
     return changed
 
 
+def _detect_gpu_loss(penalties: engine.Policy, now_s: float) -> set[int]:
+    """This tick's heartbeat reports the GPUs lost since the last one: the node loses them, and its
+    gangs (stalled since the loss: which member lost the GPU is not known) go back to their
+    checkpoints at once (`recovery.lost_by_detection_gpu_s`)."""
+    changed: set[int] = set()
+    found = Incident.objects.filter(kind=Incident.Kind.DEGRADED, detected_at__isnull=True, failed_at__lte=now_s)
+    for incident in found:
+        lost = incident.gpus_lost
+        Node.objects.filter(pk=incident.node_id, healthy_gpus__gte=lost).update(healthy_gpus=F("healthy_gpus") - lost)
+        gangs = _caught(incident, penalties)
+        lost_gpu_s = sum(lost_by_detection_gpu_s(gang, incident.failed_at, now_s) for _, gang in gangs)
+        Incident.objects.filter(pk=incident.pk).update(detected_at=now_s, lost_gpu_s=lost_gpu_s)
+        for job, _ in gangs:
+            job_requeue_at(job, now_s)
+        changed.add(incident.pk)
+    return changed
+
+
 def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float) -> set[int]:
+    """A slowdown the detector flags by now: at the end of the m-th slow step (`recovery.
+    slow_detected_at`, the time recorded), the node is cordoned and each gang the failure caught
+    leaves or stays to its end as `recovery.slow_gang_exit` says, which also says what it loses."""
     changed: set[int] = set()
     for incident in Incident.objects.filter(kind=Incident.Kind.SLOW, detected_at__isnull=True):
-        detected_s = slow_detected_at(incident.failed_at, incident.slowdown, STEP_S, policy)
+        gangs = incident.jobs.count()
+        detected_s = slow_detected_at(incident.failed_at, incident.slowdown, STEP_S, policy, gangs=gangs)
         if detected_s is None or detected_s > now_s:
-            continue  # not yet, or within the noise: never flagged
+            continue  # not yet, or never flagged (within the noise, or nothing ran there)
         if Node.objects.filter(pk=incident.node_id, state=Node.State.UP).update(state=Node.State.CORDONED):
             audit_record(
                 actor=None,
@@ -194,13 +274,28 @@ def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float)
                 before={"state": Node.State.UP},
                 after={"state": Node.State.CORDONED},
             )
-        Incident.objects.filter(pk=incident.pk).update(detected_at=now_s)
-        for job, gang in _take_jobs(incident, now_s, now_s, penalties):
-            leave_s = slow_gang_leaves_at(gang, now_s, incident.slowdown, policy)
-            if leave_s is not None:  # else it finishes before its next checkpoint
-                job_requeue_at(job, leave_s)
+        lost_gpu_s = 0.0
+        for job, gang in _caught(incident, penalties):
+            slowed = gang.slowed(incident.failed_at, incident.slowdown)
+            leaving = slow_gang_exit(slowed, incident.failed_at, detected_s, incident.slowdown, policy)
+            lost_gpu_s += leaving.lost_gpu_s
+            if leaving.leaves_s is not None:  # else it finishes first
+                job_requeue_at(job, leaving.leaves_s)
+        Incident.objects.filter(pk=incident.pk).update(detected_at=detected_s, lost_gpu_s=lost_gpu_s)
         changed.add(incident.pk)
     return changed
+
+
+def _slowdowns_end(rates: FailureRates, now_s: float) -> set[int]:
+    """A slowdown nobody noticed ends at the node's repair: its incident closes then (its slow
+    stretch was counted when it began, `failure_apply`)."""
+    repair_s = rates.repair_s(SLOW)
+    unnoticed = Incident.objects.filter(
+        kind=Incident.Kind.SLOW, detected_at__isnull=True, resumed_at__isnull=True, failed_at__lte=now_s - repair_s
+    )
+    ended = list(unnoticed.values_list("pk", flat=True))
+    Incident.objects.filter(pk__in=ended).update(resumed_at=F("failed_at") + repair_s)
+    return set(ended)
 
 
 def job_requeue_at(job: Job, at_s: float) -> None:
@@ -224,7 +319,11 @@ def _follow_up(now_s: float) -> set[int]:
             continue
         replaced = max((j.started_s or now_s for j in back), default=detected_at)
         restored = max((j.anchor_s or replaced for j in back), default=replaced)
-        Incident.objects.filter(pk=incident.pk).update(replaced_at=replaced, restored_at=restored, resumed_at=restored)
+        held = _held_gpus([j.pk for j in back])
+        restore = sum(restore_gpu_s(j.started_s or now_s, j.anchor_s or replaced, held.get(j.pk, j.gpus)) for j in back)
+        Incident.objects.filter(pk=incident.pk).update(
+            replaced_at=replaced, restored_at=restored, resumed_at=restored, lost_gpu_s=F("lost_gpu_s") + restore
+        )
         changed.add(incident.pk)
     return changed
 

@@ -6,6 +6,9 @@
   is left out of the median so a two-node gang can still point at its straggler; a one-node gang
   has nobody to compare with and is never called slow.
 
+- **A lost GPU**: the node keeps heartbeating and its first heartbeat after the loss carries the
+  GPU error (an XID), so the loss is known then, not at once nor after a timeout.
+
 Dead wins: a node that stopped heartbeating is dead whatever its last step times said. A crash
 stalls the whole gang (every step waits on an all-reduce), so no survivor looks slow.
 
@@ -52,6 +55,13 @@ def dead_detected_at(failed_s: float, phase_s: float, policy: DetectorPolicy) ->
     interval = policy.heartbeat_interval_s
     last = phase_s + math.floor((failed_s - phase_s) / interval + 1e-9) * interval
     return last + policy.dead_after_s
+
+
+def gpu_loss_detected_at(failed_s: float, phase_s: float, policy: DetectorPolicy) -> float:
+    """When a GPU lost at ``failed_s`` on a node that heartbeats at ``phase_s + n x interval`` is
+    found: at the node's first heartbeat at or after the loss, which carries the GPU error."""
+    interval = policy.heartbeat_interval_s
+    return phase_s + math.ceil((failed_s - phase_s) / interval - 1e-9) * interval
 
 
 def slow_nodes(step_times_s: Mapping[str, Sequence[float]], policy: DetectorPolicy) -> dict[str, float]:

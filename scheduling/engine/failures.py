@@ -4,7 +4,8 @@ Three kinds of failure, each a Poisson process per node with its own rate:
 
 - ``crash``: the node stops heartbeating; every job on it stalls until the detector declares it dead.
 - ``gpu-loss``: the node keeps running with fewer healthy GPUs (a GPU fell off the bus, HBM errors);
-  jobs using the lost GPU die at once, visibly (the runtime reports the XID), so no detection delay.
+  the gangs using it stall, and the node's next heartbeat carries the error (the XID), so the loss
+  is found within a heartbeat interval (`detector.gpu_loss_detected_at`).
 - ``slow``: heartbeats continue but step time is multiplied by a factor (thermal throttling, a bad
   link): the gang, synchronised every step, runs at the pace of its slowest member.
 

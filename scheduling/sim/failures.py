@@ -2,22 +2,28 @@
 
 Per failure, in simulated time:
 - crash / GPU loss at ``t_f``: the node's jobs stall (a gang waits on its dead member). The node is
-  declared dead k heartbeat intervals after its last heartbeat (crash), or at its next heartbeat,
-  which carries the GPU error (GPU loss). Then `fail_node` / `set_node_health` evict the gangs back
-  to their checkpoints, the scheduler cordons the node and restarts the gangs on healthy capacity,
-  paying the restore burst.
+  declared dead k heartbeat intervals after its last heartbeat (crash), or found at its next
+  heartbeat, which carries the GPU error (GPU loss: `detector.gpu_loss_detected_at`). Then
+  `fail_node` / `set_node_health` evict the gangs back to their checkpoints, the scheduler cordons
+  the node and restarts the gangs on healthy capacity, paying the restore burst.
 - slow at ``t_f``: the node's jobs run ``slowdown`` x slower; after m slow steps the detector flags
   it, the node is cordoned and its gangs migrate at their next checkpoint (at once, back to the last
-  checkpoint, when the slowdown is severe). A slowdown under the threshold goes unnoticed.
+  checkpoint, when the slowdown is severe) or finish first. A slowdown under the threshold, or on a
+  node running nothing, goes unnoticed until the node's repair, which closes its incident.
 - every failed node comes back after the kind's repair time.
+
+What a failure means for the gangs, what they lose and when they leave are `engine.recovery`'s,
+as in the live failures step (`scheduling.cycle.failures`), and counted at the same moments: a
+stall and a rollback at the detection, a slowdown when its outcome is decided (at the failure when
+nobody will notice it, else at the detection), a restore when the gang computes again.
 
 Metrics (contract keys): ``failures`` (failures injected), ``mttd_mean_s`` (failure to detection),
 ``mttr_mean_s`` (failure until each affected gang computes again, restore included), and
 ``failure_lost_gpu_hours``: rolled-back work + GPU time stalled before detection + GPU time lost to
 a slowdown + restore time of the restarts.
 
-Simplifications: a slowdown only affects the jobs on the node when it starts; a slowdown of a node
-running nothing is never measured (no steps to compare); failures are drawn until ``until_s``.
+Simplifications: a slowdown only affects the jobs on the node when it starts; failures are drawn
+until ``until_s``.
 """
 
 from __future__ import annotations
@@ -30,18 +36,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.engine import Cordon, Event, Evicted, FleetState, Node, Plan, Requeue
-from scheduling.engine.detector import DetectorPolicy, dead_detected_at
-from scheduling.engine.failures import CRASH, GPU_LOSS, Failure, FailureRates, next_failure
+from scheduling.engine.detector import DetectorPolicy, dead_detected_at, gpu_loss_detected_at
+from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates, next_failure
 from scheduling.engine.progress import DEFAULT_RESTART_OVERHEAD_S
 from scheduling.engine.recovery import (
     Gang,
-    leaves_at_once,
+    lost_by_detection_gpu_s,
     node_slowdown,
     restore_gpu_s,
     slow_detected_at,
-    slow_gang_leaves_at,
-    slowed_gpu_s,
-    stall_gpu_s,
+    slow_gang_exit,
+    slow_stretch_gpu_s,
 )
 from scheduling.engine.runs import RunRecord
 
@@ -62,6 +67,7 @@ class Incident:
     restored_gb: dict[str, float] = field(default_factory=dict)  # checkpoint bytes the restart read
     evicted: set[str] = field(default_factory=set)
     lost_gpu_s: float = 0.0
+    closed_s: float | None = None  # an unnoticed slowdown: when the node's repair ended it
 
 
 class FailureHook:
@@ -149,16 +155,22 @@ class FailureHook:
         runs = [run for run in state.running.values() if any(n == failure.node_id for n, _ in run.allocation)]
         incident.jobs = {run.job.id: run.gpus for run in sorted(runs, key=lambda r: r.job.id)}
         events = state.throttle_node(failure.node_id, node_slowdown(failure), now)
+        repaired_s = now + self.rates.repair_s(failure.kind)
+        interval = self.detector.heartbeat_interval_s
         if failure.kind == CRASH:
-            phase = self.rng.uniform(0.0, self.detector.heartbeat_interval_s)
+            phase = self.rng.uniform(0.0, interval)
             self._push(dead_detected_at(now, now - phase, self.detector), _DETECT, incident)
         elif failure.kind == GPU_LOSS:
-            self._push(now + self.rng.uniform(0.0, self.detector.heartbeat_interval_s), _DETECT, incident)
-        elif incident.jobs:  # a slow node running nothing has no steps to compare
-            detected_s = slow_detected_at(now, failure.slowdown, self.step_s, self.detector)
+            phase = now + self.rng.uniform(0.0, interval)
+            self._push(gpu_loss_detected_at(now, phase, self.detector), _DETECT, incident)
+        else:
+            detected_s = slow_detected_at(now, failure.slowdown, self.step_s, self.detector, gangs=len(runs))
             if detected_s is not None:
                 self._push(detected_s, _DETECT, incident)
-        self._push(now + self.rates.repair_s(failure.kind), _REPAIR, incident)
+            else:  # unnoticed until the repair: the slow stretch of every gang is known now
+                gangs = [gang_of(run) for run in runs]
+                incident.lost_gpu_s += sum(slow_stretch_gpu_s(g, now, repaired_s, failure.slowdown) for g in gangs)
+        self._push(repaired_s, _REPAIR, incident)
         if not self._scripted:
             self._draw(now)
         return events
@@ -166,7 +178,11 @@ class FailureHook:
     def _detect(self, state: FleetState, incident: Incident, now: float) -> list[Event]:
         failure = incident.failure
         incident.detected_s = now
-        stalled = [job_id for job_id in incident.jobs if job_id in state.running]
+        if failure.kind == SLOW:
+            return self._slow_detected(state, incident, now)
+        stalled = [job_id for job_id in incident.jobs if _same_run(state, job_id, failure.time_s)]
+        for job_id in stalled:
+            incident.lost_gpu_s += lost_by_detection_gpu_s(gang_of(state.running[job_id]), failure.time_s, now)
         if failure.kind == CRASH:
             events = state.fail_node(failure.node_id, now)
         elif failure.kind == GPU_LOSS:
@@ -176,10 +192,6 @@ class FailureHook:
             for job_id in stalled:
                 if job_id in state.running:
                     events.append(state.apply(Plan((Requeue(job_id, "node-degraded"),), ()), now)[0])
-        else:
-            return self._slow_detected(state, incident, now)
-        for job_id in stalled:
-            incident.lost_gpu_s += stall_gpu_s(failure.time_s, now, incident.jobs[job_id])
         self._account(incident, events)
         self._push(now + POLL_S, _POLL, incident)
         return events
@@ -188,31 +200,29 @@ class FailureHook:
         failure = incident.failure
         events = state.apply(Plan((Cordon(failure.node_id, "slow"),), ()), now)
         for job_id in incident.jobs:
-            run = state.running.get(job_id)
-            if run is None:
+            if not _same_run(state, job_id, failure.time_s):
                 continue
-            gang = gang_of(run)
-            if leaves_at_once(gang, failure.slowdown, self.detector):
+            run = state.running[job_id]
+            leaving = slow_gang_exit(gang_of(run), failure.time_s, now, failure.slowdown, self.detector)
+            incident.lost_gpu_s += leaving.lost_gpu_s
+            if leaving.leaves_s is None:
+                continue  # it finishes first
+            if leaving.leaves_s <= now:
                 events += self._requeue(state, incident, job_id, now)
             else:
-                leaves_s = slow_gang_leaves_at(gang, now, failure.slowdown, self.detector)
-                if leaves_s is not None:
-                    self._push(leaves_s, _MIGRATE, (incident, job_id, run.start_s))
+                self._push(leaving.leaves_s, _MIGRATE, (incident, job_id, run.start_s))
         return events
 
     def _requeue(self, state: FleetState, incident: Incident, job_id: str, now: float) -> list[Event]:
-        run = state.running[job_id]
-        slow_since_s = max(incident.failure.time_s, run.start_s)
-        incident.lost_gpu_s += slowed_gpu_s(slow_since_s, now, run.gpus, incident.failure.slowdown)
         events = state.apply(Plan((Requeue(job_id, "node-degraded"),), ()), now)
         self._account(incident, events)
         self._push(now + POLL_S, _POLL, incident)
         return events
 
     def _account(self, incident: Incident, events: list[Event]) -> None:
+        """The gangs the failure evicted (what they lose is counted by `engine.recovery`)."""
         for event in events:
             if isinstance(event, Evicted) and event.job_id in incident.jobs:
-                incident.lost_gpu_s += event.lost_gpu_s
                 incident.evicted.add(event.job_id)
 
     def _poll(self, state: FleetState, incident: Incident, now: float) -> None:
@@ -231,6 +241,8 @@ class FailureHook:
 
     def _repair(self, state: FleetState, incident: Incident, now: float) -> list[Event]:
         node_id = incident.failure.node_id
+        if incident.detected_s is None:  # a slowdown nobody noticed ends here
+            incident.closed_s = now
         events = state.throttle_node(node_id, 1.0, now)
         # Uncordon through the public node table; set_node_health then refreshes the node cache.
         state.nodes[node_id] = replace(state.nodes[node_id], cordoned=False)
@@ -239,6 +251,12 @@ class FailureHook:
         if not self._scripted and (self._next_fail is None or self._next_fail > now):
             self._draw(now)
         return events
+
+
+def _same_run(state: FleetState, job_id: str, failed_s: float) -> bool:
+    """Whether the job still runs the run the failure caught (not a restart since)."""
+    run = state.running.get(job_id)
+    return run is not None and run.start_s <= failed_s
 
 
 def gang_of(run: RunRecord) -> Gang:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine import Evicted, FleetState, Plan, Start
-from scheduling.engine.detector import DetectorPolicy
+from scheduling.engine.detector import DetectorPolicy, gpu_loss_detected_at
 from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure
 from scheduling.engine.progress import (
     checkpoint_at,
@@ -33,8 +33,11 @@ from scheduling.engine.recovery import (
     lost_by_detection_gpu_s,
     node_slowdown,
     slow_detected_at,
+    slow_gang_exit,
     slow_gang_leaves_at,
+    slow_stretch_gpu_s,
 )
+from scheduling.sim.failures import gang_of
 from tests.engine.builders import fleet, job
 
 SETTINGS = settings(max_examples=60, deadline=None, database=None)
@@ -116,8 +119,9 @@ def test_a_dead_node_stalls_its_gangs_and_a_slow_one_slows_them() -> None:
     assert node_slowdown(Failure(0.0, "n", GPU_LOSS, gpus_lost=1)) == STALLED
     assert node_slowdown(Failure(0.0, "n", SLOW, slowdown=1.5)) == 1.5
     # Flagged after 5 steps of 10 s at the slow pace; never within the noise.
-    assert slow_detected_at(100.0, 1.5, 10.0, DETECTOR) == 175.0
-    assert slow_detected_at(100.0, 1.3, 10.0, DETECTOR) is None
+    assert slow_detected_at(100.0, 1.5, 10.0, DETECTOR, gangs=1) == 175.0
+    assert slow_detected_at(100.0, 1.3, 10.0, DETECTOR, gangs=1) is None
+    assert slow_detected_at(100.0, 1.5, 10.0, DETECTOR, gangs=0) is None  # a node running nothing
 
 
 def test_a_gang_on_a_dead_node_loses_the_stall_on_the_gpus_it_holds_and_its_work_since_its_checkpoint() -> None:
@@ -170,3 +174,49 @@ def test_the_engine_charges_an_eviction_what_the_model_says() -> None:
         gpus=16, size_gpus=16, anchor_s=run.anchor_s, anchor_progress_s=0.0, base_progress_s=0.0, rate=run.rate
     )
     assert evicted.lost_gpu_s == pytest.approx(lost_by_detection_gpu_s(gang, 1000.0, 1000.0)) == 100.0 * 16
+
+
+def test_a_lost_gpu_is_found_at_the_nodes_first_heartbeat_after_the_loss() -> None:
+    policy = DetectorPolicy(heartbeat_interval_s=10.0)
+    assert gpu_loss_detected_at(103.0, 0.0, policy) == 110.0
+    assert gpu_loss_detected_at(110.0, 0.0, policy) == 110.0  # the heartbeat at the loss carries it
+    assert gpu_loss_detected_at(103.0, 107.5, policy) == 107.5
+    assert gpu_loss_detected_at(103.0, 125.0, policy) == 105.0  # the phase is any of its heartbeats
+
+
+@given(since=st.floats(0.0, 5000.0), slowdown=st.sampled_from([1.2, 1.5, 2.5, STALLED]))
+@SETTINGS
+def test_a_slowed_gang_is_the_run_the_engine_throttles(since: float, slowdown: float) -> None:
+    state = FleetState(fleet("1x2x1x8"), level_penalty={"rack": 1.1}, now=0.0)
+    state.submit(job("g", 16, duration_s=10_000.0, checkpoint_interval_s=300.0))
+    state.apply(Plan((Start("g", (("p0-r0-n0", 8), ("p0-r1-n0", 8)), False, "rack"),), ()), 0.0)
+    before = gang_of(state.running["g"])
+    state.throttle_node("p0-r0-n0", slowdown, since)
+
+    assert before.slowed(since, slowdown) == gang_of(state.running["g"])
+
+
+def test_a_slow_nodes_gang_loses_its_slow_stretch_until_it_leaves_or_ends() -> None:
+    gang = _gang().slowed(1500.0, 1.5)  # 750 s of work at 1,500 s, then 1 / 3 of a second a second
+    assert gang.ends_at() == pytest.approx(1500.0 + (10_000.0 - 750.0) * 3)
+    # Found at 1,530 s; its next checkpoint (950 s of work) comes at 1,500 + 200 x 3 = 2,100 s.
+    mild = slow_gang_exit(gang, 1500.0, 1530.0, 1.5, DETECTOR)
+    assert mild.leaves_s == pytest.approx(2100.0)
+    assert mild.lost_gpu_s == pytest.approx(600.0 * 8 / 3)  # a third of its GPU time, no work
+    # Severe: it leaves at once, losing its slow stretch and its 110 s of work since 650 s (x16).
+    severe = slow_gang_exit(_gang().slowed(1500.0, 2.0), 1500.0, 1530.0, 2.0, DETECTOR)
+    assert severe.leaves_s == 1530.0
+    assert severe.lost_gpu_s == pytest.approx(30.0 * 8 / 2 + (750.0 + 30.0 / 4 - 650.0) * 16)
+    # It finishes before its next checkpoint: it stays, and loses a third of its GPU time to its end.
+    short = _gang(duration_s=900.0).slowed(1500.0, 1.5)
+    stays = slow_gang_exit(short, 1500.0, 1530.0, 1.5, DETECTOR)
+    assert stays.leaves_s is None
+    assert stays.lost_gpu_s == pytest.approx((short.ends_at() - 1500.0) * 8 / 3) == pytest.approx(150.0 * 3 * 8 / 3)
+
+
+def test_a_slowdown_nobody_notices_costs_its_gangs_their_stretch_until_the_repair_or_their_end() -> None:
+    gang = _gang().slowed(1500.0, 1.2)
+    assert slow_stretch_gpu_s(gang, 1500.0, 1500.0 + 3600.0, 1.2) == pytest.approx(3600.0 * 8 * (1 - 1 / 1.2))
+    short = _gang(duration_s=900.0).slowed(1500.0, 1.2)  # 150 s of work left at 0.5 / 1.2
+    assert slow_stretch_gpu_s(short, 1500.0, 1500.0 + 3600.0, 1.2) == pytest.approx(360.0 * 8 * (1 - 1 / 1.2))
+    assert slow_stretch_gpu_s(gang, 1500.0, 1000.0, 1.2) == 0.0

@@ -1,6 +1,13 @@
-"""One crash, two paths: the simulator's failure hook and the live failures step (real database)
-open the same incident and count the same lost GPU-hours, for a gang spread over two racks (slowed
-by the pod-level topology penalty) and an elastic gang shrunk to a quarter of its size."""
+"""One failure, two paths: the simulator's failure hook and the live failures step (real database)
+open the same incident and count the same lost GPU-hours.
+
+- A crash, for a gang spread over two racks (slowed by the pod-level topology penalty) and an
+  elastic gang shrunk to a quarter of its size.
+- A node that turns slow under two gangs: mildly (they leave at their next checkpoints), severely
+  (they leave at once), or within the noise (nobody notices; the slowdown ends at the node's
+  repair, which closes the incident). The simulator's side runs the engine's cycle at the live
+  ticks' times, so the gangs restart at the same moments and their restores count the same.
+- A lost GPU, found at the node's first heartbeat after the loss on both sides."""
 
 from __future__ import annotations
 
@@ -12,12 +19,15 @@ import pytest
 if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the pure run (-p no:django) skips this module
     pytest.skip("needs Django", allow_module_level=True)
 
-from scheduling.cycle.failures import detector_policy, node_kill  # noqa: E402
-from scheduling.cycle.snapshot import snapshot_build  # noqa: E402
-from scheduling.engine.failures import CRASH, Failure  # noqa: E402
+from scheduling import engine  # noqa: E402
+from scheduling.convert import policy_from_row  # noqa: E402
+from scheduling.cycle.failures import detector_policy, failure_apply, node_kill  # noqa: E402
+from scheduling.cycle.snapshot import Loaded, snapshot_build  # noqa: E402
+from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates  # noqa: E402
 from scheduling.engine.progress import checkpoint_at  # noqa: E402
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node  # noqa: E402
 from scheduling.sim.failures import FailureHook  # noqa: E402
+from scheduling.sim.failures import Incident as SimIncident  # noqa: E402
 from scheduling.sim.hooks import SimContext  # noqa: E402
 from tenants.models import FleetPolicy  # noqa: E402
 from tests.scheduling.conftest import Fleet, build_fleet  # noqa: E402
@@ -33,6 +43,18 @@ class _HeartbeatAtTheCrash(random.Random):
 
     def uniform(self, a: float, b: float) -> float:
         return a
+
+
+class _HeartbeatAfter(random.Random):
+    """The hook's draw of a node's heartbeat phase, pinned `after_s` past the failure (a lost GPU
+    is found at the node's next heartbeat; the live node's is the next tick's)."""
+
+    def __init__(self, after_s: float) -> None:
+        super().__init__(0)
+        self.after_s = after_s
+
+    def uniform(self, a: float, b: float) -> float:
+        return self.after_s
 
 
 def _running(fleet: Fleet, name: str, gpus: int, on: list[tuple[Node, int]], level: str, **extra: object) -> Job:
@@ -104,3 +126,143 @@ def test_a_crash_gives_the_same_incident_and_lost_gpu_hours_in_the_simulator_and
     )
     assert live.lost_gpu_s == pytest.approx(expected)
     assert expected == pytest.approx(30 * 8 + (869.565 - 600) * 8 + 30 * 4 + 250 * 16, abs=0.01)
+
+
+# Slow nodes, and lost GPUs: the gangs on the failed node, and room to restart them elsewhere.
+TICK_S = 15.0  # fleet seconds a live tick
+
+
+@pytest.fixture
+def roomy(db: None) -> Fleet:
+    fleet = build_fleet(nodes_per_rack=3)  # r1-n1, r1-n2, r1-n3 | r2-n1, r2-n2, r2-n3, 8 GPUs each
+    n11, _, _, n21, n22, n23 = fleet.nodes
+    # Their checkpoints take a while to read back (shared storage at 50 GB/s, 12.5 GB/s a NIC).
+    fleet.spread = _running(fleet, "spread", 8, [(n11, 4), (n21, 4)], "pod", checkpoint_gb=400.0)  # type: ignore[attr-defined]
+    fleet.small = _running(fleet, "small", 4, [(n11, 4)], "node", checkpoint_gb=250.0)  # type: ignore[attr-defined]
+    _running(fleet, "filler-a", 4, [(n21, 4)], "node")
+    _running(fleet, "filler-b", 8, [(n22, 8)], "node")
+    _running(fleet, "filler-c", 8, [(n23, 8)], "node")
+    return fleet  # r1-n2 and r1-n3 are free
+
+
+def _both(fleet: Fleet, failure: Failure, rng: random.Random, tick_s: float = TICK_S) -> tuple[Incident, SimIncident]:
+    """`failure` (at the fleet clock's now) through live ticks of `tick_s` until its incident closes,
+    and through the simulator's failure hook on the same FleetState with the engine's cycle at the
+    same times."""
+    row = FleetPolicy.objects.get()
+    detector = detector_policy(row)
+    loaded = snapshot_build(sim_now_s=failure.time_s)
+    hook = FailureHook(list(loaded.state.nodes.values()), rng, detector=detector, script=[failure])
+
+    node = Node.objects.get(pk=int(failure.node_id))
+    failure_apply(node=node, failure=failure, rates=FailureRates(), penalties=policy_from_row(row), policy=detector)
+    times = []
+    for _ in range(200):
+        result = fleet.tick(speed=tick_s)
+        assert result is not None
+        times.append(result.sim_to_s)
+        if Incident.objects.get().resumed_at is not None:
+            break
+    _simulate(loaded, hook, times + [times[-1] + tick_s * (k + 1) for k in range(8)])
+    (simulated,) = hook.incidents
+    return Incident.objects.get(), simulated
+
+
+def _simulate(loaded: Loaded, hook: FailureHook, times: list[float]) -> None:
+    """The hook's events at their times, and the engine's cycle at each of `times`, as a live tick."""
+    state = loaded.state
+    sim = SimContext(state, random.Random(0), submit=lambda job: None)
+    for tick_s in times:
+        while (when := hook.next_time()) is not None and when <= tick_s:
+            state.advance(when)
+            hook.on_time(sim, when)
+        state.advance(tick_s)
+        snapshot = state.snapshot(tick_s, loaded.teams, loaded.quotas, loaded.policy)
+        state.apply(engine.schedule(snapshot, tick_s), tick_s)
+
+
+def _same(live: Incident, simulated: SimIncident) -> None:
+    assert (str(live.node_id), live.failed_at) == (simulated.failure.node_id, simulated.failure.time_s)
+    assert sorted(str(job.pk) for job in live.jobs.all()) == sorted(simulated.jobs)
+    if simulated.detected_s is None:
+        assert live.detected_at is None
+    else:
+        assert live.detected_at == pytest.approx(simulated.detected_s)
+    assert live.lost_gpu_s == pytest.approx(simulated.lost_gpu_s)
+
+
+@pytest.mark.parametrize("slowdown", [1.5, 2.5])
+def test_a_slow_node_gives_the_same_incident_and_lost_gpu_hours_in_the_simulator_and_the_live_fleet(
+    roomy: Fleet, slowdown: float
+) -> None:
+    slow_s = FleetClock.objects.get().sim_now_s
+    failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=slowdown)
+
+    live, simulated = _both(roomy, failure, random.Random(0))
+
+    _same(live, simulated)
+    assert live.kind == Incident.Kind.SLOW and live.detected_at == pytest.approx(slow_s + 5 * 10.0 * slowdown)
+    assert live.resumed_at == pytest.approx(max(simulated.resumed_s.values()))
+    assert Node.objects.get(pk=roomy.nodes[0].pk).state == Node.State.CORDONED
+    for job in (roomy.spread, roomy.small):  # type: ignore[attr-defined]
+        job.refresh_from_db()
+        assert job.state == Job.State.RUNNING and job.started_s >= live.detected_at
+        assert not Allocation.objects.filter(job=job, node=roomy.nodes[0]).exists()
+
+
+def test_a_mildly_slow_nodes_gangs_lose_their_slow_stretch_and_their_restore_and_no_work(roomy: Fleet) -> None:
+    slow_s = FleetClock.objects.get().sim_now_s
+    failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=1.5)
+
+    live, simulated = _both(roomy, failure, random.Random(0))
+
+    # spread: 869.6 s of work at the failure (1,000 s at 1 / 1.15), then 1 / (1.15 x 1.5) of a
+    # second a second; checkpoint at 900 s of work, found at +75 s, next one at 1,200 s of work.
+    # small: 1,000 s of work, 1 / 1.5 a second; found at +75 s (1,050 s), next checkpoint 1,200 s.
+    spread_leaves = slow_s + (1200.0 - RAN_S / POD_PENALTY) * POD_PENALTY * 1.5
+    small_leaves = slow_s + (1200.0 - RAN_S) * 1.5
+    lost_to_slowness = ((spread_leaves - slow_s) * 8 + (small_leaves - slow_s) * 4) * (1.0 - 1.0 / 1.5)
+    restores = sum((simulated.resumed_s[j] - simulated.restarted_s[j]) * g for j, g in simulated.jobs.items())
+    assert restores > 0
+    assert live.lost_gpu_s == pytest.approx(lost_to_slowness + restores)
+
+
+def test_a_slowdown_within_the_noise_closes_at_the_repair_with_its_duration_and_lost_gpu_hours(roomy: Fleet) -> None:
+    slow_s = FleetClock.objects.get().sim_now_s
+    failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=1.2)  # threshold 1.3
+    repair_s = FailureRates().slow_repair_s
+
+    live, simulated = _both(roomy, failure, random.Random(0), tick_s=600.0)
+
+    _same(live, simulated)
+    assert live.detected_at is None and simulated.closed_s == pytest.approx(slow_s + repair_s)
+    assert live.resumed_at == pytest.approx(slow_s + repair_s) and not live.open
+    assert Node.objects.get(pk=roomy.nodes[0].pk).state == Node.State.UP
+    # The small gang (1,000 s of work done, 35,000 left at 1 / 1.2 of a second a second) and the
+    # spread one outlast the repair: each lost a sixth of its GPU time on the node until then.
+    assert live.lost_gpu_s == pytest.approx(repair_s * (8 + 4) * (1.0 - 1.0 / 1.2))
+
+
+def test_a_slowdown_of_a_node_running_nothing_goes_unnoticed_on_both_sides(roomy: Fleet) -> None:
+    slow_s = FleetClock.objects.get().sim_now_s
+    idle = roomy.nodes[1]
+    failure = Failure(slow_s, str(idle.pk), SLOW, slowdown=2.5)
+
+    live, simulated = _both(roomy, failure, random.Random(0), tick_s=600.0)
+
+    _same(live, simulated)
+    assert live.detected_at is None and live.lost_gpu_s == 0.0
+    assert Node.objects.get(pk=idle.pk).state == Node.State.UP
+
+
+def test_a_lost_gpu_is_found_at_the_next_heartbeat_on_both_sides(roomy: Fleet) -> None:
+    lost_s = FleetClock.objects.get().sim_now_s
+    failure = Failure(lost_s, str(roomy.nodes[0].pk), GPU_LOSS, gpus_lost=1)
+
+    # The live node heartbeats every tick, the simulated one every interval: alike with ticks of 5 s.
+    live, simulated = _both(roomy, failure, _HeartbeatAfter(5.0), tick_s=5.0)
+
+    _same(live, simulated)
+    assert live.detected_at == pytest.approx(lost_s + 5.0)  # the first tick's heartbeat
+    assert live.resumed_at == pytest.approx(max(simulated.resumed_s.values()))
+    assert Node.objects.get(pk=roomy.nodes[0].pk).healthy_gpus == 7

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from observability.selectors import fleet_metrics_read
 from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY
-from scheduling.models import FleetClock
+from scheduling.models import FleetClock, Incident, Node
 from tests.observability.conftest import redis_client, scrape
 
 
@@ -70,6 +70,20 @@ def test_the_histograms_hold_detection_recovery_and_cycle_step_times(client: Cli
     assert _value(samples, "fleetline_cycle_step_duration_seconds_count", step="total") == 2
     assert _value(samples, "fleetline_cycle_step_duration_seconds_bucket", step="total", le="0.5") == 1
     assert _value(samples, "fleetline_cycle_step_duration_seconds_sum", step="total") == pytest.approx(0.74)
+
+
+def test_a_slowdown_nobody_noticed_counts_as_a_failure_with_no_recovery_time(client: Client, known_fleet: dict) -> None:
+    # Within the noise: never detected, closed by the node's repair 4 fleet-hours later.
+    node = Node.objects.order_by("pk").first()
+    Incident.objects.create(node=node, kind="slow", slowdown=1.2, failed_at=0.0, resumed_at=14400.0, lost_gpu_s=3600.0)
+
+    samples = scrape(client)
+
+    assert _value(samples, "fleetline_failures_total", kind="slow") == 2
+    assert _value(samples, "fleetline_incidents_open", kind="slow") == 1
+    assert _value(samples, "fleetline_failure_lost_gpu_hours_total", kind="slow") == 1.0
+    assert _value(samples, "fleetline_failure_recovery_seconds_count", kind="slow") == 0
+    assert _value(samples, "fleetline_failure_recovery_seconds_count", kind="dead") == 1
 
 
 def test_http_and_database_series_are_there_too(client: Client, known_fleet: dict) -> None:

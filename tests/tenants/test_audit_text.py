@@ -68,10 +68,15 @@ def test_the_detectors_cordons_and_drains_are_audited_as_the_scheduler() -> None
     from tests.scheduling.conftest import build_fleet
 
     fleet = build_fleet()
-    dead, slow = fleet.nodes[0], fleet.nodes[1]
+    gang = fleet.submit(gpus=8, duration_s=36_000.0)
+    fleet.tick()
+    slow = Node.objects.get(allocations__job=gang)
+    dead = next(node for node in fleet.nodes if node.pk != slow.pk)
     node_kill(node=dead, sim_now_s=FleetClock.objects.get().sim_now_s)
-    # Slow since long ago: detected at the first tick that looks.
-    Incident.objects.create(node=slow, kind=Incident.Kind.SLOW, failed_at=-10_000.0, slowdown=2.0)
+    # Slow since long ago under a running gang (the detector compares its step times): detected
+    # at the first tick that looks.
+    incident = Incident.objects.create(node=slow, kind=Incident.Kind.SLOW, failed_at=-10_000.0, slowdown=2.0)
+    incident.jobs.set([gang])
     for _ in range(8):
         fleet.tick(speed=5.0)
 
