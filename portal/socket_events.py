@@ -1,6 +1,8 @@
 """Telling a user's open websockets that what they may read changed: after a membership change
 (they re-check and leave the groups they may no longer read) and when a session ends (the
-sockets that session opened close). Also the one shape of the events sockets forward to pages,
+sockets that session opened close); and forwarding a user's new notices. Tenants' services
+announce memberships and notices through `tenants.signals`, which this module receives (tenants
+imports nothing of the web layer). Also the one shape of the events sockets forward to pages,
 ``fleet_event_message``, stamped with the payloads' version."""
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from django.http import HttpRequest
 from redis.exceptions import RedisError
 
 from portal.groups import ACCESS_CHANGED, SESSION_ENDED, user_group
+from portal.live_events import live_event
+from tenants.signals import memberships_changed, notice_created
 
 logger = logging.getLogger(__name__)
 
@@ -84,3 +88,15 @@ def sockets_close_on_logout(sender: type, request: HttpRequest | None, user: Any
     session_key = request.session.session_key if request is not None else None
     if user is not None and user.is_authenticated and session_key:
         socket_session_ended_publish(user_id=user.pk, session_key=session_key)
+
+
+@receiver(notice_created)
+def notice_publish(sender: type, *, user_id: int, message: str, url: str, unread: int, **kwargs: Any) -> None:
+    """A new notice reaches the user's open pages with their unread count (`tenants.signals`)."""
+    user_event_publish(user_id=user_id, payload=live_event("notice", message=message, url=url, unread=unread))
+
+
+@receiver(memberships_changed)
+def memberships_publish(sender: type, *, user_ids: Iterable[int], **kwargs: Any) -> None:
+    """Users whose memberships changed have their sockets re-check their access (`tenants.signals`)."""
+    socket_access_changed_publish(user_ids=user_ids)

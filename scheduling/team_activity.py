@@ -1,16 +1,36 @@
 """The scheduler's side of the team pages (`tenants.team_activity.TeamActivity`): the team list's
-rows and the team page's queue, usage chart and fair-share standing."""
+rows and the team page's queue (each job with why it waits and when it starts, in words, so the
+team page loads none of the scheduler's template tags), usage chart and fair-share standing."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
 from portal.charts import KindSeries, team_usage_figure, usage_summary_text
+from scheduling.models import Job
 from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
 from scheduling.services.jobs import fleet_now_s
+from scheduling.templatetags.fleet import reason_text, starts_in
 from tenants.models import Team
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A job in a team's queue, with why it waits and when it should start, in words."""
+
+    job: Job
+    why: str
+    starts: str
+
+
+def team_queue(*, team: Team, now_s: float) -> list[QueuedJob]:
+    return [
+        QueuedJob(row.job, reason_text(row.wait.reason if row.wait else ""), starts_in(row.wait, now_s))
+        for row in pending_jobs_for_team(team=team)
+    ]
 
 
 class FleetTeamActivity:
@@ -23,7 +43,7 @@ class FleetTeamActivity:
         series = KindSeries([p.sim_time_s for p in points], [p.gpus_by_kind for p in points])
         return {
             "now_s": now_s,
-            "pending_jobs": pending_jobs_for_team(team=team),
+            "pending_jobs": team_queue(team=team, now_s=now_s),
             "usage_chart": team_usage_figure(series, title=f"{team.name}: GPUs in use, last fleet day"),
             "usage_summary": usage_summary_text(series),
             "standing": fairshare_standings(sim_now_s=now_s).get(team.pk),

@@ -28,7 +28,8 @@ class TeamActivity(Protocol):
 
     def page_context(self, *, team: Team) -> Mapping[str, object]:
         """The team page's part from the scheduler: ``now_s``, ``pending_jobs`` (rows with
-        ``job`` and ``wait``), ``usage_chart``, ``usage_summary`` and ``standing``."""
+        ``job``, and ``why`` it waits and when it ``starts`` in words), ``usage_chart``,
+        ``usage_summary`` and ``standing``."""
         ...
 
 

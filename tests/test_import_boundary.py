@@ -4,6 +4,7 @@ apps; above them, each layer imports only downwards."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -72,12 +73,21 @@ TENANTS_MAY_IMPORT_OF_SCHEDULING = ("scheduling.engine", "scheduling.models", "s
 LAYER_RULES = (
     # The live cycle does not run user actions; user actions may read the cycle's snapshot.
     ("scheduling/cycle", ("scheduling.services",)),
+    # What the cycle leaves for readers reads: the records of a tick come from
+    # `scheduling.tick_outcome`, never from the cycle that made them.
+    ("scheduling/live", ("scheduling.cycle", "scheduling.services")),
     # Selectors read (the database, and the read models the cycle leaves in `scheduling.live`);
     # they neither write nor run the cycle.
     ("*/selectors.py", ("scheduling.services", "tenants.services", "finance.services", "scheduling.cycle")),
     # Pages and API views read through selectors and act through services, never the cycle itself.
     ("*/views.py", ("scheduling.cycle",)),
     ("*/views", ("scheduling.cycle",)),
+    # Tenants sits below the web layer: its services announce through `tenants.signals`, which
+    # `portal.socket_events` receives; its selectors and models read.
+    ("tenants/services", ("portal",)),
+    ("tenants/selectors.py", ("portal",)),
+    ("tenants/models.py", ("portal",)),
+    ("tenants/signals.py", ("portal",)),
     # Channel-layer groups are the publishers' (`scheduling.live`, `portal.socket_events`), not services'.
     ("*/services", ("portal.groups", "portal.consumers")),
     ("*/services.py", ("portal.groups", "portal.consumers")),
@@ -148,3 +158,38 @@ def test_the_layer_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     sample = tmp_path / "selectors.py"
     sample.write_text("def f():\n    from scheduling.services.jobs import job_submit\n")
     assert _offenders([sample], ("scheduling.services",)) == ["selectors.py imports scheduling.services.jobs"]
+
+
+# Template tag libraries are imports too: a page of tenants loads no library of the scheduler's
+# (the team page gets its queue in words from `scheduling.team_activity`).
+_LOAD = re.compile(r"{%\s*load\s+([^%]+?)\s*%}")
+
+
+def _libraries(app: str) -> set[str]:
+    return {path.stem for path in (ROOT / app / "templatetags").glob("*.py") if path.stem != "__init__"}
+
+
+def _loaded(template: Path) -> set[str]:
+    names = set()
+    for match in _LOAD.finditer(template.read_text()):
+        words = match.group(1).split()
+        # ``{% load a b from library %}`` loads some of one library's tags.
+        names.update(words[-1:] if "from" in words else words)
+    return names
+
+
+def test_tenants_templates_load_no_template_tags_of_scheduling() -> None:
+    scheduling_tags = _libraries("scheduling")
+    assert scheduling_tags and not scheduling_tags & _libraries("tenants")
+    offenders = [
+        f"{template.relative_to(ROOT)} loads {name}"
+        for template in sorted((ROOT / "templates/tenants").rglob("*.html"))
+        for name in sorted(_loaded(template) & scheduling_tags)
+    ]
+    assert offenders == []
+
+
+def test_the_template_check_reads_every_library_a_load_names(tmp_path: Path) -> None:
+    sample = tmp_path / "page.html"
+    sample.write_text("{% load static %}\n{%load audit  wall_clock %}{% load starts_in from fleet %}")
+    assert _loaded(sample) == {"static", "audit", "wall_clock", "fleet"}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -30,44 +30,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduling import engine
-from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
+from scheduling.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
 from scheduling.cycle.snapshot import Loaded
 from scheduling.job_release import nodes_shift
 from scheduling.models import Allocation, Job, Node, SchedulerEvent
+from scheduling.tick_outcome import AppliedTick, FinishedRun, JobChange
 
 Alloc = tuple[tuple[str, int], ...]
 
 # Write order: jobs that only release GPUs, then jobs that release and take, then jobs that only take.
 RELEASES, MOVES, TAKES = 0, 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class JobChange:
-    job_id: int
-    team_id: int
-    state: str
-    event: str
-    message: str
-    cause: str = ""  # why an evicted job left its GPUs: the engine's reason ("preempted-by:…", "node-failed")
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedRun:
-    """A run that ended inside this tick, for the usage ledger."""
-
-    job_id: str
-    end_s: float
-    lost_gpu_s: float
-
-
-@dataclass
-class AppliedTick:
-    changes: list[JobChange] = field(default_factory=list)
-    finished: list[FinishedRun] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
-
-    def count(self, event: str) -> int:
-        return sum(1 for change in self.changes if change.event == event)
 
 
 def _touched(events: list[engine.Event], plan: engine.Plan) -> dict[str, list[engine.Event]]:

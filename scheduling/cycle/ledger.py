@@ -14,45 +14,15 @@ from datetime import date, datetime
 
 from django.db import connection
 
-from portal.fleet_share import SharePoint
-from scheduling.cycle.apply import AppliedTick
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
 from scheduling.engine.model import Node
 from scheduling.engine.progress import useful_gpu_s
 from scheduling.fleet_calendar import fleet_day, fleet_epoch_record
 from scheduling.models import AcceleratorType, FleetSample, JobUsage, TeamUsage, UsageSample
+from scheduling.tick_outcome import AppliedTick, TickSample
 
 Key = tuple[int, str, str]  # team id, accelerator name, job kind
-
-
-@dataclass(frozen=True, slots=True)
-class TickSample:
-    sim_time_s: float
-    capacity_gpus: int
-    healthy_gpus: int
-    serving_gpus: int
-    training_gpus: int
-    batch_gpus: int
-    pending_jobs: int
-    running_jobs: int
-    node_used: dict[str, int]
-
-    @property
-    def allocated_gpus(self) -> int:
-        return self.serving_gpus + self.training_gpus + self.batch_gpus
-
-    @property
-    def share(self) -> SharePoint:
-        return SharePoint(
-            self.sim_time_s,
-            self.serving_gpus,
-            self.training_gpus,
-            self.batch_gpus,
-            self.healthy_gpus,
-            self.pending_jobs,
-            self.capacity_gpus,
-        )
 
 
 @dataclass

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from scheduling import engine
-from scheduling.cycle.apply import AppliedTick, plan_apply
+from scheduling.cycle.apply import plan_apply
 from scheduling.cycle.failures import failures_tick
 from scheduling.cycle.ledger import usage_record
 from scheduling.cycle.serving import deployments_reconcile
@@ -39,6 +39,7 @@ from scheduling.cycle.snapshot import snapshot_build
 from scheduling.live.feed import incidents_publish, tick_publish
 from scheduling.live.notices import job_notices_send
 from scheduling.models import FleetClock
+from scheduling.tick_outcome import AppliedTick
 
 logger = logging.getLogger("fleetline.cycle")
 

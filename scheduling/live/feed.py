@@ -25,8 +25,7 @@ from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
 
 if TYPE_CHECKING:
-    from scheduling.cycle.apply import AppliedTick
-    from scheduling.cycle.ledger import TickSample
+    from scheduling.tick_outcome import AppliedTick, TickSample
 
 HEARTBEAT_SEQUENCE_KEY = "fleetline:heartbeat:seq"
 PUBLISH_CONCURRENCY = 8

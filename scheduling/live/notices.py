@@ -27,9 +27,9 @@ from django.urls import reverse
 
 from portal.live_events import live_event
 from portal.socket_events import user_events_publish
-from scheduling.cycle.apply import JobChange
-from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT
+from scheduling.bulk_rows import ROWS_PER_STATEMENT
 from scheduling.models import Job, SchedulerEvent
+from scheduling.tick_outcome import JobChange
 from tenants.models import NoticeKind, Notification
 from tenants.selectors import notification_preferences_for_users, unread_notification_counts
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django import template
 from django.conf import settings
-from django.utils import timezone
 
 from scheduling import fleet_calendar as calendar
 from scheduling.engine import vocabulary
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
 from scheduling.live.waits import JobWait
+from tenants.templatetags.wall_clock import wall_time
 
 register = template.Library()
 
@@ -65,13 +63,8 @@ def fleet_date(seconds: float | None) -> str:
     return f"{calendar.fleet_datetime(seconds):%Y-%m-%d}"
 
 
-@register.filter
-def wall_time(moment: datetime | None) -> str:
-    """A wall-clock instant (audit log, notices), labelled: ``2026-11-30 14:05 wall time (UTC)``."""
-    if moment is None:
-        return "—"
-    local = timezone.localtime(moment)
-    return f"{local:%Y-%m-%d %H:%M} wall time ({local.tzname()})"
+# Wall-clock instants are tenants' (`tenants.templatetags.wall_clock`); scheduling's pages load them here too.
+register.filter("wall_time", wall_time)
 
 
 @register.simple_tag

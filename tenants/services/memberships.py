@@ -8,10 +8,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from portal.socket_events import socket_access_changed_publish
 from tenants.models import AuditEvent, Membership, Team
 from tenants.permissions import is_fleet_admin, team_role
 from tenants.services.audit import audit_record
+from tenants.signals import memberships_changed
 
 
 def _require_admin(actor: User | None) -> None:
@@ -45,7 +45,7 @@ def membership_add(*, actor: User | None, team: Team, user: User, role: str = Me
             team=team,
             after=_picture(membership, user.get_username()),
         )
-        socket_access_changed_publish(user_ids=[user.pk])
+        memberships_changed.send(sender=Membership, user_ids=[user.pk])
     return membership
 
 
@@ -68,7 +68,7 @@ def membership_role_change(*, actor: User | None, membership_id: int, role: str)
                 before=before,
                 after=_picture(membership, before["user"]),
             )
-        socket_access_changed_publish(user_ids=[membership.user_id])
+        memberships_changed.send(sender=Membership, user_ids=[membership.user_id])
     return membership
 
 
@@ -92,4 +92,4 @@ def membership_remove(*, actor: User | None, membership_id: int) -> None:
             team=membership.team,
             before=_picture(membership, membership.user.get_username()),
         )
-        socket_access_changed_publish(user_ids=[membership.user_id])
+        memberships_changed.send(sender=Membership, user_ids=[membership.user_id])

@@ -8,10 +8,9 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 
-from portal.live_events import live_event
-from portal.socket_events import user_event_publish
 from tenants.models import NoticeKind, Notification, NotificationPreference
 from tenants.selectors import NOTICE_DEFAULTS, NoticeChannels, notification_preferences_for_user
+from tenants.signals import notice_created
 
 
 def notification_send(*, user: User, message: str, url: str = "", kind: str = "") -> Notification:
@@ -19,7 +18,7 @@ def notification_send(*, user: User, message: str, url: str = "", kind: str = ""
     Sends whatever the user's preferences say: callers with a kind go through ``notice_deliver``."""
     notice = Notification.objects.create(user=user, kind=kind, message=message[:300], url=url)
     unread = Notification.objects.filter(user_id=user.pk, read=False).count()
-    user_event_publish(user_id=user.pk, payload=live_event("notice", message=notice.message, url=url, unread=unread))
+    notice_created.send(sender=Notification, user_id=user.pk, message=notice.message, url=url, unread=unread)
     return notice
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from scheduling.fleet_calendar import fleet_epoch, fleet_period, month_bounds
 from scheduling.models import FleetClock
-from scheduling.templatetags.fleet import fleet_date, fleet_datetime, fleet_time, wall_time
+from scheduling.templatetags.fleet import fleet_date, fleet_datetime, fleet_time
+from tenants.templatetags.wall_clock import wall_time
 from tests.scheduling.conftest import T0, Fleet
 
 

@@ -14,10 +14,11 @@ from django.db import transaction
 from django.db.models import F, Sum
 
 from scheduling import engine
-from scheduling.cycle.apply import AppliedTick, plan_apply
+from scheduling.cycle.apply import plan_apply
 from scheduling.cycle.snapshot import Loaded, snapshot_build
 from scheduling.job_release import jobs_release
 from scheduling.models import Allocation, FleetClock, Job, Node, SchedulerEvent
+from scheduling.tick_outcome import AppliedTick
 from tests.factories import QuotaFactory, TeamFactory
 from tests.scheduling.conftest import Fleet, build_fleet
 

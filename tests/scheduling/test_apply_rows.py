@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduling.cycle.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update
+from scheduling.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update
 from scheduling.models import Node, Pod, Rack, SchedulerEvent
 from tests.factories import AcceleratorTypeFactory
 

@@ -16,9 +16,9 @@ from pytest_django import DjangoAssertNumQueries
 
 from portal.celery import app as celery_app
 from portal.groups import user_group
-from scheduling.cycle.apply import JobChange
 from scheduling.live.notices import job_notice_kind, job_notice_mails, job_notices_send
 from scheduling.models import Job, SchedulerEvent
+from scheduling.tick_outcome import JobChange
 from tenants.models import NoticeKind, Notification
 from tenants.selectors import NoticeChannels
 from tenants.services import notification_preferences_save
