@@ -29,6 +29,9 @@ HORIZON_S = 30 * 86400.0
 # never fit does not get to sweep the release profile over and over.
 EXTRA_RESERVATION_ATTEMPTS = 4
 _time = itemgetter(0)
+# Beyond this many events added since the last sort, `ReleaseProfile.move` sorts the profile and
+# searches it by time rather than look through the unsorted ones one by one.
+_UNSORTED_SEARCH_LIMIT = 64
 
 
 class ReservationStart(NamedTuple):
@@ -82,7 +85,8 @@ class ReleaseProfile:
 
         The events sorted so far are searched by time, the few added since then one by one."""
         end_s = max(end_s, self.now)
-        profile = self.sorted_events() if len(self.events) - self._sorted > 64 else self.events
+        unsorted = len(self.events) - self._sorted
+        profile = self.sorted_events() if unsorted > _UNSORTED_SEARCH_LIMIT else self.events
         for node_id, gpus in allocation:
             wanted = (end_s, node_id, gpus)
             at = bisect_left(profile, end_s, hi=self._sorted, key=_time)

@@ -252,7 +252,10 @@ def fleet_topology(nodes: tuple[Node, ...], gpus_per_node: int) -> Topology:
 # cycle, and the live loop and the simulator pass the same tuple object while nodes don't change.
 # Keyed by identity (the tuple is kept alive in the value), so a lookup never hashes the nodes.
 _Fleet = tuple[dict[str, str], dict[str, AcceleratorPool], dict[str, int], Topology]
+# Fast path (listed in `schedule`'s docstring); plain: built afresh every cycle.
 _EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, _Fleet]] = {}
+# Node tuples kept: the live loop's and a simulator's, with room for a few what-if replays.
+_EMPTY_FLEETS_KEPT = 4
 
 
 def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
@@ -273,7 +276,7 @@ def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
         {node_id: rack for pool in templates.values() for node_id, rack in pool.node_rack.items()},
         {node_id: pod for pool in templates.values() for node_id, pod in pool.node_pod.items()},
     )
-    if len(_EMPTY_FLEETS) >= 4:
+    if len(_EMPTY_FLEETS) >= _EMPTY_FLEETS_KEPT:
         _EMPTY_FLEETS.pop(next(iter(_EMPTY_FLEETS)))
     fleet = (node_accelerator, templates, healthy, topology)
     _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, fleet)

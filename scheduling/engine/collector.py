@@ -1,4 +1,5 @@
-"""Pause CPython's cyclic garbage collector around allocation-heavy work.
+"""Pause CPython's cyclic garbage collector around allocation-heavy work (a fast path, listed in
+`schedule`'s docstring with the engine's others).
 
 A scheduling cycle allocates a few objects per job (statuses, candidates, working entries), all
 freed by reference counting when the cycle ends: it makes no reference cycles. CPython's

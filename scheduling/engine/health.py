@@ -44,6 +44,7 @@ def triage_nodes(
 
 # Cordons of the last node tuple seen: the live loop and the simulator pass the same tuple object
 # while nodes don't change (see `capacity._EMPTY_FLEETS`); keyed by identity, the tuple kept alive.
+# Fast path (listed in `schedule`'s docstring); plain: found afresh every cycle.
 _CORDONS: dict[int, tuple[Iterable[Node], tuple[tuple[str, str], ...]]] = {}
 
 

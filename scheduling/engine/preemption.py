@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .capacity import AcceleratorPool
 from .model import LEVEL_RANK, Job, Running
@@ -59,7 +60,7 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     shrinkable = 0
     if elastic and job.min_gpus is not None and run.grace_until_s is None:
         shrinkable = max(0, sum(gpus for _, gpus in run.allocation) - job.min_gpus)
-    # `run.lost_gpu_s` (`progress.work_gpu_s` since the checkpoint), inlined.
+    # Fast path (see `schedule`): `run.lost_gpu_s` (`progress.work_gpu_s` since the checkpoint), inlined.
     if run.grace_until_s is not None or job.checkpoint_on_preempt:
         cost = 0.0
     else:
@@ -126,9 +127,42 @@ def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_s
     return job.priority < preemptor.priority or (reclaiming and victim.borrowing)
 
 
-# One way to get GPUs on a node: (cost, priority, job id, gpus released, candidate, evicts?, node)
-_Option = tuple[float, int, str, int, Candidate, bool, str]
-_Freed = tuple[float, int, tuple[_Option, ...]]
+# A victim search stops adding candidates once it has this many nodes it could free to choose
+# from (or four per node a gang needs, if more), and looks four times as far each time the nodes
+# it has cannot be combined into a choice.
+ENOUGH_NODES = 16
+NODES_PER_GANG_NODE = 4
+GOAL_GROWTH = 4
+# Below every job priority: the priority of a node that is freed without taking anything.
+NO_PRIORITY = -(2**31)
+
+
+class _Option(NamedTuple):
+    """One way to get GPUs on a node: evict a candidate, or shrink it (`evicts` False)."""
+
+    cost: float  # the work lost (none for a shrink)
+    priority: int
+    job_id: str
+    released: int  # GPUs it gives back on `node_id`
+    candidate: Candidate
+    evicts: bool
+    node_id: str
+
+
+class _Freed(NamedTuple):
+    """The cheapest options that free a node: their cost, their highest priority, the options."""
+
+    cost: float
+    top_priority: int
+    picks: tuple[_Option, ...]
+
+
+_NOTHING_TAKEN = _Freed(0.0, NO_PRIORITY, ())
+
+
+def _option_order(option: _Option) -> tuple[bool, float, int, str]:
+    """Shrinks (no work lost) before any eviction, then the cheapest, lowest priority, by id."""
+    return option.evicts, option.cost, option.priority, option.job_id
 
 
 def pick_victims(
@@ -139,7 +173,7 @@ def pick_victims(
     *,
     max_level: str,
     held: dict[str, int],
-    enough_nodes: int = 16,
+    enough_nodes: int = ENOUGH_NODES,
 ) -> VictimChoice | None:
     """The cheapest victims that let `gpus` GPUs of `job` fit, or None when none do.
 
@@ -153,7 +187,7 @@ def pick_victims(
         return None
     threshold = gpus if single else gpn
     count = 1 if single else nodes_needed(gpus, gpn)
-    goal = max(enough_nodes, 4 * count)
+    goal = max(enough_nodes, NODES_PER_GANG_NODE * count)
     options: dict[str, list[_Option]] = {}
     releasable: dict[str, int] = {}
     feasible: list[str] = []
@@ -171,8 +205,8 @@ def pick_victims(
             node_options = options.setdefault(node_id, [])
             if candidate.shrinkable:
                 released = min(on_node, candidate.shrinkable)
-                node_options.append((0.0, priority, candidate.job_id, released, candidate, False, node_id))
-            node_options.append((candidate.cost, priority, candidate.job_id, on_node, candidate, True, node_id))
+                node_options.append(_Option(0.0, priority, candidate.job_id, released, candidate, False, node_id))
+            node_options.append(_Option(candidate.cost, priority, candidate.job_id, on_node, candidate, True, node_id))
             before = releasable.get(node_id, 0)
             releasable[node_id] = before + on_node
             if free[node_id] + before < threshold <= free[node_id] + before + on_node:
@@ -186,7 +220,7 @@ def pick_victims(
             choice = _evaluate(pool, options, feasible, gpus, count, max_level)
             if choice is not None:
                 return choice
-            goal *= 4
+            goal *= GOAL_GROWTH
     return _evaluate(pool, options, feasible, gpus, count, max_level)
 
 
@@ -204,26 +238,25 @@ def _evaluate(
 
 
 def _free_node(options: dict[str, list[_Option]], node_id: str, need: int) -> _Freed | None:
-    """Greedy cheapest options on one node releasing >= need GPUs: (cost, max prio, picks).
+    """Greedy cheapest options on one node releasing >= need GPUs (`_option_order`), or None.
     A shrink gives up only the GPUs still needed, so the elastic victim keeps the rest."""
     picks: dict[str, _Option] = {}
     released = 0
-    # Shrinking (no work lost) comes before any eviction.
-    for option in sorted(options.get(node_id, ()), key=lambda o: (o[5], o[0], o[1], o[2])):
+    for option in sorted(options.get(node_id, ()), key=_option_order):
         if released >= need:
             break
-        previous = picks.get(option[2])
+        previous = picks.get(option.job_id)
         if previous is not None:
-            released -= previous[3]
-        if not option[5] and option[3] > need - released:
-            option = (*option[:3], need - released, *option[4:])
-        picks[option[2]] = option
-        released += option[3]
+            released -= previous.released
+        if not option.evicts and option.released > need - released:
+            option = option._replace(released=need - released)
+        picks[option.job_id] = option
+        released += option.released
     if released < need:
         return None
-    cost = sum(option[0] for option in picks.values())
-    top = max((option[1] for option in picks.values()), default=-(2**31))
-    return cost, top, tuple(picks.values())
+    cost = sum(option.cost for option in picks.values())
+    top = max((option.priority for option in picks.values()), default=NO_PRIORITY)
+    return _Freed(cost, top, tuple(picks.values()))
 
 
 def _pick_single(
@@ -235,9 +268,9 @@ def _pick_single(
         freed = _free_node(options, node_id, need)
         if freed is None:
             continue
-        key = (freed[0], freed[1], len(freed[2]), node_id)
+        key = (freed.cost, freed.top_priority, len(freed.picks), node_id)
         if best is None or key < best[0]:
-            best = (key, node_id, freed[2])
+            best = (key, node_id, freed.picks)
     if best is None:
         return None
     return _choice((best[1],), best[2])
@@ -250,7 +283,7 @@ def _pick_gang(
     per_node: dict[str, _Freed] = {}
     for whole in pool.whole_by_rack.values():
         for node_id in whole:
-            per_node[node_id] = (0.0, -(2**31), ())
+            per_node[node_id] = _NOTHING_TAKEN
     for node_id in feasible:
         if node_id in per_node:
             continue
@@ -269,12 +302,12 @@ def _pick_gang(
         for name, members in sorted(groups.items()):
             if len(members) < count:
                 continue
-            cheapest = sorted(members, key=lambda n: (per_node[n][0], per_node[n][1], n))[:count]
-            key = (sum(per_node[n][0] for n in cheapest), max(per_node[n][1] for n in cheapest), name)
+            cheapest = sorted(members, key=lambda n: (per_node[n].cost, per_node[n].top_priority, n))[:count]
+            key = (sum(per_node[n].cost for n in cheapest), max(per_node[n].top_priority for n in cheapest), name)
             if best is None or key < best[0]:
                 best = (key, cheapest)
         if best is not None:
-            picks = tuple(option for node_id in best[1] for option in per_node[node_id][2])
+            picks = tuple(option for node_id in best[1] for option in per_node[node_id].picks)
             return _choice(tuple(best[1]), picks)
     return None
 
@@ -284,12 +317,12 @@ def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoi
     evicted: dict[str, Candidate] = {}
     shrink_on: dict[str, dict[str, int]] = {}
     candidates: dict[str, Candidate] = {}
-    for _, _, job_id, released, candidate, evicts, node_id in picks:
-        candidates[job_id] = candidate
-        if evicts:
-            evicted[job_id] = candidate
+    for pick in picks:
+        candidates[pick.job_id] = pick.candidate
+        if pick.evicts:
+            evicted[pick.job_id] = pick.candidate
         else:
-            shrink_on.setdefault(job_id, {})[node_id] = released
+            shrink_on.setdefault(pick.job_id, {})[pick.node_id] = pick.released
     shrinks: list[tuple[Candidate, Allocation]] = []
     for job_id in sorted(shrink_on):
         if job_id in evicted:

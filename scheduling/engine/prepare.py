@@ -63,7 +63,7 @@ class Takeable:
         return found
 
     def plain_upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
-        """`upper`, computed from the totals every time."""
+        """`upper`, computed from the totals every time (its plain definition: `upper` is a fast path)."""
         lower = sum(gpus for level, gpus in self.preemptible.get(accelerator, {}).items() if level < priority)
         borrowed = self.borrowing.get(accelerator, 0) if reclaiming else 0
         return lower + self.leaving.get(accelerator, 0) + borrowed

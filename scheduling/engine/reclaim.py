@@ -269,7 +269,8 @@ class Reclaiming:
 
     def _fruitless_again(self, key: SearchKey) -> bool:
         """Whether a victim search would find nothing, as one with the same `key` already did since
-        the working state last changed; if so, it is charged the candidates that one visited.
+        the working state last changed; if so, it is charged the candidates that one visited (fast
+        path, see `schedule`; plain: searching again).
 
         What a search reads is the key (the preemptor's accelerator, size, level, team, priority
         and kind, whether it reclaims, the cost cap), the working state (`generation`: picked
@@ -388,7 +389,7 @@ class Reclaiming:
                 continue
             ends_soon = candidate.ends_soon  # `by_s` is the same for every search of the cycle
             if ends_soon is None:
-                limit_s = run.job.time_limit_s  # `ends_by`, inlined for jobs with a time limit
+                limit_s = run.job.time_limit_s  # fast path: `ends_by`, inlined for jobs with a time limit
                 ends_soon = run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)
                 candidate.ends_soon = ends_soon
             if not ends_soon:

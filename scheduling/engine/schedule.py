@@ -15,18 +15,42 @@
 The working state is private to the cycle (the snapshot is never touched), in named parts
 (`cycle_state`): what it decided, what it memoises (one invalidation point) and its budgets.
 
-Speed. `reference.schedule_reference` states the same rules plainly, and
-`tests/engine/test_reference.py` checks under Hypothesis that both plan the same. The fast
-paths here, each marked "Fast path" where it is, with its plain definition and its own test:
-- the cyclic collector is paused for the cycle (`collector.collector_paused`; plain: running
-  with it on; `tests/engine/test_collector.py`);
-- `_scan` answers the cheap cases inline with local aliases (unknown accelerator, blocked, the
-  admission memo, a settled verdict); plain: `reference._ReferenceCycle.consider` and the full
-  scan of `tests/engine/test_queue_tail.py` (`_PlainCycle`);
-- the memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, fruitless
-  victim searches); plain: `reference.py`, which keeps none, and for the victim searches
-  `tests/engine/test_fast_paths.py` (`_search_always`);
-- `_worst_end_s` inlined for jobs with a time limit in `_scan`; plain: `_worst_end_s`.
+Speed. `reference.schedule_reference` states the same rules plainly, without any of what
+follows, and `tests/engine/test_reference.py` checks under Hypothesis that both plan the same
+(estimates included). The engine's CPython speed tricks, each marked "Fast path" where it is,
+with its plain definition and the test that proves the two equal (`tests/engine/...`):
+- The cyclic collector is paused for the cycle (`collector.collector_paused`); plain: the cycle
+  with it on, which frees the same, since the cycle makes no reference cycles
+  (`test_collector.py::test_a_cycle_leaves_no_cyclic_garbage_behind`).
+- `_scan` answers the cheap cases inline, with the working state in local names (unknown
+  accelerator, blocked, the admission memo, a settled verdict, `_worst_end_s` for jobs with a
+  time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts
+  (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
+- The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, quota
+  admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
+  that found nothing (`Reclaiming._fruitless_again`); plain: searching again
+  (`test_fast_paths.py::test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives`).
+- Victim candidates made lazily, cheapest first (`preemption.Victims`, with `candidate_of`'s
+  inlined `lost_gpu_s` and the `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
+  `candidate_of` for every run, sorted
+  (`test_fast_paths.py::test_victims_come_cheapest_first_as_the_plain_definition_says`), and
+  `reference._ReferenceCycle._eligible`.
+- What preemption could take, memoised (`prepare.Takeable.upper`); plain: `Takeable.plain_upper`
+  (`test_fast_paths.py::test_what_preemption_could_take_is_the_plain_sum_over_victims`).
+- One pass over the running jobs (`prepare.running_totals`), and its time-free part kept between
+  cycles by `FleetState` (`state.RunningBook`); plain: the per-run formulas
+  (`test_fast_paths.py::test_running_totals_match_the_plain_per_run_definitions`,
+  `test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do`).
+- Estimates along one curve per accelerator (`explain.explain_pending`); plain: per job
+  (`test_fast_paths.py::test_explanations_match_the_plain_per_job_definitions`), and statuses
+  built through slots (`plan.pending_status`; `test_slot_built_statuses_equal_constructed_ones`).
+- The packing choice from buckets (`packing.best_node`); plain: `packing.plain_best_node`
+  (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
+- The queue sorted on one number per job (`ordering.sort_by_number`); plain: the reference's
+  sort on whole keys (`test_reference.py`).
+- The empty-fleet index and the cordons of the last node tuples seen, kept by identity
+  (`capacity._EMPTY_FLEETS`, `health._CORDONS`); plain: built afresh
+  (`test_fast_paths.py::test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one`).
 """
 
 from __future__ import annotations
@@ -157,9 +181,9 @@ class _Cycle(Reclaiming):
         position (or the queue's length) is returned, -1 once `stop` accelerators are blocked. Jobs
         beyond their guarantee are put off into `deferred` unless it is None.
 
-        Fast path: runs once per job, so the cheap answers (unknown, blocked, over quota, a settled
-        verdict) are inlined here, with the working state in local names; the plain scan considers
-        each job in full (module docstring)."""
+        Fast path (module docstring): runs once per job, so the cheap answers (unknown, blocked, over
+        quota, a settled verdict) are inlined here, with the working state in local names; the plain
+        scan considers each job in full."""
         decided, memo = self.decided, self.memo
         blocked = decided.blocked
         if len(blocked) == stop:
@@ -184,7 +208,7 @@ class _Cycle(Reclaiming):
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
             pinned = not job.preemptible
-            cached = admissions.get((job.team, accelerator, size, pinned))  # `_admission`, inlined
+            cached = admissions.get((job.team, accelerator, size, pinned))  # fast path: `_admission`, inlined
             if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:
                 admission, refused = cached.admission, cached.refused
             else:
@@ -209,7 +233,7 @@ class _Cycle(Reclaiming):
                 and (accelerator in settled or self._settled(accelerator))
                 and (
                     verdict.worst_end_s == ANY_END_S
-                    # `_worst_end_s`, inlined for jobs with a time limit
+                    # fast path: `_worst_end_s`, inlined for jobs with a time limit
                     or (now + limit if (limit := job.time_limit_s) is not None else self._worst_end_s(job, size, level))
                     >= verdict.worst_end_s
                 )

@@ -147,6 +147,17 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(snapshot: S
         state.advance(now)
 
 
+@SETTINGS
+@given(st.one_of(snapshots(), gang_snapshots()), st.floats(0.0, 1e5))
+def test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one(snapshot: Snapshot, now: float) -> None:
+    first = schedule(snapshot, now)
+    again = schedule(snapshot, now)  # the empty-fleet index and the cordons kept for this very tuple
+    fresh = schedule(replace(snapshot, nodes=tuple(list(snapshot.nodes))), now)  # another tuple: built afresh
+
+    assert again == first
+    assert fresh == first
+
+
 def _search_always(self: Reclaiming, key: SearchKey) -> bool:
     """The plain definition of `Reclaiming._fruitless_again`: never answer from the memo, search."""
     return False
