@@ -34,6 +34,13 @@ _time = itemgetter(0)
 _UNSORTED_SEARCH_LIMIT = 64
 
 
+class EarliestStart(NamedTuple):
+    """The first time along the release profile at which a job fits, and the nodes it gets."""
+
+    start_s: float
+    node_ids: tuple[str, ...]
+
+
 class ReservationStart(NamedTuple):
     """When and where a blocked job starts earliest, and the level it was looked for at."""
 
@@ -178,7 +185,7 @@ def earliest_start(
     *,
     max_level: str,
     topology_aware: bool,
-) -> tuple[float, tuple[str, ...]] | None:
+) -> EarliestStart | None:
     """The first time along the release profile at which the job fits, and the nodes it gets."""
     if gpus <= pool.gpus_per_node:
         return _earliest_single(pool, held, profile, gpus)
@@ -201,7 +208,7 @@ def reservation_start(
     `now` when the gang fits at its own level already and may take it)."""
     max_level = gang_level(pool, job, policy, now)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
-    narrow = None if found is None else ReservationStart(found[0], found[1], max_level)
+    narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
     own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
         return narrow
@@ -210,7 +217,7 @@ def reservation_start(
         return narrow
     fit = fit_gang(pool, job.gpus, max_level=own_level)
     if fit is not None:  # it fits wider already: the sweep looks only at later releases
-        spread: tuple[float, tuple[str, ...]] | None = (now, tuple(node_id for node_id, _ in fit.allocation))
+        spread: EarliestStart | None = EarliestStart(now, tuple(node_id for node_id, _ in fit.allocation))
     else:
         spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
     if spread is None:
@@ -218,10 +225,10 @@ def reservation_start(
     # No domain of the narrow level frees in view: one frees only beyond the horizon, or none
     # can ever hold the gang (too few healthy nodes in each).
     hopeless = narrow.start_s > now + HORIZON_S if narrow is not None else not fit_domains(pool, job.gpus, max_level)
-    start_s = max(spread[0], now if hopeless else patience_end_s)
+    start_s = max(spread.start_s, now if hopeless else patience_end_s)
     if narrow is not None and narrow.start_s <= start_s:
         return narrow
-    return ReservationStart(start_s, spread[1], own_level)
+    return ReservationStart(start_s, spread.node_ids, own_level)
 
 
 def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:
@@ -236,7 +243,7 @@ def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:
 
 def _earliest_single(
     pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
-) -> tuple[float, tuple[str, ...]] | None:
+) -> EarliestStart | None:
     extra: dict[str, int] = {}
     events = profile.sorted_events()
     touched: list[str] = []
@@ -252,7 +259,7 @@ def _earliest_single(
             if avail >= gpus and (best is None or (avail - gpus, candidate) < best):
                 best = (avail - gpus, candidate)
         if best is not None:
-            return end_s, (best[1],)
+            return EarliestStart(end_s, (best[1],))
         touched = []
     return None
 
@@ -264,7 +271,7 @@ def _earliest_gang(
     count: int,
     max_level: str,
     topology_aware: bool,
-) -> tuple[float, tuple[str, ...]] | None:
+) -> EarliestStart | None:
     """The first release time after which `count` whole nodes fit the gang, and those nodes.
 
     One pass over the release events: a node becomes whole once the GPUs released on it cover
@@ -313,7 +320,7 @@ def _earliest_gang(
             ):
                 chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
                 if chosen is not None:
-                    return at_s, chosen
+                    return EarliestStart(at_s, chosen)
             at_s = end_s
         need = lacking.get(node_id)
         if not need:
@@ -334,7 +341,7 @@ def _earliest_gang(
     if at_s is not None and pool.whole_count + len(new_whole) >= count:
         chosen = _choose_gang_nodes(pool, new_whole, ready_racks, ready_pods, count, max_level, topology_aware)
         if chosen is not None:
-            return at_s, chosen
+            return EarliestStart(at_s, chosen)
     return None
 
 

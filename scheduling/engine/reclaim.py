@@ -318,7 +318,7 @@ class Reclaiming:
             return cached.start_s
         profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
         found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
-        natural_s = math.inf if found is None else found[0]
+        natural_s = math.inf if found is None else found.start_s
         memo.naturals[key] = Natural(memo.generation, natural_s)
         return natural_s
 

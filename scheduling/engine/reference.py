@@ -445,7 +445,7 @@ class _ReferenceCycle:
             max_level=level,
             topology_aware=self.policy.topology_aware,
         )
-        return math.inf if found is None else found[0]
+        return math.inf if found is None else found.start_s
 
     def _eligible(self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool) -> Iterator[Candidate]:
         """The running work (at the cycle's start) `job` may take, cheapest first (work lost, priority,
