@@ -13,8 +13,8 @@
 - `Budgets`: what bounds the cycle's work, whatever it finds: preemption attempts, the victim
   candidates searches may still look at, reservation attempts per accelerator.
 
-The memos' records are named tuples (`Verdict`, `CachedAdmission`, ...): cheap to build in the
-queue scan, read by name everywhere.
+The memos' records are named tuples (`Verdict`, `CachedAdmission`, ...), read by name; their
+keys are plain tuples with their fields named below (only hashed, never read).
 
 `Statement` makes tentative changes to the working state that are then committed or discarded as
 one (Volcano's `Statement`), so that whatever a look does not keep is undone in a `finally`.
@@ -34,25 +34,21 @@ from .plan import Action
 from .preemption import Victims
 from .quota import Admission
 
-
-class FitKey(NamedTuple):
-    """A placement question by shape: GPUs of an accelerator within a level."""
-
-    accelerator: str
-    gpus: int
-    level: str
-
-
-# The two keys the queue scan builds for every job are plain tuples (fast path: a named tuple's
-# constructor there costs about a tenth of a cycle at 80,000 pending jobs), with their fields
-# named here; nothing reads them by position.
+# The memos' keys are plain tuples, their fields named here: they are only hashed and compared,
+# never read, and they are built where the cycle is hottest (fast path: a named tuple's
+# constructor in the queue scan alone cost about a tenth of a cycle at 80,000 pending jobs).
 #
+# A placement question by shape: accelerator, GPUs, the level it must fit within.
+FitKey = tuple[str, int, str]
 # What a job's full look depends on besides the working state and its worst-case end: the
 # accelerator, the job's GPUs, the smallest size it may start at, the level it may take now
 # (`gang_level`, or its required one), its preferred level, and whether quota admits no start.
 VerdictKey = tuple[str, int, int, str | None, str | None, bool]
 # A quota admission's question: team, accelerator, size, whether nobody may preempt the work.
 AdmissionKey = tuple[str, str, int, bool]
+# What a victim search depends on besides the working state and the scan budget: the preemptor's
+# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
+SearchKey = tuple[str, int, str, str, int, str, bool, float]
 
 
 # A verdict that holds for a job of its shape however early the job would end.
@@ -91,19 +87,6 @@ class BackfillMiss(NamedTuple):
     generation: int
     worst_end_s: float
     reason: str
-
-
-# What a victim search depends on besides the working state and the scan budget: the preemptor's
-# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
-class SearchKey(NamedTuple):
-    accelerator: str
-    gpus: int
-    level: str
-    team: str
-    priority: int
-    kind: str
-    reclaiming: bool
-    cap_gpu_s: float
 
 
 class Fruitless(NamedTuple):
@@ -177,9 +160,6 @@ class Budgets:
         depth = policy.reservation_depth
         cap = depth + EXTRA_RESERVATION_ATTEMPTS if depth > 0 else 0
         return cls(policy.preemption_scan_budget, cap)
-
-    def searches_left(self, policy: Policy) -> bool:
-        return self.preemption_attempts < policy.max_preemption_attempts and self.scan_budget > 0
 
 
 class Statement:

@@ -256,7 +256,7 @@ class Reclaiming:
         """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
         `_eligible` candidates), or None; a search that found nothing is not made again while the
         working state stays the same (`_fruitless_again`)."""
-        key = SearchKey(job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
+        key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
         if self._fruitless_again(key):
             return None
         budgets, memo = self.budgets, self.memo
@@ -312,7 +312,8 @@ class Reclaiming:
     def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
         """When `size` GPUs of `job` would start within `level` without preemption, along the release
         profile (inf: never); cached until the working state changes (`generation`)."""
-        key, memo = FitKey(job.accelerator, size, level), self.memo
+        key: FitKey = (job.accelerator, size, level)
+        memo = self.memo
         cached = memo.naturals.get(key)
         if cached is not None and cached.generation == memo.generation:
             return cached.start_s

@@ -261,8 +261,10 @@ class _Cycle(Reclaiming):
         level: str | None,
     ) -> None:
         """The full look at a job no cached verdict answers (never a strict-FIFO blocked one), within
-        `level` (the verdict key's)."""
+        `level` (the verdict key's). Its reason is `reasons[at]` (`Decisions.reason`, without the
+        property: this runs for every job the verdicts do not answer)."""
         accelerator, decided = job.accelerator, self.decided
+        reasons, at = decided.reasons, decided.at
         # The verdict holds for the state this look began on: a reservation or spread start made
         # below changes the state (and the generation), so later jobs of this shape look again.
         generation = self.memo.generation
@@ -272,7 +274,7 @@ class _Cycle(Reclaiming):
             shaped = could_fit_by_shape(pool, size)
         if not shaped and self._settled(accelerator):
             # Nothing to place, preempt or reserve: where the full path below ends, in short.
-            decided.reason = reason = classify_misfit(pool, job.gpus)
+            reasons[at] = reason = classify_misfit(pool, job.gpus)
             decided.waiting.add(accelerator)
             if not backfill:
                 decided.blocked.add(accelerator)
@@ -282,8 +284,8 @@ class _Cycle(Reclaiming):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = decided.reason  # a reservation the job could not backfill around
-        decided.reason = reason = blocker or classify_misfit(pool, job.gpus)
+        blocker = reasons[at]  # a reservation the job could not backfill around
+        reasons[at] = reason = blocker or classify_misfit(pool, job.gpus)
         decided.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)
@@ -319,7 +321,8 @@ class _Cycle(Reclaiming):
         if accelerator in memo.settled:
             return True
         policy, budgets = self.policy, self.budgets
-        if policy.preemption and budgets.searches_left(policy) and accelerator not in memo.victimless:
+        searches_left = budgets.preemption_attempts < policy.max_preemption_attempts and budgets.scan_budget > 0
+        if policy.preemption and searches_left and accelerator not in memo.victimless:
             return False
         if budgets.reservation_attempts.get(accelerator, 0) < budgets.reservation_cap:
             return False
@@ -347,7 +350,7 @@ class _Cycle(Reclaiming):
                 admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             if admission is None:
                 continue
-            key = FitKey(job.accelerator, size, max_level)
+            key: FitKey = (job.accelerator, size, max_level)
             fit, taken = None, False
             if memo.misses.get(key) != memo.generation or job.preferred_level:
                 fit = self._fit(job, pool, size, max_level)
@@ -383,7 +386,7 @@ class _Cycle(Reclaiming):
         if not entries:
             return None
         worst_end_s = self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, max_level))
-        key = FitKey(job.accelerator, size, max_level)
+        key: FitKey = (job.accelerator, size, max_level)
         missed = memo.backfill_misses.get(key)
         if missed is not None and missed.generation == memo.generation and worst_end_s >= missed.worst_end_s:
             # A job ending no earlier than one that already failed here fails too.
