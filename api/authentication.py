@@ -6,6 +6,8 @@ import binascii
 from hmac import compare_digest
 from typing import Any
 
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -15,7 +17,20 @@ from knox.settings import CONSTANTS, knox_settings
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.models import ApiToken
+from portal.compiled_queries import CompiledQuery, attnames, instance_from
 from tenants.permissions import role_flags, roles_remember
+
+
+def token_candidates(token_key: str) -> QuerySet[ApiToken, dict[str, Any]]:
+    """The tokens whose key (the secret's first characters) is ``token_key``, each with its owner
+    and the owner's global roles (``role_flags``): one query."""
+    return ApiToken.objects.filter(token_key=token_key).values(
+        *attnames(ApiToken), *attnames(User, prefix="user__"), **role_flags("user_id")
+    )
+
+
+# Every API call runs it: its SQL is built once (`CompiledQuery`), not on each request.
+TOKEN_CANDIDATES = CompiledQuery(token_candidates, token_key=str)
 
 
 class BearerTokenAuthentication(TokenAuthentication):
@@ -28,12 +43,9 @@ class BearerTokenAuthentication(TokenAuthentication):
         global roles read in the same query: most calls ask for them next."""
         message = _("Invalid token.")
         secret = token.decode("utf-8")
-        candidates = (
-            ApiToken.objects.filter(token_key=secret[: CONSTANTS.TOKEN_KEY_LENGTH])
-            .select_related("user")
-            .annotate(**role_flags("user_id"))
-        )
-        for auth_token in candidates:
+        for row in TOKEN_CANDIDATES.rows(token_key=secret[: CONSTANTS.TOKEN_KEY_LENGTH]):
+            auth_token = instance_from(ApiToken, row)
+            auth_token.user = instance_from(User, row, prefix="user__")
             if self._cleanup_token(auth_token):
                 continue
             try:
@@ -44,7 +56,7 @@ class BearerTokenAuthentication(TokenAuthentication):
                 if knox_settings.AUTO_REFRESH and auth_token.expiry:
                     self.renew_token(auth_token)
                 user, _token = self.validate_user(auth_token)
-                roles_remember(user, auth_token)
+                roles_remember(user, row)
                 return user, auth_token
         raise AuthenticationFailed(message)
 

@@ -18,6 +18,8 @@ from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from portal.redis_pools import client_on
+
 PERIOD_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -48,8 +50,9 @@ class ApiUserThrottle(BaseThrottle):
         key, period_s = self.window_key(user_id=request.user.pk, now=now)
         cache = caches["throttle"]
         full_key = cache.make_and_validate_key(key)
-        # The backend's own Redis client, for INCR and EXPIRE in one round trip.
-        pipe = cache._cache.get_client(full_key, write=True).pipeline()  # type: ignore[attr-defined]
+        # A client on the backend's own pool, for INCR and EXPIRE in one round trip (the backend
+        # would make a new client for each request).
+        pipe = client_on(cache._cache._get_connection_pool(write=True)).pipeline()  # type: ignore[attr-defined]
         pipe.incr(full_key)
         pipe.expire(full_key, period_s + 1)
         count, _ = pipe.execute()

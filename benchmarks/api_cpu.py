@@ -7,8 +7,10 @@ processes in the way. On a shared box this is the steady figure; ``api_load.py``
 
 For each of submit (``POST /api/v1/jobs/``), list (``GET /api/v1/jobs/?page_size=50``) and detail
 (``GET /api/v1/jobs/<id>/``): the CPU milliseconds per request of this process (all its threads),
-the least and the median over ``--repeats`` rounds of ``--requests`` requests, and the Python and C
-function calls per request (counted in every thread; the same on every run). Prints JSON.
+the least and the median over ``--repeats`` rounds of ``--requests`` requests; the CPU milliseconds per
+request of the PostgreSQL server processes serving this run's database (in the round with the least
+of this process's); and the Python and C function calls per request (counted in every thread; the
+same on every run). Prints JSON.
 """
 
 from __future__ import annotations
@@ -53,6 +55,25 @@ async def asgi_request(application: Any, call: Call, headers: list[tuple[bytes, 
 
     await application(scope, receive, send)
     return int(sent[0]["status"])
+
+
+def database_cpu_s(name: str) -> float:
+    """CPU seconds so far of the PostgreSQL server processes connected to database ``name`` (this
+    run's own database: its pool's connections and this script's)."""
+    import psutil
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [name])
+        pids = [row[0] for row in cursor.fetchall()]
+    spent = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        spent += times.user + times.system
+    return spent
 
 
 class CallCounter:
@@ -120,11 +141,13 @@ def main() -> None:
     }
     report: dict[str, Any] = {"requests": args.requests, "repeats": args.repeats}
     for name, make in kinds.items():
-        cpu_ms = []
+        cpu_ms, database_ms = [], []
         for _ in range(args.repeats):
+            database_started = database_cpu_s(args.database)
             started = time.process_time()
             asyncio.run(rounds(make, args.requests))
             cpu_ms.append((time.process_time() - started) * 1000.0 / args.requests)
+            database_ms.append((database_cpu_s(args.database) - database_started) * 1000.0 / args.requests)
         counter = CallCounter()
         threading.setprofile(counter)
         sys.setprofile(counter)
@@ -134,6 +157,7 @@ def main() -> None:
         report[name] = {
             "cpu_ms_min": round(min(cpu_ms), 2),
             "cpu_ms_median": round(statistics.median(cpu_ms), 2),
+            "database_cpu_ms": round(database_ms[cpu_ms.index(min(cpu_ms))], 2),
             "calls_per_request": round(counter.calls / 20),
         }
     report["load_average"] = [round(x, 2) for x in os.getloadavg()]

@@ -42,8 +42,10 @@ def role_flags(user_ref: str) -> dict[str, Exists]:
 
 
 def roles_remember(user: User, row: object) -> None:
-    """The roles read with `role_flags` on ``row``, cached on ``user`` for this request."""
-    user._fleetline_groups = frozenset(role for i, role in enumerate(ROLES) if getattr(row, f"has_role_{i}"))  # type: ignore[attr-defined]
+    """The roles read with `role_flags` on ``row`` (a model instance, or a ``values()`` dict),
+    cached on ``user`` for this request."""
+    flags = row if isinstance(row, dict) else vars(row)
+    user._fleetline_groups = frozenset(role for i, role in enumerate(ROLES) if flags[f"has_role_{i}"])  # type: ignore[attr-defined]
 
 
 def is_fleet_admin(user: AnyUser) -> bool:

@@ -11,8 +11,9 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Subquery, Sum
+from django.db.models import OuterRef, QuerySet, Subquery, Sum
 
+from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
 from scheduling.job_release import jobs_release
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -114,30 +115,43 @@ class _Lookups:
     now_s: float
 
 
-def _lookups(spec: JobSpec, team: Team) -> _Lookups:
+def accelerator_lookups(*, accelerator_type_id: int, team_id: int) -> QuerySet[AcceleratorType, dict[str, Any]]:
+    """The accelerator type, with the GPUs of its first node by name, the fleet's GPUs of it, the
+    team's quota on it and the fleet clock."""
     nodes = Node.objects.filter(accelerator_type=OuterRef("pk"))
-    quota = Quota.objects.filter(team=team, accelerator_type=OuterRef("pk"))
-    accelerator = (
-        AcceleratorType.objects.filter(pk=spec.accelerator_type_id)
-        .annotate(
-            per_node_gpus=Subquery(nodes.order_by("name").values("gpus")[:1]),
-            fleet_gpus=Subquery(
-                nodes.order_by().values("accelerator_type").annotate(total=Sum("gpus")).values("total")
-            ),
-            quota_guaranteed=Subquery(quota.values("guaranteed")[:1]),
-            quota_borrow_limit=Subquery(quota.values("borrow_limit")[:1]),
-            now_s=Subquery(FleetClock.objects.filter(pk=1).values("sim_now_s")),
-        )
-        .first()
-    )
+    quota = Quota.objects.filter(team_id=team_id, accelerator_type=OuterRef("pk"))
+    return AcceleratorType.objects.filter(pk=accelerator_type_id).values(
+        *attnames(AcceleratorType),
+        per_node_gpus=Subquery(nodes.order_by("name").values("gpus")[:1]),
+        fleet_gpus=Subquery(nodes.order_by().values("accelerator_type").annotate(total=Sum("gpus")).values("total")),
+        quota_guaranteed=Subquery(quota.values("guaranteed")[:1]),
+        quota_borrow_limit=Subquery(quota.values("borrow_limit")[:1]),
+        now_s=Subquery(FleetClock.objects.filter(pk=1).values("sim_now_s")),
+    )[:1]
+
+
+def priority_class_row(*, priority_class_id: int) -> QuerySet[PriorityClass, dict[str, Any]]:
+    return PriorityClass.objects.filter(pk=priority_class_id).values(*attnames(PriorityClass))[:1]
+
+
+# Every submission runs both: their SQL is built once (`CompiledQuery`), not on each submission.
+ACCELERATOR_LOOKUPS = CompiledQuery(accelerator_lookups, accelerator_type_id=int, team_id=int)
+PRIORITY_CLASS = CompiledQuery(priority_class_row, priority_class_id=int)
+JOB_INSERT = CompiledInsert(Job)
+EVENT_INSERT = CompiledInsert(SchedulerEvent)
+
+
+def _lookups(spec: JobSpec, team: Team) -> _Lookups:
+    row = ACCELERATOR_LOOKUPS.first(accelerator_type_id=spec.accelerator_type_id, team_id=team.pk) or {}
+    priority = PRIORITY_CLASS.first(priority_class_id=spec.priority_class_id)
     return _Lookups(
-        priority=PriorityClass.objects.filter(pk=spec.priority_class_id).first(),
-        accelerator=accelerator,
-        per_node_gpus=getattr(accelerator, "per_node_gpus", None),
-        fleet_gpus=getattr(accelerator, "fleet_gpus", None) or 0,
-        quota_guaranteed=getattr(accelerator, "quota_guaranteed", None),
-        quota_borrow_limit=getattr(accelerator, "quota_borrow_limit", None),
-        now_s=getattr(accelerator, "now_s", None) or 0.0,
+        priority=instance_from(PriorityClass, priority) if priority else None,
+        accelerator=instance_from(AcceleratorType, row) if row else None,
+        per_node_gpus=row.get("per_node_gpus"),
+        fleet_gpus=row.get("fleet_gpus") or 0,
+        quota_guaranteed=row.get("quota_guaranteed"),
+        quota_borrow_limit=row.get("quota_borrow_limit"),
+        now_s=row.get("now_s") or 0.0,
     )
 
 
@@ -215,7 +229,7 @@ def _job_insert(
     if errors or priority is None or accelerator is None:  # either missing is among the errors
         raise ValidationError(errors)
     now = looked_up.now_s
-    job = Job.objects.create(
+    job = JOB_INSERT.create(
         team=team,
         submitted_by=user,
         name=spec.name.strip(),
@@ -237,7 +251,7 @@ def _job_insert(
         idempotency_key=idempotency_key,
         idempotency_digest=idempotency_digest,
     )
-    SchedulerEvent.objects.create(
+    EVENT_INSERT.create(
         job=job,
         team=team,
         kind=SchedulerEvent.Kind.SUBMITTED,

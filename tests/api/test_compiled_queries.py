@@ -1,0 +1,146 @@
+"""Compiled queries and inserts (``portal.compiled_queries``) give what their ORM definitions
+give: the same rows for every argument, found or not, and the same stored row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.db.models.signals import pre_save
+
+from api.authentication import TOKEN_CANDIDATES
+from api.services import api_token_create
+from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
+from scheduling.api import MEMBER_TEAM
+from scheduling.models import AcceleratorType, Job, SchedulerEvent
+from scheduling.services.jobs import ACCELERATOR_LOOKUPS, EVENT_INSERT, JOB_INSERT, PRIORITY_CLASS
+from tenants.models import PriorityClass, Team
+from tests.api.conftest import People
+
+pytestmark = pytest.mark.django_db
+
+
+def _same_rows(query: CompiledQuery, **arguments: Any) -> list[dict[str, Any]]:
+    compiled = query.rows(**arguments)
+    assert compiled == list(query.build(**arguments))
+    assert [list(row) for row in compiled] == [list(row) for row in query.build(**arguments)]  # column order too
+    return compiled
+
+
+def test_each_compiled_query_answers_as_its_queryset(people: People) -> None:
+    fleet = people.fleet
+    secret = api_token_create(user=people.admin, name="compiled").secret
+    api_token_create(user=people.member, name="other")
+    for token_key in (secret[:15], secret[:8], "fl_nothing_here"):
+        rows = _same_rows(TOKEN_CANDIDATES, token_key=token_key)
+    assert len(_same_rows(TOKEN_CANDIDATES, token_key=secret[:15])) == 1
+    users = [people.member, people.lead, people.outsider, people.admin]
+    teams = [fleet.team, *Team.objects.exclude(pk=fleet.team.pk)]
+    hits = 0
+    for user in users:
+        for slug in [team.slug for team in teams] + ["no-such-team"]:
+            hits += len(_same_rows(MEMBER_TEAM, user_id=user.pk, slug=slug))
+    assert hits == 3  # lead and member of one team, the outsider of the other
+    accelerators = [fleet.accelerator.pk, AcceleratorType.objects.create(name="A100", memory_gb=80).pk, 10**6]
+    for accelerator_type_id in accelerators:
+        for team in teams:
+            rows = _same_rows(ACCELERATOR_LOOKUPS, accelerator_type_id=accelerator_type_id, team_id=team.pk)
+    rows = ACCELERATOR_LOOKUPS.rows(accelerator_type_id=fleet.accelerator.pk, team_id=fleet.team.pk)
+    assert rows[0]["fleet_gpus"] == 32 and rows[0]["quota_borrow_limit"] == 64
+    for priority_class_id in [*PriorityClass.objects.values_list("pk", flat=True), 10**6]:
+        _same_rows(PRIORITY_CLASS, priority_class_id=priority_class_id)
+
+
+def test_an_instance_from_a_row_is_the_one_the_orm_reads(people: People) -> None:
+    row = MEMBER_TEAM.first(user_id=people.member.pk, slug=people.fleet.team.slug)
+    assert row is not None
+    team = instance_from(Team, row)
+    assert team == people.fleet.team and not team._state.adding and team._state.db == "default"
+    assert {f.attname: getattr(team, f.attname) for f in Team._meta.concrete_fields} == {
+        f.attname: getattr(people.fleet.team, f.attname) for f in Team._meta.concrete_fields
+    }
+    token_row = TOKEN_CANDIDATES.rows(token_key=api_token_create(user=people.lead, name="t").secret[:15])[0]
+    assert instance_from(User, token_row, prefix="user__") == people.lead
+
+
+def _users_named(name: str) -> QuerySet[User, dict[str, Any]]:
+    return User.objects.filter(username__contains=name).values("pk")
+
+
+def _users_with_id(user_id: int) -> QuerySet[User, dict[str, Any]]:
+    return User.objects.filter(pk=user_id).values(*attnames(User))
+
+
+def test_an_argument_that_is_not_a_parameter_of_its_own_is_refused() -> None:
+    with pytest.raises(ValueError, match="name"):
+        CompiledQuery(_users_named, name=str).rows(name="x")
+
+
+def test_arguments_of_the_wrong_type_are_refused_and_huge_ids_match_nothing(people: People) -> None:
+    query = CompiledQuery(_users_with_id, user_id=int)
+    with pytest.raises(TypeError):
+        query.rows(user_id=str(people.member.pk))
+    with pytest.raises(TypeError):
+        query.rows(user_id=True)
+    with pytest.raises(TypeError):
+        query.rows(other=1)
+    with pytest.raises(TypeError):
+        CompiledQuery(_users_with_id, user_id=float)
+    assert query.rows(user_id=2**70) == list(User.objects.filter(pk=2**70).values(*attnames(User))) == []
+    assert query.first(user_id=people.member.pk) == _users_with_id(people.member.pk).first()
+
+
+def _stored(model: type[Any], pk: int) -> dict[str, Any]:
+    return model.objects.filter(pk=pk).values(*attnames(model)).get()
+
+
+def test_a_compiled_insert_stores_the_row_that_create_stores(people: People) -> None:
+    fleet = people.fleet
+    values: dict[str, Any] = dict(
+        team=fleet.team,
+        submitted_by=people.member,
+        name="compiled",
+        kind="training",
+        priority_class=fleet.training,
+        accelerator_type=fleet.accelerator,
+        gpus=4,
+        min_gpus=2,
+        max_gpus=8,
+        duration_s=600.0,
+        time_limit_s=1200.0,
+        checkpoint_interval_s=300.0,
+        checkpoint_gb=1.5,
+        checkpoint_on_preempt=True,
+        required_level="rack",
+        submit_s=12.5,
+        idempotency_key="key",
+        idempotency_digest="digest",
+    )
+    compiled = JOB_INSERT.create(**values)
+    plain = Job.objects.create(**{**values, "idempotency_key": "key-2"})
+    assert isinstance(compiled.pk, int) and compiled.pk != plain.pk
+    assert not compiled._state.adding and compiled._state.db == "default"
+    ignore = {"id", "created_at", "idempotency_key"}
+    stored, reference = _stored(Job, compiled.pk), _stored(Job, plain.pk)
+    assert {k: v for k, v in stored.items() if k not in ignore} == {
+        k: v for k, v in reference.items() if k not in ignore
+    }
+    assert compiled.created_at == stored["created_at"]  # auto_now_add went through pre_save
+    event = EVENT_INSERT.create(job=compiled, team=fleet.team, kind="submitted", sim_time_s=1.0, message="m")
+    assert _stored(SchedulerEvent, event.pk)["job_id"] == compiled.pk
+
+
+def test_a_compiled_insert_saves_as_django_does_when_someone_listens(people: People) -> None:
+    seen: list[Any] = []
+
+    def listener(sender: Any, instance: Any, **kwargs: Any) -> None:
+        seen.append(instance)
+
+    pre_save.connect(listener, sender=Team)
+    try:
+        team = CompiledInsert(Team).create(name="Listened", slug="listened", department=people.fleet.team.department)
+    finally:
+        pre_save.disconnect(listener, sender=Team)
+    assert seen == [team] and Team.objects.filter(slug="listened").exists()
