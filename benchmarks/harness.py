@@ -185,9 +185,29 @@ class Layout:
 
         wait_until(lambda: len(app.control.ping(timeout=0.5)) >= self.workers, timeout_s=90, what="the workers")
 
+    def postgres_cpu_s(self) -> float:
+        """CPU seconds so far of the PostgreSQL server processes serving the layout's database
+        (every connection to it but the one asking)."""
+        import psutil
+        import psycopg
+
+        with psycopg.connect(self.database_url, autocommit=True) as connection:
+            rows = connection.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        spent = 0.0
+        for (pid,) in rows:
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            spent += times.user + times.system
+        return spent
+
     def cpu_s(self) -> dict[str, float]:
-        """CPU seconds so far of each part of the layout (process trees), of this script, and of
-        the whole machine (busy time over every core: the rest is PostgreSQL and anything else)."""
+        """CPU seconds so far of each part of the layout (process trees), of the PostgreSQL server
+        processes serving its database, of this script, and of the whole machine (busy time over
+        every core: the rest is other PostgreSQL work and anything else)."""
         import psutil
 
         spent: dict[str, float] = {}
@@ -202,6 +222,7 @@ class Layout:
                     spent[name] = spent.get(name, 0.0) + times.user + times.system
             except psutil.Error:
                 continue
+        spent["postgres"] = self.postgres_cpu_s()
         spent["load_client"] = time.process_time()
         machine = psutil.cpu_times()
         spent["machine_busy"] = machine.user + machine.system + machine.nice + getattr(machine, "softirq", 0.0)
@@ -374,6 +395,10 @@ async def measured(cpu: CpuMeter | None, phase: Awaitable[dict[str, Any]]) -> di
     result = await phase
     if cpu:
         result["cpu_s"] = cpu_spent(before=before, after=cpu())
+        if result.get("requests"):
+            result["cpu_ms_per_request"] = {
+                name: round(seconds * 1000.0 / result["requests"], 2) for name, seconds in result["cpu_s"].items()
+            }
     return result
 
 
