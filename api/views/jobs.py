@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.errors import Conflict, ErrorResponse409Serializer, validation_error_from_django
+from api.lean_input import LeanInput
 from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
 from portal.auth import signed_in_user
@@ -159,6 +160,10 @@ class JobSubmitInput(serializers.Serializer):
     )
     required_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
     preferred_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
+
+
+# Well-formed submission bodies are validated without making the serializer (`LeanInput`).
+SUBMIT_INPUT = LeanInput(JobSubmitInput)
 
 
 class EventOutput(serializers.Serializer):
@@ -318,9 +323,11 @@ class JobViewSet(ApiViewSet):
     )
     def create(self, request: Request) -> Response:
         key = _idempotency_key(request)
-        data = JobSubmitInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = dict(data.validated_data)
+        values = SUBMIT_INPUT.validated(request.data)
+        if values is None:  # anything but a well-formed JSON body: DRF's answer, and its messages
+            data = JobSubmitInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            values = dict(data.validated_data)
         team = _submission_team(user=request.user, slug=values["team"])
         if team is None:
             raise ValidationError({"team": ["No such team among yours."]})
