@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import database_fresh  # noqa: E402 - beside this script
+from harness import database_fresh, postgres_cpu_s  # noqa: E402 - beside this script
 
 Call = tuple[str, str, bytes, bytes]  # method, path, query string, body
 
@@ -55,25 +55,6 @@ async def asgi_request(application: Any, call: Call, headers: list[tuple[bytes, 
 
     await application(scope, receive, send)
     return int(sent[0]["status"])
-
-
-def database_cpu_s(name: str) -> float:
-    """CPU seconds so far of the PostgreSQL server processes connected to database ``name`` (this
-    run's own database: its pool's connections and this script's)."""
-    import psutil
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [name])
-        pids = [row[0] for row in cursor.fetchall()]
-    spent = 0.0
-    for pid in pids:
-        try:
-            times = psutil.Process(pid).cpu_times()
-        except psutil.Error:
-            continue
-        spent += times.user + times.system
-    return spent
 
 
 class CallCounter:
@@ -143,11 +124,11 @@ def main() -> None:
     for name, make in kinds.items():
         cpu_ms, database_ms = [], []
         for _ in range(args.repeats):
-            database_started = database_cpu_s(args.database)
+            database_started = postgres_cpu_s(database_url)
             started = time.process_time()
             asyncio.run(rounds(make, args.requests))
             cpu_ms.append((time.process_time() - started) * 1000.0 / args.requests)
-            database_ms.append((database_cpu_s(args.database) - database_started) * 1000.0 / args.requests)
+            database_ms.append((postgres_cpu_s(database_url) - database_started) * 1000.0 / args.requests)
         counter = CallCounter()
         threading.setprofile(counter)
         sys.setprofile(counter)

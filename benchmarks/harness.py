@@ -185,25 +185,6 @@ class Layout:
 
         wait_until(lambda: len(app.control.ping(timeout=0.5)) >= self.workers, timeout_s=90, what="the workers")
 
-    def postgres_cpu_s(self) -> float:
-        """CPU seconds so far of the PostgreSQL server processes serving the layout's database
-        (every connection to it but the one asking)."""
-        import psutil
-        import psycopg
-
-        with psycopg.connect(self.database_url, autocommit=True) as connection:
-            rows = connection.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchall()
-        spent = 0.0
-        for (pid,) in rows:
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except psutil.Error:
-                continue
-            spent += times.user + times.system
-        return spent
-
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds so far of each part of the layout (process trees), of the PostgreSQL server
         processes serving its database, of this script, and of the whole machine (busy time over
@@ -222,7 +203,7 @@ class Layout:
                     spent[name] = spent.get(name, 0.0) + times.user + times.system
             except psutil.Error:
                 continue
-        spent["postgres"] = self.postgres_cpu_s()
+        spent["postgres"] = postgres_cpu_s(self.database_url)
         spent["load_client"] = time.process_time()
         machine = psutil.cpu_times()
         spent["machine_busy"] = machine.user + machine.system + machine.nice + getattr(machine, "softirq", 0.0)
@@ -239,6 +220,26 @@ class Layout:
             self.redis_process.kill()
             self.redis_process.wait(timeout=10)
         shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+def postgres_cpu_s(database_url: str) -> float:
+    """CPU seconds so far of the PostgreSQL server processes serving the database at
+    ``database_url`` (every connection to it but the one asking)."""
+    import psutil
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    spent = 0.0
+    for (pid,) in rows:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        spent += times.user + times.system
+    return spent
 
 
 def wait_until(condition: Callable[[], bool], *, timeout_s: float, what: str) -> float:
