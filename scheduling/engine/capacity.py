@@ -131,6 +131,43 @@ class AcceleratorPool:
         twin.pod_whole = dict(self.pod_whole)
         return twin
 
+    def with_used(self, used: Iterable[tuple[str, int]]) -> AcceleratorPool:
+        """A clone of this pool (an empty-fleet template, `packing` not built) with `used` GPUs
+        (node, GPUs) taken, in that order: the same pool as `clone()` followed by
+        `_set(node, max(0, usable - gpus))` for each (tests check it), in one loop. A node keeps its
+        place in its bucket unless it moves; moved nodes enter their new bucket in `used` order."""
+        twin = self.clone()
+        free, buckets, usable, gpn = twin.free, twin.buckets, twin.usable, twin.gpus_per_node
+        whole_by_rack, pod_whole = twin.whole_by_rack, twin.pod_whole
+        node_rack, node_pod = twin.node_rack, twin.node_pod
+        total_free, whole_count = twin.total_free, twin.whole_count
+        for node_id, gpus in used:
+            new_free = usable[node_id] - gpus
+            if new_free < 0:
+                new_free = 0
+            old = free[node_id]
+            if old == new_free:
+                continue
+            if old > 0:
+                del buckets[old][node_id]
+            if new_free > 0:
+                buckets[new_free][node_id] = None
+            free[node_id] = new_free
+            total_free += new_free - old
+            if (old >= gpn) != (new_free >= gpn):
+                rack = whole_by_rack[node_rack[node_id]]
+                pod = node_pod[node_id]
+                if new_free >= gpn:
+                    rack[node_id] = None
+                    pod_whole[pod] += 1
+                    whole_count += 1
+                else:
+                    del rack[node_id]
+                    pod_whole[pod] -= 1
+                    whole_count -= 1
+        twin.total_free, twin.whole_count = total_free, whole_count
+        return twin
+
     def _set(self, node_id: str, new_free: int) -> None:
         old = self.free[node_id]
         if old == new_free:
@@ -182,12 +219,17 @@ class CapacityIndex:
         # Healthy GPUs per node of the whole fleet (read-only, shared between cycles).
         self.healthy = healthy
         self.gpus_per_node = gpus_per_node
-        self.pools: dict[str, AcceleratorPool] = {name: template.clone() for name, template in templates.items()}
-        for node_id, gpus in used.items():
-            accelerator = node_accelerator.get(node_id)
-            if accelerator is not None:
-                pool = self.pools[accelerator]
-                pool._set(node_id, max(0, pool.usable[node_id] - gpus))
+        # Each pool takes its nodes' used GPUs in `used` order (the bucket order depends on it).
+        if len(templates) == 1 and all(map(node_accelerator.__contains__, used)):
+            ((name, template),) = templates.items()
+            self.pools: dict[str, AcceleratorPool] = {name: template.with_used(used.items())}
+        else:
+            by_accelerator: dict[str, list[tuple[str, int]]] = {name: [] for name in templates}
+            for node_id, gpus in used.items():
+                accelerator = node_accelerator.get(node_id)
+                if accelerator is not None:
+                    by_accelerator[accelerator].append((node_id, gpus))
+            self.pools = {name: template.with_used(by_accelerator[name]) for name, template in templates.items()}
         # Free GPUs taken out of placement because they are held for a reservation.
         self.held: dict[str, int] = {}
 
@@ -221,6 +263,20 @@ class CapacityIndex:
         free = self.held.pop(node_id, 0)
         if free:
             self.give(((node_id, free),))
+
+
+def plain_pools(nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int) -> dict[str, AcceleratorPool]:
+    """The pools of `CapacityIndex(nodes, used, gpus_per_node)` as defined: each empty-fleet pool
+    cloned, then each used node of it set to its free GPUs, one at a time in `used` order (the
+    index builds the same pools in one loop per pool, `AcceleratorPool.with_used`; tests check it)."""
+    node_accelerator, templates, _, _ = _empty_fleet(nodes, gpus_per_node)
+    pools = {name: template.clone() for name, template in templates.items()}
+    for node_id, gpus in used.items():
+        accelerator = node_accelerator.get(node_id)
+        if accelerator is not None:
+            pool = pools[accelerator]
+            pool._set(node_id, max(0, pool.usable[node_id] - gpus))
+    return pools
 
 
 class Topology:

@@ -113,6 +113,10 @@ class Recorder:
         # The same, counting only pending jobs that fit whole within the unused guarantee.
         self.fit_meters: dict[Key, ViolationMeter] = {key: ViolationMeter() for key in self.guarantees}
         self.pending_sizes: dict[Key, dict[int, int]] = {}
+        # What `advance_to` integrates per key, from `alloc`, `entitled`, `pending_gpus` and
+        # `pending_sizes`; None once one of them changed (`_rates`, `_unmet`).
+        self.rates: list[tuple[Key, float, int]] | None = None
+        self.unmet: list[tuple[ViolationMeter, int, ViolationMeter, int]] | None = None
         # Counts.
         self.preemptions = self.failures_evicted = self.starts = 0
         self.preemption_lost_gpu_s = self.failure_lost_gpu_s = 0.0
@@ -142,17 +146,42 @@ class Recorder:
             self.fragment_idle_gpu_s += (self.capacity_gpus - self.alloc_total) * dt
         if self.demand_dirty:
             self._refresh_entitlements()
-        for key, entitled in self.entitled.items():
-            used = self.alloc.get(key, 0)
+        used_gpu_s, entitled_gpu_s, while_demanding = self.used_gpu_s, self.entitled_gpu_s, self.used_while_demanding
+        for key, entitled, used in self._rates():
             if used:
-                self.used_gpu_s[key] = self.used_gpu_s.get(key, 0.0) + used * dt
+                used_gpu_s[key] = used_gpu_s.get(key, 0.0) + used * dt
             if entitled > 0:
-                self.entitled_gpu_s[key] = self.entitled_gpu_s.get(key, 0.0) + entitled * dt
-                self.used_while_demanding[key] = self.used_while_demanding.get(key, 0.0) + used * dt
+                entitled_gpu_s[key] = entitled_gpu_s.get(key, 0.0) + entitled * dt
+                while_demanding[key] = while_demanding.get(key, 0.0) + used * dt
+        for meter, unmet, fit_meter, fit in self._unmet():
+            meter.add(lo, hi, unmet)
+            fit_meter.add(lo, hi, fit)
+
+    def _rates(self) -> list[tuple[Key, float, int]]:
+        """`plain_rates`, kept until allocations or entitlements change."""
+        if self.rates is None:
+            self.rates = self.plain_rates()
+        return self.rates
+
+    def plain_rates(self) -> list[tuple[Key, float, int]]:
+        """Per key of `entitled`: (key, entitled GPUs, allocated GPUs)."""
+        return [(key, entitled, self.alloc.get(key, 0)) for key, entitled in self.entitled.items()]
+
+    def _unmet(self) -> list[tuple[ViolationMeter, int, ViolationMeter, int]]:
+        """`plain_unmet`, kept until allocations or the queue change."""
+        if self.unmet is None:
+            self.unmet = self.plain_unmet()
+        return self.unmet
+
+    def plain_unmet(self) -> list[tuple[ViolationMeter, int, ViolationMeter, int]]:
+        """Per guaranteed key: its meter and the unmet demand within its unused guarantee (every
+        pending GPU), then its fit meter and the demand of the pending jobs that fit whole."""
+        unmet = []
         for key, meter in self.meters.items():
             unused = max(0, self.guarantees[key] - self.alloc.get(key, 0))
-            meter.add(lo, hi, min(self.pending_gpus.get(key, 0), unused))
-            self.fit_meters[key].add(lo, hi, fitting_demand(self.pending_sizes.get(key, {}), unused))
+            demand = min(self.pending_gpus.get(key, 0), unused)
+            unmet.append((meter, demand, self.fit_meters[key], fitting_demand(self.pending_sizes.get(key, {}), unused)))
+        return unmet
 
     def _sample(self, start: float, end: float) -> None:
         series = self.series
@@ -165,6 +194,7 @@ class Recorder:
 
     def _refresh_entitlements(self) -> None:
         self.demand_dirty = False
+        self.rates = None
         keys = set(self.alloc) | set(self.pending_gpus)
         by_accelerator: dict[str, dict[str, float]] = {}
         for team, accelerator in keys:
@@ -198,6 +228,7 @@ class Recorder:
             sizes.pop(job.gpus, None)
         self.pending_count += sign
         self.demand_dirty = True
+        self.unmet = None
         if self.gate is not None:
             if sign > 0:
                 self.gate.queued(job)
@@ -209,6 +240,7 @@ class Recorder:
         self.alloc[key] = self.alloc.get(key, 0) + gpus
         self.alloc_total += gpus
         self.demand_dirty = True
+        self.rates = self.unmet = None
         if self.gate is not None:
             self.gate.allocated(job.accelerator, gpus)
 

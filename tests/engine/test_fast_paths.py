@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Plan, Preempt, Running, Shrink, Snapshot, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
-from scheduling.engine.capacity import fleet_topology, level_of
+from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
 from scheduling.engine.cycle_state import SearchKey
 from scheduling.engine.explain import (
     ESTIMATE_HORIZON_S,
@@ -23,7 +23,7 @@ from scheduling.engine.explain import (
     _short_of,
 )
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
-from scheduling.engine.model import Job
+from scheduling.engine.model import Job, Node
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
@@ -335,3 +335,54 @@ def test_what_preemption_could_take_is_the_plain_sum_over_victims(
         assert takeable.upper(accelerator, priority, reclaiming) == lower + leaving + borrowed
         memo = takeable.upper(accelerator, priority, reclaiming)  # the second ask, from the memo
         assert memo == takeable.plain_upper(accelerator, priority, reclaiming)
+
+
+@st.composite
+def _fleets_in_use(draw: st.DrawFn) -> tuple[tuple[Node, ...], dict[str, int]]:
+    """Nodes of one or two accelerators (some degraded or cordoned) and GPUs in use on some of
+    them (and on nodes the fleet does not know), in any order, at most all of a node or more."""
+    nodes = tuple(
+        Node(
+            f"p{p}-r{r}-n{n}",
+            f"p{p}",
+            f"r{r}",
+            draw(st.sampled_from(("a100", "a100", "h100"))),
+            8,
+            draw(st.sampled_from((8, 8, 8, 6, 0))),
+            draw(st.booleans()) and n == 1,
+        )
+        for p in range(draw(st.integers(1, 2)))
+        for r in range(draw(st.integers(1, 3)))
+        for n in range(draw(st.integers(1, 4)))
+    )
+    ids = [node.id for node in nodes] + ["elsewhere"]
+    order = draw(st.permutations(ids))
+    used = {node_id: draw(st.integers(1, 10)) for node_id in order if draw(st.booleans())}
+    return nodes, used
+
+
+def _pool_state(pool: AcceleratorPool) -> tuple[object, ...]:
+    """Everything a pool's placements read, orders included (best fit breaks ties by bucket order)."""
+    return (
+        list(pool.free.items()),
+        {key: list(bucket) for key, bucket in pool.buckets.items()},
+        {rack: list(whole) for rack, whole in pool.whole_by_rack.items()},
+        list(pool.pod_whole.items()),
+        pool.total_free,
+        pool.whole_count,
+        pool.capacity,
+        pool.packing,
+    )
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_fleets_in_use(), st.sampled_from((8, 4)))
+def test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds(
+    drawn: tuple[tuple[Node, ...], dict[str, int]], gpus_per_node: int
+) -> None:
+    nodes, used = drawn
+    index = CapacityIndex(nodes, used, gpus_per_node)
+    plain = plain_pools(nodes, used, gpus_per_node)
+    assert list(index.pools) == list(plain)
+    for name, pool in index.pools.items():
+        assert _pool_state(pool) == _pool_state(plain[name])
