@@ -145,19 +145,28 @@ class RunningBook:
         used: dict[str, int] = {}
         releases: dict[str, list[ReleaseEvent]] = {}
         team_releases: dict[Key, list[tuple[float, int]]] = {}
+        used_get, team_get = used.get, team_releases.get
+        # The release list of the accelerator of the run before (most fleets have one).
+        last_accelerator: str | None = None
+        append = None
+        # As in `running_totals`, to the last floating-point operation; a single-node run (most
+        # are) is read without a loop over its allocation.
         for run in running:
             job = run.job
             allocation = run.allocation
-            if len(allocation) == 1:
-                gpus = allocation[0][1]
+            accelerator = job.accelerator
+            if accelerator is not last_accelerator or append is None:
+                events = releases.get(accelerator)
+                if events is None:
+                    events = releases[accelerator] = []
+                append, last_accelerator = events.append, accelerator
+            single = len(allocation) == 1
+            if single:
+                node_id, gpus = allocation[0]
             else:
                 gpus = 0
                 for _, on_node in allocation:
                     gpus += on_node
-            events = releases.get(job.accelerator)
-            if events is None:
-                events = releases[job.accelerator] = []
-            # As in `running_totals`, to the last floating-point operation.
             grace_until_s = run.grace_until_s
             if grace_until_s is not None:
                 end_s = grace_until_s
@@ -165,16 +174,20 @@ class RunningBook:
                 end_s = run.start_s + job.time_limit_s
             else:
                 remaining_s = job.duration_s - run.progress_s
-                slowdown = node_penalty if len(allocation) == 1 or penalty is None else penalty(allocation)
+                slowdown = node_penalty if single or penalty is None else penalty(allocation)
                 remaining_s = remaining_s if remaining_s > 0.0 else 0.0
                 end_s = now + remaining_s * job.gpus / (gpus if gpus > 1 else 1) * slowdown
             if not end_s >= now:
                 end_s = now
-            for node_id, on_node in allocation:
-                used[node_id] = used.get(node_id, 0) + on_node
-                events.append((end_s, node_id, on_node))
-            key = (job.team, job.accelerator)
-            team_ends = team_releases.get(key)
+            if single:
+                used[node_id] = used_get(node_id, 0) + gpus
+                append((end_s, node_id, gpus))
+            else:
+                for node_id, on_node in allocation:
+                    used[node_id] = used_get(node_id, 0) + on_node
+                    append((end_s, node_id, on_node))
+            key = (job.team, accelerator)
+            team_ends = team_get(key)
             if team_ends is None:
                 team_releases[key] = [(end_s, gpus)]
             else:

@@ -86,12 +86,22 @@ def test_running_totals_match_the_plain_per_run_definitions(snapshot: Snapshot, 
     for run in snapshot.running:
         for node_id, gpus in run.allocation:
             used[node_id] = used.get(node_id, 0) + gpus
-    assert totals.used == used
+    # In running order: the capacity index's bucket order follows the order of `used`.
+    assert list(totals.used.items()) == list(used.items())
     assert totals.usage == usage
     assert totals.evicting == evicting
     assert sorted(event for events in totals.releases.values() for event in events) == _plain_release_events(
         snapshot, now
     )
+    penalty = _penalty(snapshot)
+    releases: dict[str, list[tuple[float, str, int]]] = {}
+    team_releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for run in snapshot.running:
+        end_s = max(now, expected_end_s(run, now, penalty.of(run.allocation)))
+        releases.setdefault(run.job.accelerator, []).extend((end_s, node, gpus) for node, gpus in run.allocation)
+        team_releases.setdefault((run.job.team, run.job.accelerator), []).append((end_s, run.gpus))
+    assert totals.releases == releases
+    assert totals.team_releases == team_releases
 
 
 @SETTINGS
