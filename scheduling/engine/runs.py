@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import Job, Running
@@ -113,33 +114,42 @@ _set_grace_until_s = vars(Running)["grace_until_s"].__set__
 
 
 def running_at(run: RunRecord, now: float) -> Running:
-    """The frozen `Running` a snapshot at `now` shows for `run`.
+    """The frozen `Running` a snapshot at `now` shows for `run` (see `all_running_at`).
 
     Equal to `Running(job, allocation, start_s, run.progress_at(now), run.checkpoint_at(now),
-    borrowing, grace_until_s)`, with both evaluations (`progress.progress_at`,
-    `progress.checkpoint_at`) inlined and the fields set through the slots: one of these is built
-    per running job per cycle (tests/engine/test_progress.py checks it against the definitions).
+    borrowing, grace_until_s)` (tests/engine/test_progress.py checks it against the definitions).
     """
-    job = run.job
-    duration_s = job.duration_s
-    if now <= run.anchor_s:
-        progress_s = run.anchor_progress
-    else:
-        progress_s = run.anchor_progress + (now - run.anchor_s) * run.rate
-        if progress_s > duration_s:
-            progress_s = duration_s
-    interval = job.checkpoint_interval_s
-    if not interval or interval <= 0:
-        checkpoint_s = run.base_progress
-    else:
-        base = run.base_progress
-        checkpoint_s = base + math.floor((progress_s - base) / interval + CHECKPOINT_EPSILON) * interval
-    snapshot = _new(Running)
-    _set_job(snapshot, job)
-    _set_allocation(snapshot, run.allocation)
-    _set_start_s(snapshot, run.start_s)
-    _set_progress_s(snapshot, progress_s)
-    _set_checkpoint_s(snapshot, checkpoint_s)
-    _set_borrowing(snapshot, run.borrowing)
-    _set_grace_until_s(snapshot, run.grace_until_s)
-    return snapshot
+    return all_running_at((run,), now)[0]
+
+
+def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]:
+    """`running_at(run, now)` for each of `runs`, in order: what a snapshot shows of its running
+    jobs, one per running job per cycle. Both evaluations (`progress.progress_at`,
+    `progress.checkpoint_at`) are inlined and the fields set through the slots, in one loop."""
+    shown: list[Running] = []
+    append = shown.append
+    for run in runs:
+        job = run.job
+        duration_s = job.duration_s
+        if now <= run.anchor_s:
+            progress_s = run.anchor_progress
+        else:
+            progress_s = run.anchor_progress + (now - run.anchor_s) * run.rate
+            if progress_s > duration_s:
+                progress_s = duration_s
+        interval = job.checkpoint_interval_s
+        if not interval or interval <= 0:
+            checkpoint_s = run.base_progress
+        else:
+            base = run.base_progress
+            checkpoint_s = base + math.floor((progress_s - base) / interval + CHECKPOINT_EPSILON) * interval
+        snapshot = _new(Running)
+        _set_job(snapshot, job)
+        _set_allocation(snapshot, run.allocation)
+        _set_start_s(snapshot, run.start_s)
+        _set_progress_s(snapshot, progress_s)
+        _set_checkpoint_s(snapshot, checkpoint_s)
+        _set_borrowing(snapshot, run.borrowing)
+        _set_grace_until_s(snapshot, run.grace_until_s)
+        append(snapshot)
+    return tuple(shown)

@@ -32,7 +32,7 @@ from .progress import (
     time_at_progress,
     work_gpu_s,
 )
-from .runs import Counters, DecayedUsage, RunRecord, RunView, running_at
+from .runs import Counters, DecayedUsage, RunRecord, RunView, all_running_at
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
 
@@ -223,7 +223,7 @@ class FleetState:
     ) -> Snapshot:
         if self._node_tuple is None:
             self._node_tuple = tuple(self.nodes.values())
-        running = tuple([running_at(run, now) for run in self.running.values()])
+        running = all_running_at(self.running.values(), now)
         usage = self.usage(now) if usage is None else usage
         book = self._book.copy(running)
         return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage, book)
