@@ -132,7 +132,7 @@ class AcceleratorPool:
         return twin
 
     def with_used(self, used: Iterable[tuple[str, int]]) -> AcceleratorPool:
-        """A clone of this pool (an empty-fleet template, `packing` not built) with `used` GPUs
+        """Fast path: a clone of this pool (an empty-fleet template, `packing` not built) with `used` GPUs
         (node, GPUs) taken, in that order: the same pool as `clone()` followed by
         `_set(node, max(0, usable - gpus))` for each (tests check it), in one loop. A node keeps its
         place in its bucket unless it moves; moved nodes enter their new bucket in `used` order."""

@@ -123,7 +123,7 @@ def running_at(run: RunRecord, now: float) -> Running:
 
 
 def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]:
-    """`running_at(run, now)` for each of `runs`, in order: what a snapshot shows of its running
+    """Fast path: `running_at(run, now)` for each of `runs`, in order: what a snapshot shows of its running
     jobs, one per running job per cycle. Both evaluations (`progress.progress_at`,
     `progress.checkpoint_at`) are inlined and the fields set through the slots, in one loop."""
     shown: list[Running] = []

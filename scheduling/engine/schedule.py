@@ -48,6 +48,12 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
 - The queue sorted on one number per job (`ordering.sort_by_number`); plain: the reference's
   sort on whole keys (`test_reference.py`).
+- The capacity index's pools built in one loop each (`capacity.AcceleratorPool.with_used`);
+  plain: `capacity.plain_pools`, the empty-fleet pool with each used node set one at a time
+  (`test_fast_paths.py::test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds`).
+- A snapshot's running jobs built through slots in one loop (`runs.all_running_at`); plain:
+  `Running` built field by field from `progress_at` and `checkpoint_at`
+  (`test_fast_paths.py::test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field`).
 - The empty-fleet index and the cordons of the last node tuples seen, kept by identity
   (`capacity._EMPTY_FLEETS`, `health._CORDONS`); plain: built afresh
   (`test_fast_paths.py::test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one`).
