@@ -38,6 +38,7 @@ from django.db.models import F, OuterRef, Subquery
 
 from scheduling import engine
 from scheduling.convert import policy_from_row
+from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.detector import DetectorPolicy
 from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates, failures_between
 from scheduling.engine.progress import progress_rate
@@ -50,6 +51,7 @@ from scheduling.engine.recovery import (
     slow_stretch_gpu_s,
 )
 from scheduling.models import Allocation, Incident, Job, Node
+from scheduling.tick_outcome import AppliedTick
 from tenants.models import AuditEvent, FleetPolicy
 from tenants.services.audit import audit_record
 
@@ -296,6 +298,23 @@ def _slowdowns_end(rates: FailureRates, now_s: float) -> set[int]:
     ended = list(unnoticed.values_list("pk", flat=True))
     Incident.objects.filter(pk__in=ended).update(resumed_at=F("failed_at") + repair_s)
     return set(ended)
+
+
+def throttled_progress_write(*, loaded: Loaded, applied: AppliedTick, sim_now_s: float) -> None:
+    """The rows of the gangs this tick's FleetState slowed or stalled (`Loaded.throttled`) take the
+    progress the engine gave them by the tick's end (`sim_now_s`): the next tick rebuilds them at
+    their placement's full rate from their anchor, then slows them again while their node's
+    incident says so. Rows the plan wrote already hold the engine's figures."""
+    if not loaded.throttled:
+        return
+    written = {str(change.job_id) for change in applied.changes}
+    for job_id, run in loaded.state.running.items():
+        if job_id in written or sim_now_s <= run.anchor_s:
+            continue
+        if any(node_id in loaded.throttled for node_id, _ in run.allocation):
+            Job.objects.filter(pk=int(job_id), state=Job.State.RUNNING).update(
+                anchor_s=sim_now_s, anchor_progress_s=run.progress_at(sim_now_s)
+            )
 
 
 def job_requeue_at(job: Job, at_s: float) -> None:

@@ -1,9 +1,19 @@
-"""Load what one cycle needs from the database and rebuild the engine's FleetState from it."""
+"""Load what one cycle needs from the database and rebuild the engine's FleetState from it.
+
+Gangs on a failed node progress as the engine's recovery model says (`engine.recovery`, as in the
+simulator): stalled on a node that crashed or lost a GPU until the tick that finds it out, slowed
+on a slow node until its incident closes (`node_throttles`). Their rows hold their progress as of
+the tick's start (`scheduling.cycle.failures.throttled_progress_write` re-anchors them each tick),
+so the FleetState applies the slowdown from there (`FleetState.throttle_node`).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.db.models import Q
 
 from scheduling import engine
 from scheduling.convert import (
@@ -16,7 +26,7 @@ from scheduling.convert import (
     team_from_row,
 )
 from scheduling.engine.fairshare import decay_usage
-from scheduling.models import Allocation, Job, Node, TeamUsage
+from scheduling.models import Allocation, Incident, Job, Node, TeamUsage
 from tenants.models import FleetPolicy, Quota, Team
 
 # Per process: a worker reuses the engine jobs of its previous tick.
@@ -37,10 +47,11 @@ class Loaded:
     allocations: dict[str, tuple[tuple[str, int], ...]]
     nodes: tuple[engine.Node, ...]
     team_usage: dict[int, tuple[float, float]] = field(default_factory=dict)
+    throttled: dict[str, float] = field(default_factory=dict)  # node id -> slowdown (`node_throttles`)
 
 
 def snapshot_build(*, sim_now_s: float) -> Loaded:
-    """Seven queries, whatever the size of the fleet and the queue."""
+    """Eight queries, whatever the size of the fleet and the queue."""
     nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values_list(*NODE_FIELDS, named=True))
     jobs = {
         str(row.id): row
@@ -73,6 +84,10 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
     )
     frozen_allocations = {job_id: tuple(alloc) for job_id, alloc in allocations.items()}
     state = _state_restore(nodes, jobs, frozen_allocations, policy, sim_now_s)
+    throttled = node_throttles(sim_from_s=sim_now_s)
+    # The worst slowdown last: a gang on two failed nodes goes at the slower one's pace.
+    for failed_node, slowdown in sorted(throttled.items(), key=lambda item: (item[1], item[0])):
+        state.throttle_node(failed_node, slowdown, sim_now_s)
     return Loaded(
         sim_now_s=sim_now_s,
         state=state,
@@ -84,7 +99,23 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
         allocations=frozen_allocations,
         nodes=nodes,
         team_usage=team_usage,
+        throttled=throttled,
     )
+
+
+def node_throttles(*, sim_from_s: float) -> dict[str, float]:
+    """How many times slower the gangs on each failed node progress in a tick from `sim_from_s`
+    (`engine.recovery.node_slowdown`): a node that crashed or lost a GPU stalls them (`math.inf`)
+    through the tick that finds it out; a slow node slows them until its incident closes."""
+    stalled = Q(kind__in=(Incident.Kind.DEAD, Incident.Kind.DEGRADED)) & (
+        Q(detected_at__isnull=True) | Q(detected_at__gt=sim_from_s)
+    )
+    slowed = Q(kind=Incident.Kind.SLOW, resumed_at__isnull=True)
+    throttles: dict[str, float] = {}
+    for node_id, kind, slowdown in Incident.objects.filter(stalled | slowed).values_list("node_id", "kind", "slowdown"):
+        pace = math.inf if kind != Incident.Kind.SLOW else slowdown
+        throttles[str(node_id)] = max(pace, throttles.get(str(node_id), 1.0))
+    return throttles
 
 
 def _state_restore(

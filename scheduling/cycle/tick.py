@@ -7,7 +7,8 @@
 4. snapshot_build: the fleet, jobs, quotas, policy and usage, in a fixed number of queries
 5. advance the engine's FleetState to the new fleet time (completions, time limits, grace)
 6. schedule(snapshot, now) -> Plan; FleetState applies it
-7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint
+7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint; the
+   gangs a failed node slowed or stalled keep the progress the engine gave them
 8. record the usage ledger; after commit, publish to the live feed and tell the jobs'
    submitters (``notices``: one summary per user per tick, mails by a worker)
 
@@ -32,7 +33,7 @@ from django.db.models import F
 
 from scheduling import engine
 from scheduling.cycle.apply import plan_apply
-from scheduling.cycle.failures import failures_tick
+from scheduling.cycle.failures import failures_tick, throttled_progress_write
 from scheduling.cycle.ledger import usage_record
 from scheduling.cycle.serving import deployments_reconcile
 from scheduling.cycle.snapshot import snapshot_build
@@ -165,6 +166,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         events += loaded.state.apply(plan, sim_to)
         watch.lap("engine")
         applied = plan_apply(loaded=loaded, plan=plan, events=events, sim_now_s=sim_to)
+        throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
         sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
         watch.lap("apply")
         transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, pending=plan.pending))

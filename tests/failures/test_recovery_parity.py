@@ -145,10 +145,12 @@ def roomy(db: None) -> Fleet:
     return fleet  # r1-n2 and r1-n3 are free
 
 
-def _both(fleet: Fleet, failure: Failure, rng: random.Random, tick_s: float = TICK_S) -> tuple[Incident, SimIncident]:
+def _both(
+    fleet: Fleet, failure: Failure, rng: random.Random, tick_s: float = TICK_S
+) -> tuple[Incident, SimIncident, engine.FleetState]:
     """`failure` (at the fleet clock's now) through live ticks of `tick_s` until its incident closes,
     and through the simulator's failure hook on the same FleetState with the engine's cycle at the
-    same times."""
+    same times. Returns the live incident, the simulated one and the simulated fleet."""
     row = FleetPolicy.objects.get()
     detector = detector_policy(row)
     loaded = snapshot_build(sim_now_s=failure.time_s)
@@ -165,7 +167,16 @@ def _both(fleet: Fleet, failure: Failure, rng: random.Random, tick_s: float = TI
             break
     _simulate(loaded, hook, times + [times[-1] + tick_s * (k + 1) for k in range(8)])
     (simulated,) = hook.incidents
-    return Incident.objects.get(), simulated
+    return Incident.objects.get(), simulated, loaded.state
+
+
+def _same_progress(state: engine.FleetState, job_ids: list[str]) -> None:
+    """The live rows progressed as the simulated runs did: slowed or stalled on the failed node,
+    then restarted from the same checkpoint."""
+    for job_id in job_ids:
+        job, run = Job.objects.get(pk=int(job_id)), state.running[job_id]
+        assert job.base_progress_s == pytest.approx(run.base_progress)
+        assert job.anchor_s == pytest.approx(run.anchor_s)
 
 
 def _simulate(loaded: Loaded, hook: FailureHook, times: list[float]) -> None:
@@ -198,7 +209,7 @@ def test_a_slow_node_gives_the_same_incident_and_lost_gpu_hours_in_the_simulator
     slow_s = FleetClock.objects.get().sim_now_s
     failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=slowdown)
 
-    live, simulated = _both(roomy, failure, random.Random(0))
+    live, simulated, state = _both(roomy, failure, random.Random(0))
 
     _same(live, simulated)
     assert live.kind == Incident.Kind.SLOW and live.detected_at == pytest.approx(slow_s + 5 * 10.0 * slowdown)
@@ -208,13 +219,14 @@ def test_a_slow_node_gives_the_same_incident_and_lost_gpu_hours_in_the_simulator
         job.refresh_from_db()
         assert job.state == Job.State.RUNNING and job.started_s >= live.detected_at
         assert not Allocation.objects.filter(job=job, node=roomy.nodes[0]).exists()
+    _same_progress(state, sorted(simulated.jobs))
 
 
 def test_a_mildly_slow_nodes_gangs_lose_their_slow_stretch_and_their_restore_and_no_work(roomy: Fleet) -> None:
     slow_s = FleetClock.objects.get().sim_now_s
     failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=1.5)
 
-    live, simulated = _both(roomy, failure, random.Random(0))
+    live, simulated, state = _both(roomy, failure, random.Random(0))
 
     # spread: 869.6 s of work at the failure (1,000 s at 1 / 1.15), then 1 / (1.15 x 1.5) of a
     # second a second; checkpoint at 900 s of work, found at +75 s, next one at 1,200 s of work.
@@ -225,6 +237,9 @@ def test_a_mildly_slow_nodes_gangs_lose_their_slow_stretch_and_their_restore_and
     restores = sum((simulated.resumed_s[j] - simulated.restarted_s[j]) * g for j, g in simulated.jobs.items())
     assert restores > 0
     assert live.lost_gpu_s == pytest.approx(lost_to_slowness + restores)
+    # Both waited for their next checkpoint at the slow pace: they restarted from it, losing no work.
+    restarted_from = [Job.objects.get(pk=int(job_id)).base_progress_s for job_id in sorted(simulated.jobs)]
+    assert restarted_from == pytest.approx([1200.0, 1200.0])
 
 
 def test_a_slowdown_within_the_noise_closes_at_the_repair_with_its_duration_and_lost_gpu_hours(roomy: Fleet) -> None:
@@ -232,7 +247,7 @@ def test_a_slowdown_within_the_noise_closes_at_the_repair_with_its_duration_and_
     failure = Failure(slow_s, str(roomy.nodes[0].pk), SLOW, slowdown=1.2)  # threshold 1.3
     repair_s = FailureRates().slow_repair_s
 
-    live, simulated = _both(roomy, failure, random.Random(0), tick_s=600.0)
+    live, simulated, state = _both(roomy, failure, random.Random(0), tick_s=600.0)
 
     _same(live, simulated)
     assert live.detected_at is None and simulated.closed_s == pytest.approx(slow_s + repair_s)
@@ -248,7 +263,7 @@ def test_a_slowdown_of_a_node_running_nothing_goes_unnoticed_on_both_sides(roomy
     idle = roomy.nodes[1]
     failure = Failure(slow_s, str(idle.pk), SLOW, slowdown=2.5)
 
-    live, simulated = _both(roomy, failure, random.Random(0), tick_s=600.0)
+    live, simulated, state = _both(roomy, failure, random.Random(0), tick_s=600.0)
 
     _same(live, simulated)
     assert live.detected_at is None and live.lost_gpu_s == 0.0
@@ -260,9 +275,46 @@ def test_a_lost_gpu_is_found_at_the_next_heartbeat_on_both_sides(roomy: Fleet) -
     failure = Failure(lost_s, str(roomy.nodes[0].pk), GPU_LOSS, gpus_lost=1)
 
     # The live node heartbeats every tick, the simulated one every interval: alike with ticks of 5 s.
-    live, simulated = _both(roomy, failure, _HeartbeatAfter(5.0), tick_s=5.0)
+    live, simulated, state = _both(roomy, failure, _HeartbeatAfter(5.0), tick_s=5.0)
 
     _same(live, simulated)
     assert live.detected_at == pytest.approx(lost_s + 5.0)  # the first tick's heartbeat
     assert live.resumed_at == pytest.approx(max(simulated.resumed_s.values()))
     assert Node.objects.get(pk=roomy.nodes[0].pk).healthy_gpus == 7
+    _same_progress(state, sorted(simulated.jobs))
+
+
+@pytest.mark.parametrize(
+    ("kind", "slowdown", "pace"),
+    [(SLOW, 1.5, 1 / 1.5), (GPU_LOSS, 1.0, 0.0), (CRASH, 1.0, 0.0)],
+)
+def test_the_live_rows_progress_at_the_failed_nodes_pace_as_the_simulated_runs_do(
+    roomy: Fleet, kind: str, slowdown: float, pace: float
+) -> None:
+    failed_s = FleetClock.objects.get().sim_now_s
+    small = roomy.small  # type: ignore[attr-defined]  # 1,000 s of work done, a second a second
+    row = FleetPolicy.objects.get()
+    failure = Failure(failed_s, str(roomy.nodes[0].pk), kind, gpus_lost=1, slowdown=slowdown)
+    failure_apply(
+        node=roomy.nodes[0],
+        failure=failure,
+        rates=FailureRates(),
+        penalties=policy_from_row(row),
+        policy=detector_policy(row),
+    )
+    if kind == GPU_LOSS:
+        # Found at the heartbeat 250 s later: stalled since the loss, the gang goes back to its
+        # checkpoint as of the loss (900 s of work), not to the one it would have passed since.
+        roomy.tick(speed=250.0)
+        roomy.tick(speed=5.0)
+        small.refresh_from_db()
+        assert small.state == Job.State.RUNNING and small.base_progress_s == pytest.approx(900.0)
+        return
+    # Three ticks of 5 s: before the slowdown is flagged and the crash detected.
+    for _ in range(3):
+        roomy.tick(speed=5.0)
+
+    small.refresh_from_db()
+    now_s = FleetClock.objects.get().sim_now_s
+    assert small.state == Job.State.RUNNING and small.anchor_s == pytest.approx(now_s)
+    assert small.anchor_progress_s == pytest.approx(RAN_S + (now_s - failed_s) * pace)
