@@ -155,12 +155,17 @@ def subprocess_env(subprocess_env: dict[str, str], mail_dir: Path) -> dict[str, 
     return {**subprocess_env, "EMAIL_BACKEND": backend, "EMAIL_FILE_PATH": str(mail_dir)}
 
 
+_MAIL_END = "-" * 79 + "\n"
+
+
 def _mail_in(directory: Path, *, timeout_s: float) -> list[str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         files = sorted(directory.glob("*.log")) if directory.exists() else []
-        if files:
-            return [f.read_text() for f in files]
+        texts = [f.read_text() for f in files]
+        # The file backend creates the file before it writes the message: wait for its closing rule.
+        if texts and all(text.endswith(_MAIL_END) for text in texts):
+            return texts
         time.sleep(0.1)
     return []
 
