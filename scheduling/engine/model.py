@@ -135,12 +135,14 @@ class Policy:
     # How long a victim's GPUs take to change hands: it stops (writing a checkpoint, if it does so
     # on preemption) and the job that preempted it starts on them once the grace has passed.
     preemption_grace_s: float = 30.0
-    # Eviction only when it pays (see `reclaim`): the work it destroys must be worth less than the
-    # wait it saves the preemptor, unless the preemptor has waited this long (None: never by age).
+    # Eviction only when it pays (see `reclaim.credited_wait_s`): the work it destroys must be worth
+    # less than the wait it saves the preemptor. A reclaim of loans is credited no more than the
+    # preemptor has already waited (rent or buy: limits overstate waits); once it has waited this
+    # long, all of that wait (None: never by age). An eviction by priority pays any cost past it.
     # Chosen on benchmarks/sim_quotas.py, days 20-30, load 1.07, no checkpoints (lost GPU-h as a
-    # share of capacity x window / guarantee violation GPU-h, easy 4,500): 300 s 3.2 % / 5,557;
-    # 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637. Evictions re-run work, which
-    # loads the fleet and so raises violations too; 4 h still bounds an owner's wait.
+    # share of capacity x window / guarantee violation GPU-h, easy 4,500), when any cost paid past
+    # it: 300 s 3.2 % / 5,557; 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637.
+    # Evictions re-run work, which loads the fleet and so raises violations too.
     reclaim_after_s: float | None = 4 * 3600.0
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest

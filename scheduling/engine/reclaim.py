@@ -9,24 +9,31 @@ not happen: a victim is only ever evicted together with the start it makes room 
 What an eviction costs: the work its victims roll back (`Candidate.cost`: everything since their
 last checkpoint, since their start without one, nothing for work that checkpoints on preemption)
 plus the grace period of their GPUs. What it saves: the preemptor's GPUs times the wait until the
-running work would have made room for it anyway, along the release profile (its natural start).
+running work would have made room for it anyway, along the release profile (its natural start);
+for a reclaim of loans no more than the preemptor has already waited (`credited_wait_s`: the
+profile is read from time limits, the latest the work may end, so with loose limits the natural
+start lies far too late; what has been waited is known).
 
 The plain rule (`eviction_pays`): an eviction pays when the preemptor could not start as early
 without it, and either it destroys nothing (shrinks only), or the preemptor is serving (its wait
-costs a service, not GPU-seconds), or the preemptor has waited `Policy.reclaim_after_s`, or its
-cost is smaller than what it saves. A victim that would end by the end of the handover anyway is
-never taken (`ends_by`).
+costs a service, not GPU-seconds), or its cost is smaller than the wait it is credited with
+(`credited_wait_s`): for an eviction by priority (every victim of lower priority) the wait to the
+natural start, or any cost once the preemptor has waited `Policy.reclaim_after_s`; for a reclaim
+of loans the wait to the natural start but no more than the preemptor has already waited (rent or
+buy), and all it has waited once that is `reclaim_after_s`. A victim that would end by the end of
+the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
 `Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest); it is
-not let off by its wait, and only its GPUs within the guarantee count as saved: its eviction must
-cost less than they would wait, unless it outranks the work it could take.
+not let off by its wait (`reclaim_after_s` does not raise its credit), and only its GPUs within the
+guarantee count as saved, unless it outranks the work it could take.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .backfill import ReleaseProfile, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex, level_of
@@ -59,6 +66,23 @@ def eviction_cost_gpu_s(choice: VictimChoice, handover: float) -> float:
     return sum(victim.cost + handover * victim.gpus for victim in choice.evict)
 
 
+# The least positive cost (GPU-seconds): the cost cap when only an eviction that destroys nothing pays.
+NOTHING_GPU_S = math.ulp(0.0)
+
+
+class Terms(NamedTuple):
+    """How an eviction is priced besides its cost and the natural start: whether waiting
+    `reclaim_after_s` counts (`by_age`), and whether every victim is of lower priority than the
+    preemptor (`outranks`: an eviction by priority, not a reclaim of loans)."""
+
+    by_age: bool = True
+    outranks: bool = False
+
+
+# The terms of a reclaim of loans by a job within its guarantee (the default).
+RECLAIM = Terms()
+
+
 def eviction_pays(
     job: Job,
     gpus: int,
@@ -67,40 +91,93 @@ def eviction_pays(
     natural_s: float,
     now: float,
     policy: Policy,
-    by_age: bool = True,
+    terms: Terms = RECLAIM,
 ) -> bool:
     """The plain rule (module docstring): whether evicting for `job` (starting `gpus` GPUs at
-    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`;
-    without `by_age`, waiting `reclaim_after_s` does not make any cost pay."""
+    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`."""
     start_s = now + handover
     if natural_s <= start_s:
         return False
-    if cost_gpu_s <= 0.0 or pays_any_cost(job, now, policy, by_age):
+    if cost_gpu_s <= 0.0 or pays_any_cost(job):
         return True
-    return cost_gpu_s < gpus * (natural_s - start_s)
+    return cost_gpu_s < gpus * credited_wait_s(job, natural_s, start_s, now, policy, terms)
 
 
-def pays_any_cost(job: Job, now: float, policy: Policy, by_age: bool = True) -> bool:
-    """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
-    wait costs a service, not GPU-seconds), or a preemptor that has waited `reclaim_after_s` (when
-    `by_age`)."""
+def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, policy: Policy, terms: Terms) -> float:
+    """The wait an eviction is credited with saving `job` (starting at `start_s` instead of
+    `natural_s`; inf: any cost pays).
+
+    Victims all of lower priority (`terms.outranks`): the wait to its natural start, or, once it
+    has waited `reclaim_after_s` (when `terms.by_age`), any cost.
+
+    Otherwise (a reclaim of loans): the wait to its natural start, but no more than it has already
+    waited; once it has waited `reclaim_after_s` (when `terms.by_age`), all it has waited, wherever its
+    natural start. The natural start is read from the running work's time limits, the latest each
+    may end: with loose limits it lies far later than the work really frees (sim_quotas, days 20-30,
+    limits twice the duration: the median 1-GPU reclaimer's natural start lay 37 times further
+    ahead than its true one, and 768 of 920 evictions priced by cost would not have paid at the
+    true one), and a price of that wait evicts for waits that never happen. What the job has
+    already waited is known, whatever the limits say; crediting no more than that is rent or buy
+    (a ski rental): an eviction is bought once the wait it ends has cost as much as the work it
+    destroys, so no schedule loses more than about twice what the better of waiting and evicting
+    would, however loose the limits. Past the bound the guarantee has been owed long enough for
+    the whole wait so far to count, but not for any cost to pay: an eviction of days of work for a
+    gang that has waited four hours costs more than the bound was meant to save."""
+    to_natural_s = natural_s - start_s
+    past_bound = waited_past_bound(job, now, policy, terms.by_age)
+    if terms.outranks:
+        return math.inf if past_bound else to_natural_s
+    waited_s = max(0.0, now - job.submit_s)
+    return waited_s if past_bound else max(0.0, min(to_natural_s, waited_s))
+
+
+def waited_past_bound(job: Job, now: float, policy: Policy, by_age: bool = True) -> bool:
+    """Whether `job` has waited `reclaim_after_s` (when `by_age`; None: never)."""
     bound_s = policy.reclaim_after_s
-    return job.kind == "serving" or (by_age and bound_s is not None and now - job.submit_s >= bound_s)
+    return by_age and bound_s is not None and now - job.submit_s >= bound_s
+
+
+def pays_any_cost(job: Job) -> bool:
+    """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
+    wait costs a service, not GPU-seconds)."""
+    return job.kind == "serving"
 
 
 def eviction_cap_gpu_s(
-    job: Job, gpus: int, handover: float, natural_s: float, now: float, policy: Policy, by_age: bool = True
+    job: Job,
+    gpus: int,
+    handover: float,
+    natural_s: float,
+    now: float,
+    policy: Policy,
+    terms: Terms = RECLAIM,
 ) -> float:
     """What an eviction for `job` may cost at most, exclusive: `eviction_pays` solved for the cost
     (for every cost >= 0, it pays exactly when the cost is below this). Known before any victim
     is searched for, it lets the search leave out victims that could never be part of a paying
-    choice (tests check that both agree)."""
+    choice (tests check that both agree); a search that may find victims of lower priority uses
+    the cap with `Terms.outranks`, the higher one."""
     start_s = now + handover
     if natural_s <= start_s:
         return 0.0
-    if pays_any_cost(job, now, policy, by_age):
+    if pays_any_cost(job):
         return math.inf
-    return gpus * (natural_s - start_s)
+    # An eviction that destroys nothing pays even when no wait is credited: the cap is then the
+    # least positive cost, which nothing else is below.
+    credited_s = credited_wait_s(job, natural_s, start_s, now, policy, terms)
+    return max(gpus * credited_s, NOTHING_GPU_S)
+
+
+def outranks_all(job: Job, choice: VictimChoice) -> bool:
+    """Whether every job `choice` evicts is of lower priority than `job` (an eviction by priority,
+    not a reclaim of loans)."""
+    return all(victim.priority < job.priority for victim in choice.evict)
+
+
+def could_pay(cap_gpu_s: float, grace_s: float) -> bool:
+    """Whether any eviction could cost less than `cap_gpu_s`: every one costs at least the handover
+    of one GPU, `grace_s`, so a cap no higher than that leaves only shrinks (which cost nothing)."""
+    return cap_gpu_s > grace_s
 
 
 def first_free_s(profile: ReleaseProfile, free_now: int, gpus: int) -> float:
@@ -220,9 +297,11 @@ class Reclaiming:
         # loans only when that pays by its cost, counting the wait saved on the GPUs within the
         # guarantee alone, never by its age, unless it also has lower-priority work to take.
         partial: int | None = None
-        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size):
-            if not takeable.upper(accelerator, job.priority, False):
-                partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
+        # Whether it may find victims of lower priority: its searches then use the higher cost cap
+        # of evictions by priority (`eviction_cap_gpu_s` with `outranks`).
+        lower = bool(takeable.upper(accelerator, job.priority, False))
+        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size) and not lower:
+            partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
         if reclaiming != anyone_reclaims:
             upper = takeable.upper(accelerator, job.priority, reclaiming)
         if upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0:
@@ -242,8 +321,10 @@ class Reclaiming:
             # eviction could not pay (and no shrink could), no victim search is made. It still
             # counts as an attempt: attempts bound the sweeps for natural starts as well, and once
             # they run out the rest of the queue is answered from cached verdicts.
-            natural_s, cap = self._cap(job, pool, target, max_level, partial)
-            if cap <= 0.0 and not (victims.shrinkable and natural_s > self.now):
+            natural_s, cap = self._cap(job, pool, target, max_level, partial, lower)
+            if not could_pay(cap, max(0.0, policy.preemption_grace_s)) and not (
+                victims.shrinkable and natural_s > self.now
+            ):
                 continue
             choice = self._search(job, pool, target, max_level, reclaiming, cap)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level, partial):
@@ -285,19 +366,22 @@ class Reclaiming:
         budgets.scan_budget -= missed.visited
         return True
 
-    def _cap(self, job: Job, pool: AcceleratorPool, size: int, level: str, partial: int | None) -> tuple[float, float]:
+    def _cap(
+        self, job: Job, pool: AcceleratorPool, size: int, level: str, partial: int | None, lower: bool
+    ) -> tuple[float, float]:
         """`eviction_cap_gpu_s` for `size` GPUs of `job`, with its natural start or a lower bound on
-        it: a serving or long-waiting preemptor may pay anything once it could not start by the end
-        of the handover anyway, which the cheap bound of `_pays` often shows without a sweep."""
+        it: the cap of a serving preemptor, or of one that has waited `reclaim_after_s`, does not
+        depend on its natural start once it could not start by the end of the handover anyway,
+        which the cheap bound of `_pays` often shows without a sweep."""
         policy, now = self.policy, self.now
         grace_s = max(0.0, policy.preemption_grace_s)
-        if pays_any_cost(job, now, policy, partial is None):
+        worth, by_age = (size, True) if partial is None else (partial, False)
+        if pays_any_cost(job) or waited_past_bound(job, now, policy, by_age):
             bound = self._natural_bound_s(pool, job.accelerator, size, grace_s)
             if bound > now + grace_s:
-                return bound, math.inf
+                return bound, eviction_cap_gpu_s(job, worth, grace_s, bound, now, policy, Terms(by_age, lower))
         natural_s = self._natural_s(job, pool, size, level)
-        worth = size if partial is None else partial
-        return natural_s, eviction_cap_gpu_s(job, worth, grace_s, natural_s, now, policy, partial is None)
+        return natural_s, eviction_cap_gpu_s(job, worth, grace_s, natural_s, now, policy, Terms(by_age, lower))
 
     def _natural_bound_s(self, pool: AcceleratorPool, accelerator: str, size: int, wait_s: float) -> float:
         """A lower bound on the natural start: when `size` GPUs are free at all (`first_free_s`)
@@ -341,7 +425,8 @@ class Reclaiming:
             tentative.do(lambda: release_quota(ledger, freed, 1), lambda: release_quota(ledger, freed, -1))
             admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
-            if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial):
+            outranks = outranks_all(job, choice)
+            if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial, outranks):
                 return False
             tentative.commit()
         hand_over(self.prepared, self.index, choice)
@@ -405,14 +490,15 @@ class Reclaiming:
         wait_s: float,
         level: str,
         partial: int | None = None,
+        outranks: bool = False,
     ) -> bool:
         """`eviction_pays` at the job's natural start within `level`, found by a sweep of the release
         profile only when the cheap bounds on it do not already say yes: when `size` GPUs are free at
         all (`first_free_s`) and, if they have no fitting shape now, the first release."""
         now, policy = self.now, self.policy
         bound = self._natural_bound_s(pool, job.accelerator, size, wait_s)
-        worth, by_age = (size, True) if partial is None else (partial, False)
-        if bound > now + wait_s and eviction_pays(job, worth, cost_gpu_s, wait_s, bound, now, policy, by_age):
+        worth, terms = (size, Terms(True, outranks)) if partial is None else (partial, Terms(False, outranks))
+        if bound > now + wait_s and eviction_pays(job, worth, cost_gpu_s, wait_s, bound, now, policy, terms):
             return True
         natural_s = self._natural_s(job, pool, size, level)
-        return eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, now, policy, by_age)
+        return eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, now, policy, terms)

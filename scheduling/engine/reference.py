@@ -96,7 +96,15 @@ from .plan import (
 )
 from .preemption import Candidate, VictimChoice, candidate_of, may_preempt, pick_victims
 from .quota import Admission, QuotaLedger
-from .reclaim import eviction_cap_gpu_s, eviction_cost_gpu_s, eviction_pays, handover_s, search_visits
+from .reclaim import (
+    Terms,
+    could_pay,
+    eviction_cap_gpu_s,
+    eviction_cost_gpu_s,
+    eviction_pays,
+    handover_s,
+    search_visits,
+)
 
 STARTED = "started"
 
@@ -397,9 +405,10 @@ class _ReferenceCycle:
         # lower-priority work to take counts only the wait of its GPUs within the guarantee as saved,
         # and is never let off by its age.
         partial: int | None = None
-        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size):
-            if not self._takeable_at_start(job, False):
-                partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
+        # With lower-priority work to take, the search may evict by priority: the higher cost cap.
+        lower = self._takeable_at_start(job, False) > 0
+        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size) and not lower:
+            partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
         takeable = self._takeable_at_start(job, reclaiming)
         if takeable == 0 or self._total_free(accelerator) + takeable < size or budgets.scan_budget <= 0:
             return False
@@ -415,8 +424,9 @@ class _ReferenceCycle:
             natural_s = self._natural_s(job, target, max_level)
             grace_s = max(0.0, policy.preemption_grace_s)
             worth = target if partial is None else partial
-            cap_gpu_s = eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, partial is None)
-            if cap_gpu_s <= 0.0 and not (shrinkable and natural_s > self.now):
+            terms = Terms(partial is None, lower)
+            cap_gpu_s = eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, terms)
+            if not could_pay(cap_gpu_s, grace_s) and not (shrinkable and natural_s > self.now):
                 continue  # no eviction could pay, and no shrink is possible
             eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable)
             choice = pick_victims(job, target, self._pool(accelerator), eligible, max_level=max_level, held=self.held)
@@ -502,7 +512,8 @@ class _ReferenceCycle:
         cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
         natural_s = self._natural_s(job, gpus, max_level)
         worth, by_age = (gpus, True) if partial is None else (partial, False)
-        pays = eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, by_age)
+        outranks = all(victim.priority < job.priority for victim in choice.evict)
+        pays = eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, Terms(by_age, outranks))
         if admission is None or not pays:
             return False
         self.ledger = trial

@@ -190,7 +190,7 @@ def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same(
     low = [builders.job(f"low-{n}", 4, team="beta", priority=0, duration_s=1e6) for n in range(3)]
     runs = [builders.running(work, ((f"p0-r0-n{n}", 4),), progress_s=60.0) for n, work in enumerate(pinned + low)]
     runs = [replace(run, allocation=((f"p0-r0-n{n % 3}", 4),)) for n, run in enumerate(runs)]
-    urgent = [builders.job(f"urgent-{n}", 8, priority=1, submit_s=float(n)) for n in range(4)]
+    urgent = [builders.job(f"urgent-{n}", 8, priority=1, submit_s=0.0) for n in range(4)]
     snapshot = builders.Scenario(nodes).with_running(*runs).pending(*urgent).build()
     answers: list[bool] = []
     memo = Reclaiming._fruitless_again

@@ -45,7 +45,8 @@ def test_serving_may_preempt_lower_priority_serving() -> None:
 
 def test_a_team_reclaiming_its_guarantee_preempts_borrowers_whatever_their_priority() -> None:
     scenario = _one_busy_node({"priority": 50, "team": "beta"}, borrowing=True)
-    plan = scenario.quotas(quota("alpha", 8)).pending(job("mine", 8, team="alpha")).plan()
+    # "mine" has waited a minute: on 8 GPUs, more than the victim's handover costs (it loses no work).
+    plan = scenario.quotas(quota("alpha", 8)).pending(job("mine", 8, team="alpha")).plan(now=60.0)
 
     assert [action.job_id for action in plan.of_type(Preempt)] == ["victim"]
     assert started(plan) == {"mine": (("p0-r0-n0", 8),)}

@@ -24,7 +24,7 @@ from scheduling.engine import (
     Team,
     schedule,
 )
-from scheduling.engine.reclaim import eviction_cap_gpu_s, eviction_pays
+from scheduling.engine.reclaim import Terms, eviction_cap_gpu_s, eviction_pays
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -64,7 +64,7 @@ def _borrower(job_id: str, node: str, *, ran_s: float, limit_s: float | None = N
 
 
 def _owner(**overrides: object) -> Job:
-    return job("mine", 8, **{"team": "alpha", "submit_s": NOW - 60.0, **overrides})
+    return job("mine", 8, **{"team": "alpha", "submit_s": NOW - 1200.0, **overrides})
 
 
 def test_a_victim_without_checkpoint_about_to_finish_is_left_alone() -> None:
@@ -75,6 +75,32 @@ def test_a_victim_without_checkpoint_about_to_finish_is_left_alone() -> None:
     # Evicting either throws away 10 h or more of work on 8 GPUs to save a 10-minute wait.
     assert plan.of_type(Preempt) == ()
     assert plan.of_type(Reserve) == (Reserve("mine", ("p0-r0-n0",), NOW + 600.0),)
+
+
+def test_a_higher_priority_job_that_has_just_arrived_still_evicts_lower_priority_work_by_its_natural_start() -> None:
+    # Evictions by priority keep the wait to the natural start as their credit: no wait needed first.
+    victim = _borrower("victim", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR, priority=0)
+    plan = _borrowed_fleet(victim).pending(_owner(submit_s=NOW, priority=5)).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:mine", 30.0),)
+
+
+def test_a_job_that_has_just_arrived_does_not_evict_for_a_wait_that_loose_limits_only_promise() -> None:
+    # The borrowers' limits say the node frees in 9 h at the earliest; ten minutes of work on
+    # 8 GPUs is cheap against that, but the owner has not waited yet, and limits overstate waits.
+    young = _borrower("young", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR)
+    older = _borrower("older", "p0-r0-n1", ran_s=HOUR, limit_s=10 * HOUR)
+    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR)
+
+    arrived = scenario.pending(_owner(submit_s=NOW)).plan(now=NOW)
+    assert arrived.of_type(Preempt) == ()
+    assert reason_of(arrived, "mine") == "capacity"
+
+    # Once its wait has cost more than the work an eviction destroys (20 min against 10 min plus
+    # the grace, on as many GPUs), it evicts the youngest borrower.
+    scenario.pending_jobs.clear()
+    waited = scenario.pending(_owner(submit_s=NOW - 1200.0)).plan(now=NOW)
+    assert waited.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
 
 
 def test_a_victim_that_ends_within_the_grace_period_is_never_taken() -> None:
@@ -110,7 +136,7 @@ def test_the_borrower_that_checkpointed_most_recently_goes_first() -> None:
 
 
 def test_reclaim_waits_while_it_destroys_more_than_the_wait_saves_and_goes_ahead_after_the_bound() -> None:
-    # 5 h of work on 8 GPUs would be lost to save a 1-hour wait: not while the owner has waited a minute.
+    # 5 h of work on 8 GPUs would be lost to save a 1-hour wait: not while the owner has waited 20 minutes.
     busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
     other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
     scenario = _borrowed_fleet(busy, other)
@@ -119,10 +145,23 @@ def test_reclaim_waits_while_it_destroys_more_than_the_wait_saves_and_goes_ahead
     assert early.of_type(Preempt) == ()
     assert reason_of(early, "mine") == "capacity"
 
+    # Past the bound (30 minutes), all the owner has waited counts, whatever its natural start:
+    # six hours on 8 GPUs outweigh the 5 h lost.
     scenario.pending_jobs.clear()
-    late = scenario.pending(_owner(submit_s=NOW - 1800.0)).plan(now=NOW)
+    late = scenario.pending(_owner(submit_s=NOW - 6 * HOUR)).plan(now=NOW)
     assert [action.job_id for action in late.of_type(Preempt)] == ["busy"]
     assert set(started(late)) == {"mine"}
+
+
+def test_a_preemptor_past_the_bound_does_not_destroy_more_work_than_it_has_waited() -> None:
+    # The owner has waited an hour, twice the bound: that no longer lets any cost pay, and 5 h of
+    # work on 8 GPUs is more than its hour on as many.
+    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
+    other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
+    plan = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR)).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert reason_of(plan, "mine") == "capacity"
 
 
 def test_without_a_bound_only_the_cost_decides() -> None:
@@ -167,10 +206,11 @@ def test_a_victim_without_any_checkpoint_loses_everything_it_has_done() -> None:
     state = FleetState(nodes, now=0.0)
     state.restore(victim, (("n0", 8),), **RUNNING_SINCE_ZERO)
     state.advance(HOUR)
-    state.submit(Job("mine", "alpha", "training", 0, True, "a100", 8, HOUR, 0.0))
+    state.submit(Job("mine", "alpha", "training", 0, True, "a100", 8, HOUR, -HOUR))
     teams = (Team("alpha", "d0"), Team("beta", "d1"))
     quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 0, 8))
-    events = state.apply(schedule(state.snapshot(HOUR, teams, quotas, Policy()), HOUR), HOUR)
+    # "mine" has waited two hours, past the bound: more than the hour of work the victim loses.
+    events = state.apply(schedule(state.snapshot(HOUR, teams, quotas, Policy(reclaim_after_s=HOUR)), HOUR), HOUR)
 
     (evicted,) = [event for event in events if isinstance(event, Evicted)]
     assert evicted.lost_gpu_s == HOUR * 8
@@ -227,9 +267,11 @@ def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_i
     if natural <= handover:
         assert not pays
     elif bound is not None and waited >= bound:
-        assert pays
+        # Past the bound, all the wait so far is credited.
+        assert pays == (cost <= 0.0 or cost < 8 * waited)
     else:
-        assert pays == (cost <= 0.0 or cost < 8 * (natural - handover))
+        # The wait credited is the wait to the natural start, but no more than the one already waited.
+        assert pays == (cost <= 0.0 or cost < 8 * min(natural - handover, waited))
 
 
 @given(
@@ -240,16 +282,25 @@ def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_i
     bound=st.none() | st.floats(0.0, 1e5),
     kind=st.sampled_from(("training", "serving")),
     gpus=st.sampled_from((1, 8, 24)),
+    flags=st.tuples(st.booleans(), st.booleans()),
 )
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_cost_cap_known_before_a_victim_search_says_exactly_which_evictions_pay(
-    cost: float, handover: float, natural: float, waited: float, bound: float | None, kind: str, gpus: int
+    cost: float,
+    handover: float,
+    natural: float,
+    waited: float,
+    bound: float | None,
+    kind: str,
+    gpus: int,
+    flags: tuple[bool, bool],
 ) -> None:
-    now = 1000.0
+    now, (by_age, outranks) = 1000.0, flags
     preemptor = job("p", gpus, kind=kind, submit_s=now - waited)
     policy = Policy(reclaim_after_s=bound)
-    cap = eviction_cap_gpu_s(preemptor, gpus, handover, now + natural, now, policy)
-    assert eviction_pays(preemptor, gpus, cost, handover, now + natural, now, policy) == (cost < cap)
+    cap = eviction_cap_gpu_s(preemptor, gpus, handover, now + natural, now, policy, Terms(by_age, outranks))
+    pays = eviction_pays(preemptor, gpus, cost, handover, now + natural, now, policy, Terms(by_age, outranks))
+    assert pays == (cost < cap)
 
 
 def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() -> None:
@@ -263,11 +314,11 @@ def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() 
 
 def _gang_beyond_the_guarantee(share: float) -> Scenario:
     """alpha is guaranteed 8 GPUs and uses none; beta borrows all four nodes, one of them 5 h in,
-    the others an hour in; alpha's 16-GPU gang has waited past `reclaim_after_s`."""
+    the others an hour in; alpha's 16-GPU gang has waited three hours, past `reclaim_after_s`."""
     busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR)
     young = [_borrower(f"young{n}", f"p0-r0-n{n}", ran_s=HOUR) for n in (1, 2, 3)]
     scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0)).with_running(busy, *young)
-    gang = job("gang", 16, team="alpha", submit_s=NOW - 2 * HOUR)
+    gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
     return scenario.policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=share).pending(gang)
 
 
@@ -301,6 +352,8 @@ def test_a_gang_beyond_what_is_left_of_its_guarantee_is_not_let_off_by_its_wait(
     assert plan.of_type(Preempt) == ()
     assert reason_of(plan, "gang") == "capacity"
 
-    owner = job("owner", 8, team="alpha", submit_s=NOW - 2 * HOUR)
+    # A job within the guarantee that has waited past the bound counts all its wait: six hours
+    # on 8 GPUs outweigh one loan's 5 h.
+    owner = job("owner", 8, team="alpha", submit_s=NOW - 6 * HOUR)
     scenario.pending_jobs.clear()
     assert len(scenario.pending(owner).plan(now=NOW).of_type(Preempt)) == 1

@@ -202,7 +202,8 @@ def test_an_owner_starting_within_its_guarantee_reclaims_loans_the_pool_no_longe
         Running(Job(f"c{i}", "tC", "batch", 0, True, "gpu", 8, 50_000.0, 0.0), ((f"n{i}", 8),), 0.0, 60.0, 0.0, True)
         for i in range(2)
     )
-    mine = Job("mine", "tA", "training", 0, True, "gpu", 8, 3600.0, 0.0)
+    # tA's job has waited ten minutes, longer than a loan has run: taking one back pays.
+    mine = Job("mine", "tA", "training", 0, True, "gpu", 8, 3600.0, -540.0)
 
     plan = schedule(Snapshot(nodes, loans, (mine,), teams, quotas, Policy(), ()), 60.0)
 
