@@ -225,8 +225,10 @@ class FleetPolicy(models.Model):
         blank=True,
         default=ENGINE_DEFAULTS.reclaim_after_s,
         validators=[MinValueValidator(0.0)],
-        help_text="A job evicts running work only when the work lost is worth less than the wait it saves, "
-        "or once it has waited this long; empty: only when it pays.",
+        help_text="A job evicts running work only when the work lost is worth less than the wait it saves. "
+        "Taking back another team's loans, it counts no more wait than it has already waited, and once it "
+        "has waited this long all of that wait; evicting lower-priority work, once it has waited this long "
+        "any cost pays. Empty: the wait so far never counts in full.",
     )
     reclaim_guaranteed_share = models.FloatField(
         default=1.0,
