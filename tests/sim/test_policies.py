@@ -71,7 +71,9 @@ def test_fleetline_reclaims_the_guarantee_by_preemption_within_the_grace() -> No
     result = simulate("1x1x1x8", RECLAIM, "fleetline", RECLAIM_QUOTAS)
     assert result.metrics["guarantee_violation_gpu_hours"] == 0
     assert result.metrics["preemptions"] == 1
-    # a2 is preempted at 10 with a 30 s grace; b1 starts at 40 and runs 10 s.
-    assert result.jct_by_job["b1"] == pytest.approx(40)
+    # b1 arrives at 10; reclaiming a loan, it is credited no more wait than it has waited, and a2's
+    # handover (30 s on 4 GPUs) outweighs that until the next cycle: a2 is preempted at 70 with a
+    # 30 s grace; b1 starts at 100 and runs 10 s.
+    assert result.jct_by_job["b1"] == pytest.approx(100)
     assert result.metrics["completed"] == 4
-    assert result.metrics["preemption_lost_gpu_hours"] == 0  # a2 checkpointed at 40 s of work
+    assert result.metrics["preemption_lost_gpu_hours"] == 0  # a2 checkpointed at 70 s of work
