@@ -135,7 +135,33 @@ def variants(orders: list[str], shares: list[float]) -> dict[str, Preset]:
 
 def variant_names(options: argparse.Namespace) -> list[str]:
     orders = [f"fleetline[order={order}]" for order in options.order or []]
-    return orders + [f"fleetline[reclaim_share={share:g}]" for share in options.reclaim_share or []]
+    shares = [f"fleetline[reclaim_share={share:g}]" for share in options.reclaim_share or []]
+    return orders + shares + [f"fleetline[{tweak}]" for tweak in options.tweak or []]
+
+
+def tweaked(tweak: str) -> Preset:
+    """fleetline with the policy fields of `tweak` ("field=value,field=value") changed; a value is
+    read as the field's default is typed (on/off for a flag, "none" for an unset bound)."""
+    changes: dict[str, object] = {}
+    defaults = Policy()
+    for part in tweak.split(","):
+        name, _, text = part.partition("=")
+        if not hasattr(defaults, name) or not text:
+            raise SystemExit(f"--tweak {tweak}: {part!r} is not FIELD=VALUE of the engine's Policy")
+        default = getattr(defaults, name)
+        if isinstance(default, bool):
+            if text not in ("on", "off"):
+                raise SystemExit(f"--tweak {tweak}: {name} is on or off")
+            changes[name] = text == "on"
+        elif text == "none":
+            changes[name] = None
+        elif isinstance(default, int):
+            changes[name] = int(text)
+        elif isinstance(default, float) or default is None:
+            changes[name] = float(text)
+        else:
+            changes[name] = text
+    return Preset(lambda: replace(Policy(), **changes))
 
 
 def run_case(
@@ -146,6 +172,7 @@ def run_case(
     jobs = shaped(trace, CHECKPOINTS[checkpoint], estimate, options.seed)
     factor = None if estimate == "exact" or estimate.startswith(NOISY_PREFIX) else float(estimate)
     extra = variants(options.order or [], options.reclaim_share or [])
+    extra |= {f"fleetline[{tweak}]": tweaked(tweak) for tweak in getattr(options, "tweak", None) or []}
     results: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
     for name in policies:
@@ -261,6 +288,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--order", action="append", choices=WITHIN_TEAM_ORDERS, help="add fleetline with this order")
     parser.add_argument(
         "--reclaim-share", type=float, action="append", help="add fleetline with this reclaim_guaranteed_share"
+    )
+    parser.add_argument(
+        "--tweak", action="append", help="add fleetline with these Policy fields changed: FIELD=VALUE[,FIELD=VALUE]"
     )
     parser.add_argument("--limit", type=int, help="only the first N jobs (by submit time) of the selection")
     parser.add_argument("--window", help="START_DAY:DAYS of the merged trace")

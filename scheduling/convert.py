@@ -139,6 +139,7 @@ POLICY_FIELDS: dict[str, str] = {
     "fairshare_age_weight": "age_weight",
     "fairshare_max_age_s": "max_age_s",
     "gang_spread_after_s": "gang_spread_after_s",
+    "guarantee_spread_after_s": "guarantee_spread_after_s",
     "within_team_order": "within_team_order",
 }
 # FleetPolicy field -> the level of `Policy.level_penalty` it sets.

@@ -52,6 +52,9 @@ class SimulationForm(forms.Form):
     )
     elastic = forms.ChoiceField(choices=TRI_STATE, required=False)
     gang_spread_after_s = forms.FloatField(required=False, label="Gangs spread after (s)")
+    guarantee_spread_after_s = forms.FloatField(
+        required=False, label="Gangs of a team below its guarantee spread after (s)"
+    )
 
     def __init__(self, *args: Any, teams: list[Team], fleet_wide: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

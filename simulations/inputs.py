@@ -61,6 +61,7 @@ POLICY_SETTINGS: dict[str, Setting] = {
     "within_team_order": Setting(str, choices=WITHIN_TEAM_ORDERS),
     "elastic": Setting(bool),
     "gang_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
+    "guarantee_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
 }
 assert set(POLICY_SETTINGS) <= {f.name for f in fields(engine.Policy)}
 

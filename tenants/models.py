@@ -209,6 +209,15 @@ class FleetPolicy(models.Model):
         "rack, usually) before it may be spread wider, at once if no such domain frees within 30 "
         "days; empty: it always waits.",
     )
+    guarantee_spread_after_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=ENGINE_DEFAULTS.guarantee_spread_after_s,
+        validators=[MinValueValidator(0.0)],
+        help_text="How long a multi-node gang of a team that uses less than its guarantee waits for the "
+        "narrowest domain that can hold it before it may be spread wider (the shorter of this and the "
+        "bound for all gangs applies); empty: as any other gang.",
+    )
     backfill = models.BooleanField(default=ENGINE_DEFAULTS.backfill)
     reservation_depth = models.PositiveIntegerField(
         default=ENGINE_DEFAULTS.reservation_depth, validators=[MinValueValidator(1)]

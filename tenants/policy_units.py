@@ -81,6 +81,14 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         HOURS,
     ),
     PolicyField(
+        "guarantee_spread_after_s",
+        "Gangs of a team below its guarantee wait for at most",
+        "The same bound for a gang of a team that uses less than its guarantee: while it waits for one "
+        "domain, its team's unused guarantee is lent to others. The shorter of the two applies; 0: such a "
+        "gang takes the first placement it can get. Empty: it waits as any other gang.",
+        HOURS,
+    ),
+    PolicyField(
         "backfill",
         "Backfill",
         "Let later, smaller jobs start in idle gaps when they cannot delay the reserved start of the jobs ahead.",

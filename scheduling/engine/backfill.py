@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from .capacity import AcceleratorPool, CapacityIndex
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
-from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed
+from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed, patience_s
 from .plan import Allocation
 from .progress import release_after_s
 from .progress import worst_runtime_s as progress_worst_runtime_s
@@ -195,21 +195,28 @@ def earliest_start(
 
 
 def reservation_start(
-    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, job: Job, policy: Policy, now: float
+    pool: AcceleratorPool,
+    held: dict[str, int],
+    profile: ReleaseProfile,
+    job: Job,
+    policy: Policy,
+    now: float,
+    owed: bool = False,
 ) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
     looked for at: the widest it may take now (`gang_level`).
 
     A gang held to a narrower domain than its own waits for it (the reservation drains the domain
-    that frees first) while that domain frees before its patience (`Policy.gang_spread_after_s`)
-    runs out. Otherwise it is also looked for at its own level, from when its patience runs out,
-    or from now if no domain of the narrow level frees within `HORIZON_S` (racks held by serving
-    that never ends, or by failed nodes): whichever starts first is its reservation (the start is
-    `now` when the gang fits at its own level already and may take it)."""
-    max_level = gang_level(pool, job, policy, now)
+    that frees first) while that domain frees before its patience (`placement.patience_s`; `owed`:
+    its team uses less than its guarantee) runs out. Otherwise it is also looked for at its own
+    level, from when its patience runs out, or from now if no domain of the narrow level frees
+    within `HORIZON_S` (racks held by serving that never ends, or by failed nodes): whichever starts
+    first is its reservation (the start is `now` when the gang fits at its own level already and may
+    take it)."""
+    max_level = gang_level(pool, job, policy, now, owed)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
     narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
-    own_level, spread_after_s = job.required_level or "fleet", policy.gang_spread_after_s
+    own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed)
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
         return narrow
     patience_end_s = job.submit_s + spread_after_s

@@ -195,14 +195,15 @@ def _take_nodes(pool: AcceleratorPool, racks: list[str], count: int) -> list[str
     return chosen
 
 
-def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float) -> str:
+def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float, owed: bool = False) -> str:
     """The widest level a multi-node gang may be placed at now: its own `required_level`, but, for
     topology-aware policies and training or batch work, no wider than the narrowest domain an
-    empty fleet offers its size until it has waited `Policy.gang_spread_after_s` (None: always),
-    as Slurm's `--switches=count@max-time` waits for a placement on few switches before taking
-    any. Serving is latency-sensitive: it takes the first placement it can get."""
+    empty fleet offers its size until it has waited its patience (`patience_s`; `owed`: its team
+    uses less than its guarantee), as Slurm's `--switches=count@max-time` waits for a placement on
+    few switches before taking any. Serving is latency-sensitive: it takes the first placement it
+    can get."""
     level = job.required_level or "fleet"
-    spread_after_s = policy.gang_spread_after_s
+    spread_after_s = patience_s(policy, owed)
     if not policy.topology_aware or job.kind == "serving":  # serving starts where it can: latency first
         return level
     if spread_after_s is not None and now - job.submit_s >= spread_after_s:
@@ -211,6 +212,14 @@ def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float) -> s
     if count <= pool.rack_nodes_max:
         return narrower("rack", level)
     return narrower("pod", level) if count <= pool.pod_nodes_max else level
+
+
+def patience_s(policy: Policy, owed: bool) -> float | None:
+    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or for a gang
+    of a team below its guarantee (`owed`) the lower of it and `Policy.guarantee_spread_after_s`
+    (None: no bound)."""
+    bounds = [policy.gang_spread_after_s, policy.guarantee_spread_after_s if owed else None]
+    return min((bound for bound in bounds if bound is not None), default=None)
 
 
 def narrower(level: str, other: str) -> str:

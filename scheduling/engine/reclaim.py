@@ -275,6 +275,17 @@ class Reclaiming:
     memo: Memo
     budgets: Budgets
 
+    def _owed(self, job: Job) -> bool:
+        """Whether `job`'s team uses fewer GPUs than it is guaranteed, now in the cycle (its gangs
+        then have their own patience, `Policy.guarantee_spread_after_s`)."""
+        if self.policy.guarantee_spread_after_s is None:
+            return False
+        return self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
+
+    def _gang_level(self, pool: AcceleratorPool, job: Job) -> str:
+        """`gang_level` for `job`, with the patience of a gang of a team below its guarantee."""
+        return gang_level(pool, job, self.policy, self.now, self._owed(job))
+
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
     ) -> None:
@@ -310,7 +321,7 @@ class Reclaiming:
         if victims is None:
             victims = memo.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
         budgets.preemption_attempts += 1
-        max_level = gang_level(pool, job, self.policy, self.now)
+        max_level = self._gang_level(pool, job)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus

@@ -23,15 +23,16 @@ The cycle, as `schedule` states it:
  5. Elastic growth into idle GPUs on accelerators where nothing waits for capacity.
  6. A reason and an estimated start (or what it waits for) for every job that did not start.
 
-Reused from the engine, because they are the rules themselves, stated once, on plain inputs:
-quota admission, refusal and who reclaims (`quota.QuotaLedger`), fair-share factors, the gang
-patience level (`placement.gang_level`), the domains single-node jobs leave to waiting gangs without
-topology awareness (`placement.kept_for_gangs`), the elastic sizes worth trying (`elastic.reduced_sizes`), release and
-runtime formulas (`backfill.expected_end_s`, `worst_runtime_s`, `worst_penalty`), when the job
-would fit along the release profile (`backfill.earliest_start`, `reservation_start`), who may
-preempt whom and what an eviction costs and saves (`preemption.may_preempt`, `candidate_of`,
-`pick_victims`; `reclaim.eviction_pays` and its helpers). The helpers that want an
-`AcceleratorPool` get a fresh one, built from the plain state for the question at hand.
+Reused from the engine, because they are the rules themselves, stated once, on plain inputs: quota
+admission, refusal and who reclaims (`quota.QuotaLedger`), fair-share factors, the gang patience
+level (`placement.gang_level`, shorter for a team below its guarantee), the domains single-node jobs
+leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes
+worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
+`worst_runtime_s`, `worst_penalty`), when the job would fit along the release profile
+(`backfill.earliest_start`, `reservation_start`), who may preempt whom and what an eviction costs
+and saves (`preemption.may_preempt`, `candidate_of`, `pick_victims`; `reclaim.eviction_pays` and its
+helpers). The helpers that want an `AcceleratorPool` get a fresh one, built from the plain state for
+the question at hand.
 
 Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Two
 places where the fast engine's behaviour is stated as it is rather than as one might expect: a
@@ -295,6 +296,13 @@ class _ReferenceCycle:
             self.blocked.add(accelerator)  # strict FIFO: the blocked head holds back everyone behind
         return True
 
+    def _gang_level(self, job: Job) -> str:
+        """The widest level `job` may take now: its patience is `placement.patience_s`, shorter for
+        a gang of a team that uses less than its guarantee at this point of the cycle
+        (`Policy.guarantee_spread_after_s`)."""
+        owed = self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
+        return gang_level(self.shape_of[job.accelerator], job, self.policy, self.now, owed)
+
     def _smallest_size(self, job: Job) -> int:
         if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
             return max(1, job.min_gpus)
@@ -307,7 +315,7 @@ class _ReferenceCycle:
     def _start(self, job: Job, smallest: int) -> bool:
         """Start at the full size, else (elastic) at the largest smaller size quota admits that fits;
         with backfill, also on reserved nodes whose reservations begin after the job surely ends."""
-        max_level = gang_level(self.shape_of[job.accelerator], job, self.policy, self.now)
+        max_level = self._gang_level(job)
         sizes = [job.gpus]
         if self.policy.elastic and job.is_elastic:
             room = self.ledger.room(job.team, job.accelerator, job.gpus - 1, not job.preemptible)
@@ -413,7 +421,7 @@ class _ReferenceCycle:
         if takeable == 0 or self._total_free(accelerator) + takeable < size or budgets.scan_budget <= 0:
             return False
         budgets.preemption_attempts += 1
-        max_level = gang_level(self.shape_of[accelerator], job, policy, self.now)
+        max_level = self._gang_level(job)
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
         shrinkable = policy.elastic and any(
             run.job.min_gpus is not None and run.grace_until_s is None and run.gpus > run.job.min_gpus
@@ -560,7 +568,8 @@ class _ReferenceCycle:
             return
         budgets.reservation_attempts[accelerator] = attempts + 1
         pool = self._pool(accelerator)
-        found = reservation_start(pool, self.held, self._profile(accelerator), job, self.policy, self.now)
+        owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
+        found = reservation_start(pool, self.held, self._profile(accelerator), job, self.policy, self.now, owed)
         if found is None:
             return
         start_s, node_ids, level = found
@@ -577,7 +586,7 @@ class _ReferenceCycle:
         self.estimates[job.id] = start_s
 
     def _start_spread(self, job: Job, level: str) -> bool:
-        if level == gang_level(self.shape_of[job.accelerator], job, self.policy, self.now):
+        if level == self._gang_level(job):
             return False
         admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
         fit = None if admission is None else self._place(self.free, job.accelerator, job.gpus, level, True)

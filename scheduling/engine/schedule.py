@@ -84,7 +84,7 @@ from .explain import STARTED, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
-from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, gang_level, kept_for_gangs, narrower
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower
 from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger
@@ -230,7 +230,7 @@ class _Cycle(Reclaiming):
                 reasons[position] = refused
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
-            level = job.required_level if gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, now)
+            level = job.required_level if gpus <= pool.gpus_per_node else self._gang_level(pool, job)
             key = (accelerator, gpus, size, level, job.preferred_level, admission is None)
             verdict = verdicts.get(key)
             if (
@@ -348,7 +348,7 @@ class _Cycle(Reclaiming):
         return [job.gpus, *reduced_sizes(job, pool, room)]
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
-        max_level, memo = gang_level(pool, job, self.policy, self.now), self.memo
+        max_level, memo = self._gang_level(pool, job), self.memo
         for size in self._sizes(job, pool):
             if size == smallest:
                 admission: Admission | None = smallest_admission
@@ -441,7 +441,8 @@ class _Cycle(Reclaiming):
             return
         # Jobs that can never fit do not get to sweep the release profile over and over.
         budgets.reservation_attempts[job.accelerator] = attempts + 1
-        found = reservation_start(pool, self.index.held, self.profiles[job.accelerator], job, self.policy, self.now)
+        profile, owed = self.profiles[job.accelerator], self._owed(job)
+        found = reservation_start(pool, self.index.held, profile, job, self.policy, self.now, owed)
         if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
             return
         budgets.reservations_made[job.accelerator] = made + 1
@@ -452,7 +453,7 @@ class _Cycle(Reclaiming):
     def _start_spread(self, job: Job, pool: AcceleratorPool, level: str) -> bool:
         """Start a gang at a wider `level` than it waits for now, if quota admits it: its narrowest
         domain frees only after its patience runs out (see `backfill.reservation_start`)."""
-        if level == gang_level(pool, job, self.policy, self.now):
+        if level == self._gang_level(pool, job):
             return False
         admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
         fit = None if admission is None else fit_gang(pool, job.gpus, max_level=level)

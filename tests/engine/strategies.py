@@ -102,7 +102,12 @@ def gang_snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
         progress = draw(st.floats(0.0, job.duration_s))
         run = Running(job, tuple((node.id, 8) for node in span), 0.0, progress, progress / 2, draw(st.booleans()))
         gangs.append(run)
-    policy = replace(base.policy, level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)))
+    policy = replace(
+        base.policy,
+        level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)),
+        gang_spread_after_s=draw(st.sampled_from((7 * 86400.0, None, 3600.0))),
+        guarantee_spread_after_s=draw(st.sampled_from((0.0, None, 600.0))),
+    )
     return replace(base, running=base.running + tuple(gangs), policy=policy)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from scheduling.engine import Node, Policy, Reserve
 
-from .builders import Scenario, fleet, job, reason_of, running, started
+from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
 
 def test_a_gang_that_does_not_fit_starts_on_no_node() -> None:
@@ -66,6 +66,39 @@ def test_a_gang_waits_for_a_rack_an_empty_fleet_would_give_it_until_its_patience
         assert reason_of(plan, "gang") == "topology"
         (reservation,) = plan.of_type(Reserve)
         assert set(reservation.node_ids) in ({"p0-r0-n0", "p0-r0-n1"}, {"p0-r1-n0", "p0-r1-n1"})
+
+
+@pytest.mark.parametrize(
+    ("alpha_running", "guarantee_spread_after_s", "starts"),
+    [(False, 0.0, True), (True, 0.0, False), (False, None, False), (False, 3600.0, False)],
+)
+def test_a_gang_of_a_team_below_its_guarantee_spreads_across_racks_instead_of_waiting_for_one(
+    alpha_running: bool, guarantee_spread_after_s: float | None, starts: bool
+) -> None:
+    # Two racks of three nodes, one free node in each: the 16-GPU gang fits a rack on an empty
+    # fleet, but now only across both. The busy nodes free at t=3000.
+    scenario = Scenario(fleet("1x2x3x8")).with_running(
+        running(job("b0", 8, team="beta", time_limit_s=3000.0), on="p0-r0-n0", borrowing=True),
+        running(job("b1", 8, team="beta", time_limit_s=3000.0), on="p0-r1-n0", borrowing=True),
+        running(job("b2", 8, team="beta", time_limit_s=3000.0), on="p0-r1-n2", borrowing=True),
+    )
+    # The last busy node runs alpha's own work (then alpha uses its whole guarantee) or beta's.
+    owner = "alpha" if alpha_running else "beta"
+    scenario.with_running(
+        running(job("x", 8, team=owner, time_limit_s=3000.0), on="p0-r0-n1", borrowing=not alpha_running)
+    )
+    scenario.quotas(quota("alpha", 8), quota("beta", 0))
+    scenario.policy(guarantee_spread_after_s=guarantee_spread_after_s).pending(job("gang", 16, submit_s=0.0))
+    plan = scenario.plan(now=600.0)
+
+    if starts:
+        (start,) = plan.starts()
+        assert (start.job_id, start.level, start.borrowing) == ("gang", "pod", True)
+    else:
+        assert plan.starts() == ()
+        assert reason_of(plan, "gang") == "topology"
+        (reservation,) = plan.of_type(Reserve)
+        assert reservation.start_s == 3000.0
 
 
 def test_a_gang_whose_rack_frees_only_after_its_patience_runs_out_is_reserved_across_racks_for_then() -> None:

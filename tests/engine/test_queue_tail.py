@@ -14,7 +14,7 @@ from scheduling.engine import Node, Plan, Policy, Snapshot, schedule
 from scheduling.engine.capacity import AcceleratorPool
 from scheduling.engine.cycle_state import ANY_END_S, Verdict
 from scheduling.engine.model import Job
-from scheduling.engine.placement import classify_misfit, could_fit_by_shape, gang_level
+from scheduling.engine.placement import classify_misfit, could_fit_by_shape
 from scheduling.engine.plan import REASON_CAPACITY, REASON_PRIORITY, REASON_TOPOLOGY
 from scheduling.engine.quota import Admission
 from scheduling.engine.schedule import _Cycle
@@ -86,7 +86,7 @@ class _PlainCycle(_Cycle):
         if refused:
             decided.reason = refused
             return
-        level = job.required_level if job.gpus <= pool.gpus_per_node else gang_level(pool, job, self.policy, self.now)
+        level = job.required_level if job.gpus <= pool.gpus_per_node else self._gang_level(pool, job)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
         verdict = memo.verdicts.get(key)
         if verdict is not None and verdict.generation == memo.generation and self._settled(accelerator):

@@ -18,6 +18,7 @@ POLICY = {
     "fairshare_age_weight": "1.5",
     "fairshare_max_age_hours": "24",
     "gang_spread_after_hours": "1",
+    "guarantee_spread_after_hours": "0",
     "backfill": "on",
     "reservation_depth": "2",
     "preemption": "on",
@@ -149,6 +150,23 @@ def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_after_s == engine_value
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
     assert event.before["reclaim_after_s"] == 14400.0 and event.after["reclaim_after_s"] == engine_value
+
+
+def test_the_patience_of_gangs_below_their_guarantee_set_on_the_policy_page_reaches_the_engine(
+    world: World,
+) -> None:
+    FleetPolicyFactory()
+    client = client_for(world.admin)
+    page = client.get("/admin-portal/policy/").content.decode()
+    assert 'name="guarantee_spread_after_hours"' in page and "uses less than its guarantee" in page
+
+    assert client.post("/admin-portal/policy/", {**POLICY, "guarantee_spread_after_hours": "2"}).status_code == 302
+    assert policy_from_row(FleetPolicy.objects.get()).guarantee_spread_after_s == 7200.0
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
+    assert (event.before["guarantee_spread_after_s"], event.after["guarantee_spread_after_s"]) == (0.0, 7200.0)
+
+    assert client.post("/admin-portal/policy/", {**POLICY, "guarantee_spread_after_hours": ""}).status_code == 302
+    assert policy_from_row(FleetPolicy.objects.get()).guarantee_spread_after_s is None
 
 
 def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
