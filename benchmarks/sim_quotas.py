@@ -2,8 +2,8 @@
 
     python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
-        [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--limit N] [--window START_DAY:DAYS]
-        [--sample FRACTION] [--seed N] [--quick] > out.json
+        [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
+        [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--quick] > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
 guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
@@ -14,7 +14,9 @@ one estimate setting (`exact`: time limits are the true durations; `2`: twice th
 median is 2 and it reorders jobs, seeded by `--seed`). Every case replays every policy; `sjf-oracle`
 (shortest true duration first, no quotas, no preemption) is the unfair bound. `--order` adds
 fleetline with other within-team orders (named `fleetline[order=...]`), `--reclaim-share` with
-another `Policy.reclaim_guaranteed_share` (named `fleetline[reclaim_share=...]`).
+another `Policy.reclaim_guaranteed_share` (named `fleetline[reclaim_share=...]`), `--tweak` with any
+fields of the engine's `Policy` changed (`--tweak guarantee_spread_after_s=none`, named
+`fleetline[guarantee_spread_after_s=none]`; on/off for a flag, none for an unset bound).
 
 Prints JSON on stdout: per case its setting, fleet and quotas, one metrics object per policy (every
 key of the metrics contract, including `preemption_lost_gpu_hours`, `guarantee_violation_gpu_hours`

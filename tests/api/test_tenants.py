@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.convert import policy_from_row
 from tenants.models import AuditEvent, FleetPolicy, Membership, PriorityClass, Quota, QuotaRequest
 from tests.api.conftest import People
 from tests.factories import QuotaRequestFactory
@@ -229,3 +230,17 @@ def test_bad_policy_values_are_refused_and_nothing_changes(people: People) -> No
     assert response.status_code == 400
     assert response.json()["errors"][0]["attr"] == "topology_penalty_pod"
     assert FleetPolicy.objects.get().backfill is True
+
+
+def test_an_admin_sets_the_patience_of_gangs_below_their_guarantee_through_the_api(people: People) -> None:
+    admin = people.client("admin")
+
+    assert admin.get("/api/v1/policy/").json()["guarantee_spread_after_s"] == 0.0
+    changed = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": 3600.0}, format="json")
+    unset = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": None}, format="json")
+    refused = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": -1.0}, format="json")
+
+    assert changed.json()["guarantee_spread_after_s"] == 3600.0
+    assert unset.json()["guarantee_spread_after_s"] is None
+    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "guarantee_spread_after_s"
+    assert policy_from_row(FleetPolicy.objects.get()).guarantee_spread_after_s is None
