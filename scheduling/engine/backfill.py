@@ -404,6 +404,8 @@ def expected_end_s(run: Running, now: float, penalty: float = 1.0) -> float:
     job = run.job
     if job.time_limit_s is not None:
         return max(now, run.start_s + job.time_limit_s)
+    if run.release_s is not None:
+        return max(now, run.release_s)
     return now + release_after_s(job.duration_s, run.progress_s, job.gpus, run.gpus, penalty)
 
 

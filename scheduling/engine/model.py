@@ -96,6 +96,9 @@ class Running:
     checkpoint_s: float
     borrowing: bool
     grace_until_s: float | None = None
+    # When the run's work is done at its progress rate, anchored where the rate last changed
+    # (`FleetState` knows it); None: from `progress_s` at the cycle's time (`backfill.expected_end_s`).
+    release_s: float | None = None
 
     @property
     def gpus(self) -> int:

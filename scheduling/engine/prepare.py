@@ -172,6 +172,8 @@ class RunningBook:
                 end_s = grace_until_s
             elif job.time_limit_s is not None:
                 end_s = run.start_s + job.time_limit_s
+            elif run.release_s is not None:
+                end_s = run.release_s
             else:
                 remaining_s = job.duration_s - run.progress_s
                 slowdown = node_penalty if single or penalty is None else penalty(allocation)

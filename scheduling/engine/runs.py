@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .model import Job, Running
-from .progress import CHECKPOINT_EPSILON, checkpoint_at, progress_at
+from .progress import CHECKPOINT_EPSILON, checkpoint_at, progress_at, progress_rate, time_at_progress
 
 _LN2 = math.log(2.0)
 
@@ -76,6 +76,7 @@ class RunRecord:
         "base_progress",
         "version",
         "signal_progress",
+        "release",
     )
 
     def __init__(self, job: Job, allocation: tuple[tuple[str, int], ...], start_s: float, level: str) -> None:
@@ -93,6 +94,8 @@ class RunRecord:
         self.version = 0
         # Progress when the job was told it is preempted, if it checkpoints then (see `Job`).
         self.signal_progress: float | None = None
+        # When its work is done at its rate from its anchor (no time limit, not throttled), else None.
+        self.release: float | None = None
 
     def progress_at(self, time_s: float) -> float:
         return progress_at(self.anchor_s, self.anchor_progress, self.rate, self.job.duration_s, time_s)
@@ -111,15 +114,32 @@ _set_progress_s = vars(Running)["progress_s"].__set__
 _set_checkpoint_s = vars(Running)["checkpoint_s"].__set__
 _set_borrowing = vars(Running)["borrowing"].__set__
 _set_grace_until_s = vars(Running)["grace_until_s"].__set__
+_set_release_s = vars(Running)["release_s"].__set__
 
 
 def running_at(run: RunRecord, now: float) -> Running:
     """The frozen `Running` a snapshot at `now` shows for `run` (see `all_running_at`).
 
     Equal to `Running(job, allocation, start_s, run.progress_at(now), run.checkpoint_at(now),
-    borrowing, grace_until_s)` (tests/engine/test_progress.py checks it against the definitions).
+    borrowing, grace_until_s, anchored_release_s(run, now, penalty))` with the fleet state's level
+    penalties (tests/engine/test_fast_paths.py checks it against the definitions).
     """
     return all_running_at((run,), now)[0]
+
+
+def anchored_release_s(run: RunRecord, now: float, level_penalty: Mapping[str, float]) -> float | None:
+    """The release a snapshot at `now` shows for `run` (`Running.release_s`), its plain definition:
+    when its work is done at its progress rate counted from its anchor (where its rate last changed),
+    for a run without a time limit that progresses at the rate its size and placement level give
+    (`level_penalty`: not throttled, not stalled) and has reached its anchor (not restoring); else
+    None, and the engine counts from `progress_s` at the cycle's time. The anchored time is the very
+    time `FleetState` completes the run, and it does not change from cycle to cycle."""
+    job = run.job
+    if job.time_limit_s is not None or now < run.anchor_s or run.rate <= 0:
+        return None
+    if run.rate != progress_rate(run.gpus, job.gpus, level_penalty.get(run.level, 1.0)):
+        return None
+    return time_at_progress(run.anchor_s, run.anchor_progress, run.rate, job.duration_s)
 
 
 def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]:
@@ -151,5 +171,6 @@ def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]
         _set_checkpoint_s(snapshot, checkpoint_s)
         _set_borrowing(snapshot, run.borrowing)
         _set_grace_until_s(snapshot, run.grace_until_s)
+        _set_release_s(snapshot, run.release if now >= run.anchor_s else None)
         append(snapshot)
     return tuple(shown)

@@ -304,9 +304,12 @@ class FleetState:
         self._seq += 1
         run.version = self._seq
         job = run.job
+        run.release = None
         if run.rate > 0:
             remaining = max(0.0, job.duration_s - run.anchor_progress)
             self._push(max(now, run.anchor_s) + remaining / run.rate, _COMPLETE, run)
+            if job.time_limit_s is None and run.rate == self._rate(job, run.gpus, run.level):
+                run.release = run.anchor_s + remaining / run.rate
         if job.time_limit_s is not None:
             self._push(max(now, run.start_s + job.time_limit_s), _TIMEOUT, run)
         if run.grace_until_s is not None:

@@ -100,7 +100,10 @@ def gang_snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
         job = replace(job, gpus=gpus, min_gpus=draw(st.sampled_from((None, 8))), max_gpus=None)
         job = replace(job, time_limit_s=draw(st.sampled_from((None, job.duration_s * 2))), required_level=None)
         progress = draw(st.floats(0.0, job.duration_s))
-        run = Running(job, tuple((node.id, 8) for node in span), 0.0, progress, progress / 2, draw(st.booleans()))
+        # Without a time limit, some show the release their anchor gives (as `FleetState` does).
+        release_s = draw(st.none() | st.floats(0.0, 2 * job.duration_s)) if job.time_limit_s is None else None
+        span_ids = tuple((node.id, 8) for node in span)
+        run = Running(job, span_ids, 0.0, progress, progress / 2, draw(st.booleans()), release_s=release_s)
         gangs.append(run)
     policy = replace(
         base.policy,

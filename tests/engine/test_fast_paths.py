@@ -29,6 +29,7 @@ from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus,
 from scheduling.engine.preemption import Victims, candidate_of
 from scheduling.engine.prepare import RunPenalty, running_totals
 from scheduling.engine.reclaim import Reclaiming
+from scheduling.engine.runs import anchored_release_s
 from scheduling.engine.schedule import _Cycle
 
 from . import builders
@@ -46,9 +47,9 @@ def _runs(draw: st.DrawFn) -> tuple[Running, ...]:
         allocation = tuple((f"n{index}-{k}", draw(st.integers(1, 8))) for k in range(draw(st.integers(1, 3))))
         progress, checkpoint = draw(st.floats(0.0, 1e4)), draw(st.floats(0.0, 1e4))
         grace = draw(st.none() | st.floats(0.0, 1e4))
-        runs.append(
-            Running(job, allocation, draw(st.floats(0.0, 1e4)), progress, checkpoint, draw(st.booleans()), grace)
-        )
+        release = draw(st.none() | st.floats(0.0, 1e4))
+        start_s, borrowing = draw(st.floats(0.0, 1e4)), draw(st.booleans())
+        runs.append(Running(job, allocation, start_s, progress, checkpoint, borrowing, grace, release))
     return tuple(runs)
 
 
@@ -128,6 +129,7 @@ def test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field(
                 run.checkpoint_at(now),
                 run.borrowing,
                 run.grace_until_s,
+                anchored_release_s(run, now, state.penalty),
             )
             for run in state.running.values()
         )

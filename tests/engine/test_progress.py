@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import Evicted, FleetState, Plan, Start
+from scheduling.engine import Completed, Evicted, FleetState, Plan, Policy, Start
 from scheduling.engine.detector import DetectorPolicy, gpu_loss_detected_at
 from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure
 from scheduling.engine.progress import (
@@ -220,3 +220,27 @@ def test_a_slowdown_nobody_notices_costs_its_gangs_their_stretch_until_the_repai
     short = _gang(duration_s=900.0).slowed(1500.0, 1.2)  # 150 s of work left at 0.5 / 1.2
     assert slow_stretch_gpu_s(short, 1500.0, 1500.0 + 3600.0, 1.2) == pytest.approx(360.0 * 8 * (1 - 1 / 1.2))
     assert slow_stretch_gpu_s(gang, 1500.0, 1000.0, 1.2) == 0.0
+
+
+def test_a_run_without_a_limit_shows_the_time_its_work_completes_the_same_every_cycle() -> None:
+    state = FleetState(fleet("1x1x2x8"), level_penalty=(("node", 1.0), ("rack", 1.25)))
+    state.submit(job("long", 16, duration_s=10_000.0, time_limit_s=None))
+    state.apply(Plan((Start("long", (("p0-r0-n0", 8), ("p0-r0-n1", 8)), False, "rack"),), ()), 0.0)
+    shown = [
+        {run.job.id: run.release_s for run in state.snapshot(now, (), (), Policy()).running}
+        for now in (0.0, 3_000.0, 7_777.7)
+    ]
+    # Two nodes of one rack: 10,000 s of work at rate 1 (its size) slowed by 1.25.
+    assert shown == [{"long": 12_500.0}] * 3
+    assert state.advance(20_000.0) == [Completed("long", 12_500.0)]
+
+
+def test_a_throttled_or_restoring_run_shows_no_anchored_release() -> None:
+    state = FleetState(fleet("1x1x2x8"), restart_overhead_s=60.0)
+    state.submit(job("long", 8, duration_s=10_000.0, time_limit_s=None, attained_gpu_s=1.0))
+    state.apply(Plan((Start("long", (("p0-r0-n0", 8),), False, "node"),), ()), 0.0)
+    restoring = state.snapshot(30.0, (), (), Policy()).running[0]
+    assert restoring.release_s is None  # its anchor (the end of the restart) is still ahead
+    assert state.snapshot(60.0, (), (), Policy()).running[0].release_s == 10_060.0
+    state.throttle_node("p0-r0-n0", 2.0, 1_060.0)
+    assert state.snapshot(2_000.0, (), (), Policy()).running[0].release_s is None
