@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TypeVar
 
 from .backfill import ReleaseEvent, ReleaseProfile
@@ -95,7 +96,18 @@ class RunningBook:
     counted (tests check it); a snapshot's book names its running tuple (`running`), and
     `prepare_cycle` uses it only for that very tuple."""
 
-    __slots__ = ("usage", "runs", "evicting", "leaving", "preemptible", "borrowing", "pinned", "running")
+    __slots__ = (
+        "usage",
+        "runs",
+        "evicting",
+        "leaving",
+        "preemptible",
+        "borrowing",
+        "pinned",
+        "running",
+        "kept",
+        "kept_now",
+    )
 
     def __init__(self) -> None:
         self.usage: dict[Key, int] = {}
@@ -106,6 +118,9 @@ class RunningBook:
         self.borrowing: dict[str, int] = {}
         self.pinned: dict[Key, int] = {}
         self.running: tuple[Running, ...] | None = None
+        # A snapshot's releases as `KeptReleases.at(kept_now)` gave them, when it could.
+        self.kept: KeptTotals | None = None
+        self.kept_now = 0.0
 
     def count(self, job: Job, gpus: int, borrowing: bool, leaving: bool, sign: int) -> None:
         """Add (`sign` 1) or take away (-1) a run of `job` on `gpus` GPUs, as `running_totals`
@@ -140,7 +155,16 @@ class RunningBook:
         return twin
 
     def totals(self, running: Iterable[Running], now: float, penalty: RunPenalty | None = None) -> RunningTotals:
-        """`running_totals(running, now, penalty)` from the book and, per run, the releases."""
+        """`running_totals(running, now, penalty)` from the book and, per run, the releases (read
+        from `kept` when the snapshot's releases were kept for this very time)."""
+        kept = self.kept
+        if kept is not None and self.kept_now == now:
+            kept_used, kept_releases, kept_ends = kept
+            return self._with(
+                dict(kept_used),
+                {accelerator: list(events) for accelerator, events in kept_releases.items()},
+                {key: list(ends) for key, ends in kept_ends.items()},
+            )
         node_penalty = 1.0 if penalty is None else penalty.node
         used: dict[str, int] = {}
         releases: dict[str, list[ReleaseEvent]] = {}
@@ -194,6 +218,14 @@ class RunningBook:
                 team_releases[key] = [(end_s, gpus)]
             else:
                 team_ends.append((end_s, gpus))
+        return self._with(used, releases, team_releases)
+
+    def _with(
+        self,
+        used: dict[str, int],
+        releases: dict[str, list[ReleaseEvent]],
+        team_releases: dict[Key, list[tuple[float, int]]],
+    ) -> RunningTotals:
         takeable = Takeable(
             {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()},
             dict(self.leaving),
@@ -202,6 +234,80 @@ class RunningBook:
         return RunningTotals(
             used, dict(self.usage), releases, dict(self.evicting), takeable, team_releases, dict(self.pinned)
         )
+
+
+# GPUs per node, release events per accelerator and (release, GPUs) per (team, accelerator), in running order.
+KeptTotals = tuple[dict[str, int], dict[str, tuple[ReleaseEvent, ...]], dict[Key, tuple[tuple[float, int], ...]]]
+
+
+class KeptReleases:
+    """The releases of the running jobs, kept by `FleetState` in running order between cycles:
+    each run's release events, its (release, GPUs) for its team and its allocation, entered when it
+    starts (`keep`), replaced in place when it resizes, is throttled or restored or enters its grace
+    period (`keep` again), dropped when it ends (`forget`). A release that does not depend on the
+    cycle's time (a grace period, a time limit, `Running.release_s`) is computed once per change
+    instead of once per cycle.
+
+    `at(now)` equals the `used`, `releases` and `team_releases` of `running_totals` for the same
+    running jobs (tests check it), or is None when a run's release depends on the time (restoring,
+    throttled, stalled) or falls before `now`: the cycle then sums per run."""
+
+    __slots__ = ("events", "ends", "allocations", "timed", "restoring")
+
+    def __init__(self) -> None:
+        self.events: dict[str, dict[str, tuple[ReleaseEvent, ...]]] = {}
+        self.ends: dict[Key, dict[str, tuple[float, int]]] = {}
+        self.allocations: dict[str, Allocation] = {}
+        self.timed: set[str] = set()  # runs whose release depends on the cycle's time
+        self.restoring: dict[str, float] = {}  # anchored runs by the time their anchor is reached
+
+    def keep(self, job: Job, allocation: Allocation, gpus: int, end_s: float | None, anchor_s: float | None) -> None:
+        """Enter or replace (in place) a run: its release `end_s` (None: it depends on the time),
+        reached from `anchor_s` on when it is an anchored release (else None)."""
+        job_id = job.id
+        self.allocations[job_id] = allocation
+        if end_s is None:
+            self.timed.add(job_id)
+            end_s = 0.0
+        else:
+            self.timed.discard(job_id)
+        if anchor_s is None:
+            self.restoring.pop(job_id, None)
+        else:
+            self.restoring[job_id] = anchor_s
+        self.events.setdefault(job.accelerator, {})[job_id] = tuple(
+            (end_s, node_id, on_node) for node_id, on_node in allocation
+        )
+        self.ends.setdefault((job.team, job.accelerator), {})[job_id] = (end_s, gpus)
+
+    def forget(self, job: Job) -> None:
+        job_id = job.id
+        del self.allocations[job_id]
+        self.timed.discard(job_id)
+        self.restoring.pop(job_id, None)
+        events = self.events[job.accelerator]
+        del events[job_id]
+        if not events:
+            del self.events[job.accelerator]
+        key = (job.team, job.accelerator)
+        ends = self.ends[key]
+        del ends[job_id]
+        if not ends:
+            del self.ends[key]
+
+    def at(self, now: float) -> KeptTotals | None:
+        if self.timed or any(anchor_s > now for anchor_s in self.restoring.values()):
+            return None
+        ends = self.ends
+        if ends and min(min(team.values()) for team in ends.values())[0] < now:
+            return None
+        used: dict[str, int] = {}
+        used_get = used.get
+        for allocation in self.allocations.values():
+            for node_id, gpus in allocation:
+                used[node_id] = used_get(node_id, 0) + gpus
+        releases = {accelerator: tuple(chain.from_iterable(runs.values())) for accelerator, runs in self.events.items()}
+        return used, releases, {key: tuple(team.values()) for key, team in ends.items()}
 
 
 def _add(counts: dict[_T, int], key: _T, delta: int) -> None:

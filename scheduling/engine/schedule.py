@@ -52,8 +52,11 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   plain: `capacity.plain_pools`, the empty-fleet pool with each used node set one at a time
   (`test_fast_paths.py::test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds`).
 - A snapshot's running jobs built through slots in one loop (`runs.all_running_at`); plain:
-  `Running` built field by field from `progress_at` and `checkpoint_at`
+  `Running` built field by field from `progress_at`, `checkpoint_at` and `runs.anchored_release_s`
   (`test_fast_paths.py::test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field`).
+- The running jobs' releases, GPUs per node and team releases kept by `FleetState` between cycles
+  (`prepare.KeptReleases`, read by `RunningBook.totals`); plain: `prepare.running_totals`, summed
+  per run (`test_fast_paths.py::test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do`).
 - The empty-fleet index and the cordons of the last node tuples seen, kept by identity
   (`capacity._EMPTY_FLEETS`, `health._CORDONS`); plain: built afresh
   (`test_fast_paths.py::test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one`).

@@ -23,7 +23,7 @@ from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
-from .prepare import RunningBook
+from .prepare import KeptReleases, RunningBook
 from .progress import (
     kept_on_eviction,
     next_checkpoint_progress,
@@ -74,6 +74,9 @@ class FleetState:
         self._usage = DecayedUsage(usage_half_life_s)
         # What the running jobs add up to apart from the time, kept as they change (`_take`, `_preempt`).
         self._book = RunningBook()
+        # The running jobs' releases, kept as they change (`_keep`), and the latest time one was kept.
+        self._kept = KeptReleases()
+        self._kept_at = now
         self._node_tuple: tuple[Node, ...] | None = None
 
     # Queue -------------------------------------------------------------------------------------
@@ -107,6 +110,7 @@ class FleetState:
         self._accrue(self.now)
         self._take(run, +1)
         self.running[job.id] = run
+        self._keep(run, self.now)
         self._schedule_events(run, self.now)
 
     def run_view(self, job_id: str) -> RunView | None:
@@ -226,6 +230,10 @@ class FleetState:
         running = all_running_at(self.running.values(), now)
         usage = self.usage(now) if usage is None else usage
         book = self._book.copy(running)
+        if now >= self._kept_at:
+            kept = self._kept.at(now)
+            if kept is not None:
+                book.kept, book.kept_now = kept, now
         return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage, book)
 
     # Failures ----------------------------------------------------------------------------------
@@ -315,6 +323,22 @@ class FleetState:
         if run.grace_until_s is not None:
             self._push(max(now, run.grace_until_s), _GRACE, run)
         self._push_checkpoint(run, now)
+        self._keep(run, now)
+
+    def _keep(self, run: RunRecord, now: float) -> None:
+        """Enter or replace `run`'s release in `_kept`: its grace, its time limit or its anchored
+        release (`runs.anchored_release_s`), else one that depends on the time."""
+        job, anchor_s = run.job, None
+        if run.grace_until_s is not None:
+            end_s: float | None = run.grace_until_s
+        elif job.time_limit_s is not None:
+            end_s = run.start_s + job.time_limit_s
+        else:
+            end_s = run.release
+            if end_s is not None and run.anchor_s > now:
+                anchor_s = run.anchor_s
+        self._kept.keep(job, run.allocation, run.gpus, end_s, anchor_s)
+        self._kept_at = max(self._kept_at, now)
 
     def _push_checkpoint(self, run: RunRecord, now: float) -> None:
         interval = run.job.checkpoint_interval_s
@@ -345,6 +369,7 @@ class FleetState:
         self._useful_gpu_s += work_gpu_s(run.progress_at(time_s), run.base_progress, run.job.gpus)
         self._take(run, -1)
         del self.running[run.job.id]
+        self._kept.forget(run.job)
         self.saved_progress.pop(run.job.id, None)
         run.version = -1
 
@@ -362,6 +387,7 @@ class FleetState:
         self._evictions += 1
         self._take(run, -1)
         del self.running[run.job.id]
+        self._kept.forget(run.job)
         run.version = -1
         attained = run.job.attained_gpu_s + max(0.0, time_s - run.start_s) * run.gpus
         self.pending[run.job.id] = replace(run.job, attained_gpu_s=attained)
@@ -411,6 +437,7 @@ class FleetState:
             self._take(run, +1)
             del self.pending[job.id]
             self.running[job.id] = run
+            self._keep(run, now)
             valid.append((action, job))
         restoring_gb = sum(job.checkpoint_gb for _, job in valid if self.saved_progress.get(job.id, 0.0) > 0)
         for action, job in valid:

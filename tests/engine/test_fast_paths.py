@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import FleetState, Plan, Preempt, Running, Shrink, Snapshot, schedule
+from scheduling.engine import FleetState, Plan, Policy, Preempt, Running, Shrink, Snapshot, Start, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
 from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
 from scheduling.engine.cycle_state import SearchKey
@@ -137,13 +137,25 @@ def test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field(
 
 
 @SETTINGS
-@given(snapshots(), st.lists(st.floats(1.0, 3000.0), min_size=1, max_size=4))
-def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(snapshot: Snapshot, steps: list[float]) -> None:
-    state = FleetState(snapshot.nodes, checkpoint_events=True)
+@given(
+    snapshots(),
+    st.lists(st.floats(1.0, 3000.0), min_size=1, max_size=4),
+    st.booleans(),
+    st.sampled_from((0.0, 120.0)),
+    st.none() | st.floats(1.0, 3.0),
+)
+def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(
+    snapshot: Snapshot, steps: list[float], unlimited: bool, restart_s: float, throttle: float | None
+) -> None:
+    """The book and the releases kept between cycles (`KeptReleases`) equal the plain rebuild, with
+    jobs without a time limit (anchored releases), restarts that restore first and a throttled node."""
+    state = FleetState(snapshot.nodes, checkpoint_events=True, restart_overhead_s=restart_s)
     for job in snapshot.pending:
-        state.submit(job)
+        state.submit(replace(job, time_limit_s=None, attained_gpu_s=1.0) if unlimited else job)
     now = 0.0
-    for step in steps:
+    for index, step in enumerate(steps):
+        if throttle is not None and index == 1:
+            state.throttle_node(snapshot.nodes[0].id, throttle, now)
         shown = state.snapshot(now, snapshot.teams, snapshot.quotas, snapshot.policy)
         assert shown.book is not None and shown.book.running is shown.running
         penalty = _penalty(shown)
@@ -157,6 +169,29 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(snapshot: S
         state.apply(plan, now)
         now += step
         state.advance(now)
+
+
+def test_a_fleet_state_keeps_the_anchored_releases_of_its_running_jobs_between_cycles() -> None:
+    state = FleetState(builders.fleet("1x1x2x8"))
+    for name, gpus in (("a", 8), ("b", 4), ("c", 2)):
+        state.submit(builders.job(name, gpus, duration_s=1_000.0 * gpus, time_limit_s=None))
+    state.apply(
+        Plan(
+            (
+                Start("a", (("p0-r0-n0", 8),), False, "node"),
+                Start("b", (("p0-r0-n1", 4),), False, "node"),
+                Start("c", (("p0-r0-n1", 2),), False, "node"),
+            ),
+            (),
+        ),
+        0.0,
+    )
+    shown = state.snapshot(500.0, (), (), Policy())
+    assert shown.book is not None and shown.book.kept is not None
+    kept = shown.book.totals(shown.running, 500.0)
+    assert kept.releases == running_totals(shown.running, 500.0).releases
+    assert kept.releases == {"a100": [(8_000.0, "p0-r0-n0", 8), (4_000.0, "p0-r0-n1", 4), (2_000.0, "p0-r0-n1", 2)]}
+    assert kept.used == {"p0-r0-n0": 8, "p0-r0-n1": 6}
 
 
 @SETTINGS
