@@ -24,8 +24,8 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`test_collector.py::test_a_cycle_leaves_no_cyclic_garbage_behind`).
 - `_scan` answers the cheap cases inline, with the working state in local names (unknown
   accelerator, blocked, the admission memo, a settled verdict, `_worst_end_s` for jobs with a
-  time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts
-  (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
+  time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts,
+  `plain_scan.schedule_plain_scan` (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
 - The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, quota
   admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
   that found nothing (`Reclaiming._fruitless_again`); plain: searching again
