@@ -9,7 +9,7 @@ where elastic victims give up GPUs first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .capacity import AcceleratorPool, CapacityIndex
@@ -86,13 +86,25 @@ def grow_action(growth: Growth, ledger: QuotaLedger) -> Grow:
 
 
 def grow_actions(
-    index: CapacityIndex, running: list[Running], picked: set[str], waiting: set[str], ledger: QuotaLedger
+    index: CapacityIndex,
+    running: list[Running],
+    picked: set[str],
+    waiting: set[str],
+    ledger: QuotaLedger,
+    elastic: Mapping[str, int] | None = None,
 ) -> list[Grow]:
     """Step 5 of a cycle: grow elastic jobs on accelerators where nothing pending waits for capacity
-    (`waiting`), leaving alone the jobs picked as victims this cycle."""
+    (`waiting`), leaving alone the jobs picked as victims this cycle.
+
+    Fast path: `elastic`, when given, counts per accelerator the runs of `running` that have a
+    `max_gpus` and are not leaving (`RunningTotals.elastic`), the only ones `plan_growth` looks at;
+    an accelerator without any is passed over without a look at its running jobs. Plain: None,
+    every accelerator's runs looked at (a test checks both give the same actions)."""
     actions: list[Grow] = []
     for accelerator, pool in index.pools.items():
         if accelerator in waiting or pool.total_free == 0:
+            continue
+        if elastic is not None and not elastic.get(accelerator):
             continue
         runs = [run for run in running if run.job.accelerator == accelerator and run.job.id not in picked]
         actions.extend(grow_action(growth, ledger) for growth in plan_growth(runs, pool, ledger, index.held))

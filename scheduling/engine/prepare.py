@@ -12,6 +12,7 @@ cycles, so that the loop over a snapshot it made only sums the releases and the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -38,6 +39,8 @@ class RunningTotals:
     team_releases: dict[Key, list[tuple[float, int]]]
     # GPUs of borrowing work nobody may preempt (not leaving), per (team, accelerator).
     pinned: dict[Key, int]
+    # Elastic running jobs (a `max_gpus`) not leaving, per accelerator: the only ones that may grow.
+    elastic: dict[str, int]
 
 
 @dataclass(slots=True)
@@ -104,6 +107,7 @@ class RunningBook:
         "preemptible",
         "borrowing",
         "pinned",
+        "elastic",
         "running",
         "kept",
         "kept_now",
@@ -117,6 +121,7 @@ class RunningBook:
         self.preemptible: dict[str, dict[int, int]] = {}
         self.borrowing: dict[str, int] = {}
         self.pinned: dict[Key, int] = {}
+        self.elastic: dict[str, int] = {}  # elastic runs not leaving per accelerator
         self.running: tuple[Running, ...] | None = None
         # A snapshot's releases as `KeptReleases.at(kept_now)` gave them, when it could.
         self.kept: KeptTotals | None = None
@@ -135,6 +140,8 @@ class RunningBook:
             _add(self.evicting, key, delta)
             _add(self.leaving, accelerator, delta)
             return
+        if job.max_gpus is not None:
+            _add(self.elastic, accelerator, sign)
         if job.preemptible:
             by_priority = self.preemptible.setdefault(accelerator, {})
             _add(by_priority, job.priority, delta)
@@ -150,6 +157,7 @@ class RunningBook:
         twin = RunningBook()
         twin.usage, twin.runs, twin.evicting = dict(self.usage), dict(self.runs), dict(self.evicting)
         twin.leaving, twin.borrowing, twin.pinned = dict(self.leaving), dict(self.borrowing), dict(self.pinned)
+        twin.elastic = dict(self.elastic)
         twin.preemptible = {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()}
         twin.running = running
         return twin
@@ -232,7 +240,14 @@ class RunningBook:
             dict(self.borrowing),
         )
         return RunningTotals(
-            used, dict(self.usage), releases, dict(self.evicting), takeable, team_releases, dict(self.pinned)
+            used,
+            dict(self.usage),
+            releases,
+            dict(self.evicting),
+            takeable,
+            team_releases,
+            dict(self.pinned),
+            dict(self.elastic),
         )
 
 
@@ -250,9 +265,18 @@ class KeptReleases:
 
     `at(now)` equals the `used`, `releases` and `team_releases` of `running_totals` for the same
     running jobs (tests check it), or is None when a run's release depends on the time (restoring,
-    throttled, stalled) or falls before `now`: the cycle then sums per run."""
+    throttled, stalled) or falls before `now`: the cycle then sums per run.
 
-    __slots__ = ("events", "ends", "allocations", "timed", "restoring")
+    Fast path: what `at` returns depends on the time only through whether it is None, so it is
+    built once per change of the kept runs (`version`, bumped by `keep` and `forget`) with the
+    earliest release among them, and handed out again until the next change (most cycles follow
+    an arrival or a re-plan, not a start or an end). Its readers copy it (`RunningBook.totals`);
+    nothing mutates it. The GPUs per node are kept summed as runs enter and leave (`node_gpus`),
+    and a build takes their order (first appearance, in running order) from the allocations in one
+    C-level pass. Plain: `plain_at`, built afresh at every call, summing per run in a loop (tests
+    compare them, in order)."""
+
+    __slots__ = ("events", "ends", "allocations", "timed", "restoring", "version", "_built", "node_gpus", "node_runs")
 
     def __init__(self) -> None:
         self.events: dict[str, dict[str, tuple[ReleaseEvent, ...]]] = {}
@@ -260,11 +284,22 @@ class KeptReleases:
         self.allocations: dict[str, Allocation] = {}
         self.timed: set[str] = set()  # runs whose release depends on the cycle's time
         self.restoring: dict[str, float] = {}  # anchored runs by the time their anchor is reached
+        self.version = 0  # bumped by every change of the kept runs
+        # (version, earliest release, totals) as `at` last built them.
+        self._built: tuple[int, float, KeptTotals] | None = None
+        # GPUs in use per node over the kept allocations, and how many allocations name the node.
+        self.node_gpus: dict[str, int] = {}
+        self.node_runs: dict[str, int] = {}
 
     def keep(self, job: Job, allocation: Allocation, gpus: int, end_s: float | None, anchor_s: float | None) -> None:
         """Enter or replace (in place) a run: its release `end_s` (None: it depends on the time),
         reached from `anchor_s` on when it is an anchored release (else None)."""
         job_id = job.id
+        self.version += 1
+        replaced = self.allocations.get(job_id)
+        if replaced is not None:
+            self._count(replaced, -1)
+        self._count(allocation, 1)
         self.allocations[job_id] = allocation
         if end_s is None:
             self.timed.add(job_id)
@@ -282,7 +317,8 @@ class KeptReleases:
 
     def forget(self, job: Job) -> None:
         job_id = job.id
-        del self.allocations[job_id]
+        self.version += 1
+        self._count(self.allocations.pop(job_id), -1)
         self.timed.discard(job_id)
         self.restoring.pop(job_id, None)
         events = self.events[job.accelerator]
@@ -296,6 +332,19 @@ class KeptReleases:
             del self.ends[key]
 
     def at(self, now: float) -> KeptTotals | None:
+        """`plain_at(now)`, built once per `version` (fast path, see the class docstring)."""
+        if self.timed or any(anchor_s > now for anchor_s in self.restoring.values()):
+            return None
+        built = self._built
+        if built is None or built[0] != self.version:
+            ends = self.ends
+            first_end_s = min(min(team.values()) for team in ends.values())[0] if ends else math.inf
+            built = self._built = (self.version, first_end_s, self._totals(self._used()))
+        return None if built[1] < now else built[2]
+
+    def plain_at(self, now: float) -> KeptTotals | None:
+        """The kept runs' totals at `now`, or None when a run's release depends on the time or
+        falls before `now` (the definition `at` keeps between changes)."""
         if self.timed or any(anchor_s > now for anchor_s in self.restoring.values()):
             return None
         ends = self.ends
@@ -306,8 +355,28 @@ class KeptReleases:
         for allocation in self.allocations.values():
             for node_id, gpus in allocation:
                 used[node_id] = used_get(node_id, 0) + gpus
+        return self._totals(used)
+
+    def _count(self, allocation: Allocation, sign: int) -> None:
+        node_gpus, node_runs = self.node_gpus, self.node_runs
+        for node_id, gpus in allocation:
+            runs = node_runs[node_id] = node_runs.get(node_id, 0) + sign
+            if runs:
+                node_gpus[node_id] = node_gpus.get(node_id, 0) + sign * gpus
+            else:
+                del node_runs[node_id], node_gpus[node_id]
+
+    def _used(self) -> dict[str, int]:
+        """The GPUs per node in the order a loop over the allocations first meets the nodes: the
+        pairs in that order (a later pair of a node keeps the node's place), then the kept sums
+        over the very same nodes."""
+        used = dict(chain.from_iterable(self.allocations.values()))
+        used.update(self.node_gpus)
+        return used
+
+    def _totals(self, used: dict[str, int]) -> KeptTotals:
         releases = {accelerator: tuple(chain.from_iterable(runs.values())) for accelerator, runs in self.events.items()}
-        return used, releases, {key: tuple(team.values()) for key, team in ends.items()}
+        return used, releases, {key: tuple(team.values()) for key, team in self.ends.items()}
 
 
 def _add(counts: dict[_T, int], key: _T, delta: int) -> None:
@@ -350,6 +419,8 @@ class Prepared:
     team_releases: dict[Key, list[tuple[float, int]]]
     now: float
     penalty: RunPenalty
+    # Elastic running jobs not leaving per accelerator (`RunningTotals.elastic`).
+    elastic: dict[str, int]
 
 
 def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
@@ -379,5 +450,15 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         profiles[name] = profile = ReleaseProfile(now)
         profile.extend(totals.releases.get(name, []))
     return Prepared(
-        index, running, actions, ledger, profiles, totals.evicting, totals.takeable, totals.team_releases, now, penalty
+        index,
+        running,
+        actions,
+        ledger,
+        profiles,
+        totals.evicting,
+        totals.takeable,
+        totals.team_releases,
+        now,
+        penalty,
+        totals.elastic,
     )

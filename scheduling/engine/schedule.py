@@ -57,6 +57,13 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 - The running jobs' releases, GPUs per node and team releases kept by `FleetState` between cycles
   (`prepare.KeptReleases`, read by `RunningBook.totals`); plain: `prepare.running_totals`, summed
   per run (`test_fast_paths.py::test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do`).
+- The kept releases built once per change of the running jobs, their GPUs per node summed as runs
+  start and end (`prepare.KeptReleases.at`); plain: `KeptReleases.plain_at`, summed per run at
+  every cycle
+  (`test_fast_paths.py::test_kept_releases_built_once_per_change_equal_them_built_at_every_look`).
+- Growth passes over accelerators without elastic runs (`RunningTotals.elastic`); plain: every
+  accelerator's runs looked at
+  (`test_fast_paths.py::test_growth_that_passes_over_accelerators_without_elastic_runs_grows_as_looking_at_every_run`).
 - The empty-fleet index and the cordons of the last node tuples seen, kept by identity
   (`capacity._EMPTY_FLEETS`, `health._CORDONS`); plain: built afresh
   (`test_fast_paths.py::test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one`).
@@ -157,7 +164,11 @@ class _Cycle(Reclaiming):
     def _grow(self) -> None:
         if self.policy.elastic:
             decided = self.decided
-            decided.actions.extend(grow_actions(self.index, self.running, decided.picked, decided.waiting, self.ledger))
+            decided.actions.extend(
+                grow_actions(
+                    self.index, self.running, decided.picked, decided.waiting, self.ledger, self.prepared.elastic
+                )
+            )
 
     def _explain(self, queue: list[Job]) -> Plan:
         decided = self.decided

@@ -13,6 +13,7 @@ from scheduling.engine import FleetState, Plan, Policy, Preempt, Running, Shrink
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
 from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
 from scheduling.engine.cycle_state import SearchKey
+from scheduling.engine.elastic import grow_actions
 from scheduling.engine.explain import (
     ESTIMATE_HORIZON_S,
     STARTED,
@@ -27,13 +28,13 @@ from scheduling.engine.model import Job, Node
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of
-from scheduling.engine.prepare import RunPenalty, running_totals
+from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
 from scheduling.engine.reclaim import Reclaiming
 from scheduling.engine.runs import anchored_release_s
 from scheduling.engine.schedule import _Cycle
 
 from . import builders
-from .strategies import gang_snapshots, jobs, snapshots
+from .strategies import contested_snapshots, gang_snapshots, jobs, snapshots
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -160,7 +161,7 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(
         assert shown.book is not None and shown.book.running is shown.running
         penalty = _penalty(shown)
         kept, counted = shown.book.totals(shown.running, now, penalty), running_totals(shown.running, now, penalty)
-        for part in ("used", "usage", "releases", "evicting", "team_releases", "pinned"):
+        for part in ("used", "usage", "releases", "evicting", "team_releases", "pinned", "elastic"):
             assert getattr(kept, part) == getattr(counted, part)
         for part in ("preemptible", "leaving", "borrowing"):
             assert getattr(kept.takeable, part) == getattr(counted.takeable, part)
@@ -169,6 +170,63 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(
         state.apply(plan, now)
         now += step
         state.advance(now)
+
+
+def _in_order(totals: KeptTotals | None) -> object:
+    """Kept totals with every dict as its items in order (bucket order follows `used`'s order)."""
+    if totals is None:
+        return None
+    used, releases, ends = totals
+    return list(used.items()), list(releases.items()), list(ends.items())
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("keep", "forget", "look")),
+            st.integers(0, 5),  # job
+            st.lists(st.tuples(st.sampled_from(("n0", "n1", "n2")), st.integers(1, 8)), min_size=1, max_size=3),
+            st.floats(40.0, 100.0),  # release
+            st.integers(0, 9),  # 0: the release depends on the time; 1: an anchor not reached yet
+            st.floats(0.0, 60.0),  # the time it is looked at
+        ),
+        max_size=30,
+    )
+)
+def test_kept_releases_built_once_per_change_equal_them_built_at_every_look(
+    steps: list[tuple[str, int, list[tuple[str, int]], float, int, float]],
+) -> None:
+    """`KeptReleases.at` hands out what it built at the last change; `plain_at` builds it afresh:
+    equal at every look, in order, whatever the time and however often nothing changed between."""
+    kept = KeptReleases()
+    running: dict[str, Job] = {}
+    for kind, index, allocation, release_s, case, now in steps:
+        job = builders.job(f"j{index}", 8, team=f"t{index % 2}")
+        end_s, anchor_s = (None if case == 0 else release_s), (now + 1.0 if case == 1 else None)
+        if kind == "keep":
+            kept.keep(job, tuple(allocation), sum(gpus for _, gpus in allocation), end_s, anchor_s)
+            running[job.id] = job
+        elif kind == "forget" and job.id in running:
+            kept.forget(running.pop(job.id))
+        for at_s in (now, now, now + 1.0):
+            assert _in_order(kept.at(at_s)) == _in_order(kept.plain_at(at_s))
+
+
+@SETTINGS
+@given(contested_snapshots(), st.floats(0.0, 1e4))
+def test_growth_that_passes_over_accelerators_without_elastic_runs_grows_as_looking_at_every_run(
+    snapshot: Snapshot, now: float
+) -> None:
+    """`grow_actions` given the elastic runs per accelerator plans what it plans looking at every run."""
+    fast, plain = prepare_cycle(snapshot, now), prepare_cycle(snapshot, now)
+    elastic: dict[str, int] = {}
+    for run in fast.running:
+        if run.job.max_gpus is not None and run.grace_until_s is None:
+            elastic[run.job.accelerator] = elastic.get(run.job.accelerator, 0) + 1
+    assert fast.elastic == elastic
+    grown = grow_actions(fast.index, fast.running, set(), set(), fast.ledger, fast.elastic)
+    assert grown == grow_actions(plain.index, plain.running, set(), set(), plain.ledger)
 
 
 def test_a_fleet_state_keeps_the_anchored_releases_of_its_running_jobs_between_cycles() -> None:
