@@ -240,12 +240,13 @@ class FleetPolicy(models.Model):
         "any cost pays. Empty: the wait so far never counts in full.",
     )
     reclaim_guaranteed_share = models.FloatField(
-        default=1.0,
+        default=ENGINE_DEFAULTS.reclaim_guaranteed_share,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="A job larger than what is left of its team's guarantee may still evict other teams' "
-        "borrowed work when at least this share of it lies within that guarantee (the rest it borrows), "
-        "and only when the work lost is worth less than the wait it saves its GPUs within the guarantee; "
-        "1: only jobs that fit within it whole.",
+        "borrowed work when at least this share of it lies within that guarantee (the rest it borrows): "
+        "only work that checkpoints (periodically, or when told it is preempted), so that what it loses "
+        "is bounded, and only when the work lost is worth less than the wait it saves its GPUs within "
+        "the guarantee; 0: any job of a team with guarantee left, 1: only jobs that fit within it whole.",
     )
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order

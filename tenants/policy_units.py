@@ -123,9 +123,11 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "reclaim_guaranteed_share",
         "Reclaim for a job partly within the guarantee",
         "A job larger than what is left of its team's guarantee may still evict other teams' borrowed work "
-        "when at least this share of it lies within that guarantee (it borrows the rest), and only when the "
-        "work lost is worth less than the wait it saves its GPUs within the guarantee (never by waiting "
-        "alone). 100 %: only a job that fits within it whole.",
+        "when at least this share of it lies within that guarantee (it borrows the rest): only work that "
+        "checkpoints, periodically or when told it is preempted, so that what it loses is bounded, and only "
+        "when the work lost is worth less than the wait it saves its GPUs within the guarantee (never by "
+        "waiting alone). 0 %: any job of a team with guarantee left; 100 %: only a job that fits within it "
+        "whole.",
         PERCENT,
     ),
     PolicyField(

@@ -47,8 +47,9 @@ VerdictKey = tuple[str, int, int, str | None, str | None, bool]
 # A quota admission's question: team, accelerator, size, whether nobody may preempt the work.
 AdmissionKey = tuple[str, str, int, bool]
 # What a victim search depends on besides the working state and the scan budget: the preemptor's
-# accelerator, GPUs, level, team, priority and kind, whether it reclaims, and the cost cap.
-SearchKey = tuple[str, int, str, str, int, str, bool, float]
+# accelerator, GPUs, level, team, priority and kind, whether it reclaims (and whether only loans
+# whose lost work is bounded: a partial reclaim), and the cost cap.
+SearchKey = tuple[str, int, str, str, int, str, bool, bool, float]
 
 
 # A verdict that holds for a job of its shape however early the job would end.

@@ -8,6 +8,9 @@ may be taken only as far as that team keeps its guarantee (as in Kueue, where a 
 in other queues only what they borrow): when it is strictly lower priority, or when it is
 borrowing quota and the preemptor's team is reclaiming within its own guarantee. Otherwise a job
 that borrows could take a guarantee by priority and its owner reclaim it back at once, forever.
+A partial reclaim (a job only partly within what is left of its guarantee, which reclaims by
+`Policy.reclaim_guaranteed_share` and borrows the rest) takes only loans whose lost work is bounded
+(`bounded_loss`: they checkpoint periodically or on preemption).
 Serving is never preempted by anything but serving. Cost is
 the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
 start, without one), nothing when it checkpoints on preemption; then its priority. Elastic
@@ -109,12 +112,24 @@ def _priority_then_id(run: Running) -> tuple[int, str]:
     return run.job.priority, run.job.id
 
 
-def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool) -> bool:
+def bounded_loss(job: Job) -> bool:
+    """Whether preempting `job` rolls back at most a bounded amount of work: it checkpoints every
+    `checkpoint_interval_s` of work (at most one interval lost) or when told it is preempted
+    (nothing lost but the grace period). Without either, everything since its start is lost."""
+    interval_s = job.checkpoint_interval_s
+    return job.checkpoint_on_preempt or (interval_s is not None and interval_s > 0)
+
+
+def may_preempt(
+    preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool, bounded_only: bool = False
+) -> bool:
     """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring).
 
     Only real loans are taken from another team, by reclaim and by priority alike: the victim's
     team must still use at least its own guarantee after losing the victim
-    (`victim_team_stays_covered`), otherwise two teams would keep taking from each other.
+    (`victim_team_stays_covered`), otherwise two teams would keep taking from each other. A partial
+    reclaim (`bounded_only`) takes only loans whose lost work is bounded (`bounded_loss`); what it
+    may take by priority is unchanged.
     """
     job = victim.job
     if not preemptor.may_preempt or not job.preemptible or victim.grace_until_s is not None:
@@ -125,7 +140,9 @@ def may_preempt(preemptor: Job, victim: Running, reclaiming: bool, victim_team_s
         return job.priority < preemptor.priority
     if not victim_team_stays_covered:
         return False
-    return job.priority < preemptor.priority or (reclaiming and victim.borrowing)
+    if job.priority < preemptor.priority:
+        return True
+    return reclaiming and victim.borrowing and (not bounded_only or bounded_loss(job))
 
 
 # A victim search stops adding candidates once it has this many nodes it could free to choose

@@ -23,6 +23,7 @@ from .capacity import CapacityIndex, Topology, fleet_topology
 from .health import triage_nodes
 from .model import Job, Policy, Running, Snapshot
 from .plan import Action, Allocation, Cordon, Requeue
+from .preemption import bounded_loss
 from .quota import QuotaLedger
 
 Key = tuple[str, str]
@@ -47,29 +48,33 @@ class RunningTotals:
 class Takeable:
     """The most preemption could take per accelerator, from priorities alone (the cheap check
     before any victim search): GPUs of preemptible running work by priority, GPUs already leaving
-    (in their grace period) and GPUs running on borrowed quota."""
+    (in their grace period) and GPUs running on borrowed quota, all of them and those of work whose
+    lost work is bounded (`preemption.bounded_loss`, what a partial reclaim may take)."""
 
     preemptible: dict[str, dict[int, int]]
     leaving: dict[str, int]
     borrowing: dict[str, int]
+    bounded: dict[str, int]
     # `upper` by its arguments: the totals above are complete once `running_totals` returns and
     # nothing changes them afterwards, so the memo never goes stale (every pending job of a cycle
     # asks, most with the same few priorities).
-    uppers: dict[tuple[str, int, bool], int] = field(default_factory=dict)
+    uppers: dict[tuple[str, int, bool, bool], int] = field(default_factory=dict)
 
-    def upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
+    def upper(self, accelerator: str, priority: int, reclaiming: bool, bounded_only: bool = False) -> int:
         """GPUs a job of `priority` could free at most: strictly lower-priority preemptible work,
-        work leaving anyway and, when it reclaims within its guarantee, borrowed work."""
-        key = (accelerator, priority, reclaiming)
+        work leaving anyway and, when it reclaims within its guarantee, borrowed work (only work
+        whose lost work is bounded, for a partial reclaim: `bounded_only`)."""
+        key = (accelerator, priority, reclaiming, bounded_only)
         found = self.uppers.get(key)
         if found is None:
-            found = self.uppers[key] = self.plain_upper(accelerator, priority, reclaiming)
+            found = self.uppers[key] = self.plain_upper(accelerator, priority, reclaiming, bounded_only)
         return found
 
-    def plain_upper(self, accelerator: str, priority: int, reclaiming: bool) -> int:
+    def plain_upper(self, accelerator: str, priority: int, reclaiming: bool, bounded_only: bool = False) -> int:
         """`upper`, computed from the totals every time (its plain definition: `upper` is a fast path)."""
         lower = sum(gpus for level, gpus in self.preemptible.get(accelerator, {}).items() if level < priority)
-        borrowed = self.borrowing.get(accelerator, 0) if reclaiming else 0
+        loans = self.bounded if bounded_only else self.borrowing
+        borrowed = loans.get(accelerator, 0) if reclaiming else 0
         return lower + self.leaving.get(accelerator, 0) + borrowed
 
 
@@ -106,6 +111,7 @@ class RunningBook:
         "leaving",
         "preemptible",
         "borrowing",
+        "bounded",
         "pinned",
         "elastic",
         "running",
@@ -120,6 +126,7 @@ class RunningBook:
         self.leaving: dict[str, int] = {}
         self.preemptible: dict[str, dict[int, int]] = {}
         self.borrowing: dict[str, int] = {}
+        self.bounded: dict[str, int] = {}  # GPUs of `borrowing` whose lost work is bounded
         self.pinned: dict[Key, int] = {}
         self.elastic: dict[str, int] = {}  # elastic runs not leaving per accelerator
         self.running: tuple[Running, ...] | None = None
@@ -149,6 +156,8 @@ class RunningBook:
                 del self.preemptible[accelerator]
         if borrowing:
             _add(self.borrowing, accelerator, delta)
+            if bounded_loss(job):
+                _add(self.bounded, accelerator, delta)
             if not job.preemptible:
                 _add(self.pinned, key, delta)
 
@@ -158,6 +167,7 @@ class RunningBook:
         twin.usage, twin.runs, twin.evicting = dict(self.usage), dict(self.runs), dict(self.evicting)
         twin.leaving, twin.borrowing, twin.pinned = dict(self.leaving), dict(self.borrowing), dict(self.pinned)
         twin.elastic = dict(self.elastic)
+        twin.bounded = dict(self.bounded)
         twin.preemptible = {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()}
         twin.running = running
         return twin
@@ -238,6 +248,7 @@ class RunningBook:
             {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()},
             dict(self.leaving),
             dict(self.borrowing),
+            dict(self.bounded),
         )
         return RunningTotals(
             used,

@@ -24,9 +24,11 @@ buy), and all it has waited once that is `reclaim_after_s`. A victim that would 
 the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
-`Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest); it is
-not let off by its wait (`reclaim_after_s` does not raise its credit), and only its GPUs within the
-guarantee count as saved, unless it outranks the work it could take.
+`Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest): a partial
+reclaim. It takes only loans whose lost work is bounded (`preemption.bounded_loss`: they checkpoint
+periodically or on preemption), it is not let off by its wait (`reclaim_after_s` does not raise its
+credit), and only its GPUs within the guarantee count as saved, unless it outranks the work it
+could take.
 """
 
 from __future__ import annotations
@@ -304,17 +306,19 @@ class Reclaiming:
             memo.victimless.add(accelerator)  # priorities only fall along the queue: nobody after may either
             return False
         reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
-        # A job reclaiming for more than is left of its guarantee (it borrows the rest) evicts
-        # loans only when that pays by its cost, counting the wait saved on the GPUs within the
-        # guarantee alone, never by its age, unless it also has lower-priority work to take.
+        # A job reclaiming for more than is left of its guarantee (it borrows the rest) takes only
+        # loans whose lost work is bounded (`bounded_only`), and evicts them only when that pays by
+        # its cost, counting the wait saved on the GPUs within the guarantee alone, never by its
+        # age, unless it also has lower-priority work to take.
+        bounded_only = reclaiming and not ledger.within_guarantee(job.team, accelerator, size)
         partial: int | None = None
         # Whether it may find victims of lower priority: its searches then use the higher cost cap
         # of evictions by priority (`eviction_cap_gpu_s` with `outranks`).
         lower = bool(takeable.upper(accelerator, job.priority, False))
-        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size) and not lower:
+        if bounded_only and not lower:
             partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
-        if reclaiming != anyone_reclaims:
-            upper = takeable.upper(accelerator, job.priority, reclaiming)
+        if reclaiming != anyone_reclaims or bounded_only:
+            upper = takeable.upper(accelerator, job.priority, reclaiming, bounded_only)
         if upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0:
             return False
         victims = memo.candidates.get(accelerator)
@@ -337,23 +341,31 @@ class Reclaiming:
                 victims.shrinkable and natural_s > self.now
             ):
                 continue
-            choice = self._search(job, pool, target, max_level, reclaiming, cap)
+            choice = self._search(job, pool, target, max_level, reclaiming, cap, bounded_only)
             if choice is not None and self._hand_over(job, pool, target, choice, max_level, partial):
                 return True
         return False
 
     def _search(
-        self, job: Job, pool: AcceleratorPool, size: int, level: str, reclaiming: bool, cap: float
+        self,
+        job: Job,
+        pool: AcceleratorPool,
+        size: int,
+        level: str,
+        reclaiming: bool,
+        cap: float,
+        bounded_only: bool = False,
     ) -> VictimChoice | None:
         """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
         `_eligible` candidates), or None; a search that found nothing is not made again while the
         working state stays the same (`_fruitless_again`)."""
-        key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, cap)
+        key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, bounded_only, cap)
         if self._fruitless_again(key):
             return None
         budgets, memo = self.budgets, self.memo
         budget = budgets.scan_budget
-        eligible = self._eligible(job, reclaiming, cap, memo.candidates[job.accelerator].shrinkable)
+        shrinks = memo.candidates[job.accelerator].shrinkable
+        eligible = self._eligible(job, reclaiming, cap, shrinks, bounded_only)
         choice = pick_victims(job, size, pool, eligible, max_level=level, held=self.index.held)
         if choice is None and budgets.scan_budget > 0:
             memo.fruitless[key] = Fruitless(memo.generation, budget - budgets.scan_budget)
@@ -365,11 +377,11 @@ class Reclaiming:
         path, see `schedule`; plain: searching again).
 
         What a search reads is the key (the preemptor's accelerator, size, level, team, priority
-        and kind, whether it reclaims, the cost cap), the working state (`generation`: picked
-        victims, quota, free capacity) and the scan budget. One that found nothing read every
-        candidate up to a stop of its own (not the budget: it is only recorded with budget left),
-        so with more budget left than it visited, the same search visits the same candidates
-        again and finds nothing again."""
+        and kind, whether it reclaims and whether only loans whose lost work is bounded, the cost
+        cap), the working state (`generation`: picked victims, quota, free capacity) and the scan
+        budget. One that found nothing read every candidate up to a stop of its own (not the
+        budget: it is only recorded with budget left), so with more budget left than it visited,
+        the same search visits the same candidates again and finds nothing again."""
         memo, budgets = self.memo, self.budgets
         missed = memo.fruitless.get(key)
         if missed is None or missed.generation != memo.generation or budgets.scan_budget <= missed.visited:
@@ -453,10 +465,11 @@ class Reclaiming:
         return True
 
     def _eligible(
-        self, job: Job, reclaiming: bool, cap_gpu_s: float = math.inf, shrinks: bool = True
+        self, job: Job, reclaiming: bool, cap_gpu_s: float = math.inf, shrinks: bool = True, bounded_only: bool = False
     ) -> Iterator[Candidate]:
-        """Candidates `job` may preempt, cheapest first, each visit paid from the scan budget; one search
-        spends at most a quarter of it, so one no search can place leaves some to the jobs after it.
+        """Candidates `job` may preempt (`may_preempt`, with `bounded_only` for a partial reclaim),
+        cheapest first, each visit paid from the scan budget; one search spends at most a quarter
+        of it, so one no search can place leaves some to the jobs after it.
 
         A candidate whose eviction alone costs `cap_gpu_s` or more (`eviction_cap_gpu_s`) could only
         be shrunk in a paying choice: it is left out unless it can shrink, and once the work it
@@ -480,7 +493,7 @@ class Reclaiming:
                 leaving = self.evicting.get((team, accelerator), 0)
                 used = self.ledger.used(team, accelerator) - leaving
                 covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
-            if not may_preempt(job, run, reclaiming, covered):
+            if not may_preempt(job, run, reclaiming, covered, bounded_only):
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue

@@ -30,9 +30,9 @@ leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), 
 worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
 `worst_runtime_s`, `worst_penalty`), when the job would fit along the release profile
 (`backfill.earliest_start`, `reservation_start`), who may preempt whom and what an eviction costs
-and saves (`preemption.may_preempt`, `candidate_of`, `pick_victims`; `reclaim.eviction_pays` and its
-helpers). The helpers that want an `AcceleratorPool` get a fresh one, built from the plain state for
-the question at hand.
+and saves (`preemption.may_preempt`, `bounded_loss`, `candidate_of`, `pick_victims`;
+`reclaim.eviction_pays` and its helpers). The helpers that want an `AcceleratorPool` get a fresh
+one, built from the plain state for the question at hand.
 
 Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Two
 places where the fast engine's behaviour is stated as it is rather than as one might expect: a
@@ -95,7 +95,7 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, VictimChoice, candidate_of, may_preempt, pick_victims
+from .preemption import Candidate, VictimChoice, bounded_loss, candidate_of, may_preempt, pick_victims
 from .quota import Admission, QuotaLedger
 from .reclaim import (
     Terms,
@@ -409,15 +409,17 @@ class _ReferenceCycle:
             return False  # a priority class that may not preempt takes nothing, and spends no attempt
         ledger = self.ledger
         reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
-        # Reclaiming for more than is left of its guarantee (it borrows the rest), a job that has no
-        # lower-priority work to take counts only the wait of its GPUs within the guarantee as saved,
-        # and is never let off by its age.
+        # Reclaiming for more than is left of its guarantee (it borrows the rest), a job takes only
+        # loans whose lost work is bounded (`bounded_only`); if it has no lower-priority work to
+        # take, it counts only the wait of its GPUs within the guarantee as saved, and is never let
+        # off by its age.
+        bounded_only = reclaiming and not ledger.within_guarantee(job.team, accelerator, size)
         partial: int | None = None
         # With lower-priority work to take, the search may evict by priority: the higher cost cap.
         lower = self._takeable_at_start(job, False) > 0
-        if reclaiming and not ledger.within_guarantee(job.team, accelerator, size) and not lower:
+        if bounded_only and not lower:
             partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
-        takeable = self._takeable_at_start(job, reclaiming)
+        takeable = self._takeable_at_start(job, reclaiming, bounded_only)
         if takeable == 0 or self._total_free(accelerator) + takeable < size or budgets.scan_budget <= 0:
             return False
         budgets.preemption_attempts += 1
@@ -436,21 +438,23 @@ class _ReferenceCycle:
             cap_gpu_s = eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, terms)
             if not could_pay(cap_gpu_s, grace_s) and not (shrinkable and natural_s > self.now):
                 continue  # no eviction could pay, and no shrink is possible
-            eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable)
+            eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable, bounded_only)
             choice = pick_victims(job, target, self._pool(accelerator), eligible, max_level=max_level, held=self.held)
             if choice is not None and self._hand_over(job, target, choice, max_level, partial):
                 return True
         return False
 
-    def _takeable_at_start(self, job: Job, reclaiming: bool) -> int:
+    def _takeable_at_start(self, job: Job, reclaiming: bool, bounded_only: bool = False) -> int:
         """The most GPUs preemption could free for `job`, by priority and loans alone, from the running
         work at the cycle's start: strictly lower-priority preemptible work, work already leaving,
-        and borrowed work when it reclaims its guarantee."""
+        and borrowed work when it reclaims its guarantee (only work whose lost work is bounded, for
+        a partial reclaim: `bounded_only`)."""
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
         staying = [run for run in runs if run.grace_until_s is None]
         lower = sum(run.gpus for run in staying if run.job.preemptible and run.job.priority < job.priority)
         leaving = sum(run.gpus for run in runs if run.grace_until_s is not None)
-        borrowed = sum(run.gpus for run in staying if run.borrowing) if reclaiming else 0
+        loans = [run for run in staying if run.borrowing and (not bounded_only or bounded_loss(run.job))]
+        borrowed = sum(run.gpus for run in loans) if reclaiming else 0
         return lower + leaving + borrowed  # a borrowed lower-priority run counts twice: a bound
 
     def _natural_s(self, job: Job, gpus: int, level: str) -> float:
@@ -465,11 +469,14 @@ class _ReferenceCycle:
         )
         return math.inf if found is None else found.start_s
 
-    def _eligible(self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool) -> Iterator[Candidate]:
-        """The running work (at the cycle's start) `job` may take, cheapest first (work lost, priority,
-        id). Each candidate looked at costs one unit of the scan budget; one search looks at no more
-        than a quarter of the policy's budget. A candidate whose eviction alone costs the cap or more
-        is left out unless it can shrink, and (when nothing can shrink) the search ends there. Work
+    def _eligible(
+        self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool, bounded_only: bool
+    ) -> Iterator[Candidate]:
+        """The running work (at the cycle's start) `job` may take (`may_preempt`; only loans whose lost
+        work is bounded for a partial reclaim), cheapest first (work lost, priority, id). Each
+        candidate looked at costs one unit of the scan budget; one search looks at no more than a
+        quarter of the policy's budget. A candidate whose eviction alone costs the cap or more is
+        left out unless it can shrink, and (when nothing can shrink) the search ends there. Work
         that ends by the end of the handover anyway is left alone."""
         policy, budgets = self.policy, self.budgets
         grace_s = max(0.0, policy.preemption_grace_s)
@@ -483,7 +490,8 @@ class _ReferenceCycle:
             budgets.scan_budget -= 1
             visits -= 1
             run = candidate.run
-            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, self._covered(job, run)):
+            covered = self._covered(job, run)
+            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, covered, bounded_only):
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue

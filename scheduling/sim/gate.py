@@ -14,9 +14,11 @@ each of those needs and calls a cycle worth running when one of these necessary 
 - reclaim of a guarantee: a pending job whose team has guarantee left, at least
   `Policy.reclaim_guaranteed_share` of the job's smallest size (1: used + size <= guaranteed),
   while some other team of that accelerator uses more than its own guarantee once what it already
-  has leaving is gone (a reclaim takes only real loans: the victim's team must stay covered).
-  Whether the victims were started as loans is not looked at, which only makes the condition
-  weaker.
+  has leaving is gone (a reclaim takes only real loans: the victim's team must stay covered); for a
+  partial reclaim (less than the whole smallest size within the guarantee left), such a team must
+  also run work whose lost work is bounded (`preemption.bounded_loss`), the only loans a partial
+  reclaim takes. Whether the victims were started as loans is not looked at, which only makes the
+  condition weaker.
 - elastic growth: free GPUs on a node of a running elastic job below its `max_gpus` that is not
   leaving (growth happens only on the nodes a job already occupies).
 
@@ -33,6 +35,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 
 from scheduling.engine import FleetState, Job, Policy
+from scheduling.engine.preemption import bounded_loss
 
 Key = tuple[str, str]  # (team, accelerator)
 
@@ -40,11 +43,12 @@ Key = tuple[str, str]  # (team, accelerator)
 class _Run:
     """What the gate keeps of one running job."""
 
-    __slots__ = ("accelerator", "team", "priority", "gpus", "preemptible", "leaving", "room", "nodes")
+    __slots__ = ("accelerator", "team", "priority", "gpus", "preemptible", "leaving", "bounded", "room", "nodes")
 
     def __init__(self, job: Job, gpus: int, leaving: bool, nodes: tuple[str, ...]) -> None:
         self.accelerator, self.team, self.priority = job.accelerator, job.team, job.priority
         self.gpus, self.preemptible, self.leaving = gpus, job.preemptible, leaving
+        self.bounded = bounded_loss(job)
         self.room = 0 if job.max_gpus is None or leaving else max(0, job.max_gpus - gpus)
         self.nodes = nodes
 
@@ -92,6 +96,7 @@ class CycleGate:
         self.runs: dict[str, _Run] = {}
         self.used: dict[Key, int] = {}
         self.leaving: dict[Key, int] = {}
+        self.bounded: dict[Key, int] = {}  # runs not leaving whose lost work is bounded
         self.preemptible: dict[str, _Counts] = {}  # priority -> GPUs of preemptible work not leaving
         self.growable: dict[str, dict[str, None]] = {}  # accelerator -> elastic jobs with room
 
@@ -138,6 +143,8 @@ class CycleGate:
         if run.leaving:
             self.leaving[key] = self.leaving.get(key, 0) + gpus
             return
+        if run.bounded:
+            self.bounded[key] = self.bounded.get(key, 0) + sign
         if run.preemptible:
             self.preemptible.setdefault(run.accelerator, _Counts()).add(run.priority, gpus)
         if run.room:
@@ -178,11 +185,16 @@ class CycleGate:
         lenders = {team for team, acc in self.used if acc == accelerator and self._surplus(team, accelerator) > 0}
         if not lenders:
             return False
+        # Lenders a partial reclaim could take from: those running work whose lost work is bounded.
+        bounded = {team for team in lenders if self.bounded.get((team, accelerator))}
         for (team, acc), guaranteed in self.guarantees.items():
             if acc != accelerator or lenders <= {team}:
                 continue
             sizes = self.team_sizes.get((team, accelerator))
-            if sizes and _reclaims(guaranteed - self.used.get((team, accelerator), 0), min(sizes), self.reclaim_share):
+            if not sizes:
+                continue
+            unused, smallest = guaranteed - self.used.get((team, accelerator), 0), min(sizes)
+            if _reclaims(unused, smallest, self.reclaim_share) and (unused >= smallest or not bounded <= {team}):
                 return True
         return False
 
@@ -259,7 +271,8 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
         for job in pending:
             size = job.min_gpus or job.gpus
             key = (job.team, job.accelerator)
-            reclaiming = _reclaims(guarantees.get(key, 0) - used.get(key, 0), size, policy.reclaim_guaranteed_share)
+            unused = guarantees.get(key, 0) - used.get(key, 0)
+            reclaiming = _reclaims(unused, size, policy.reclaim_guaranteed_share)
             for run in runs:
                 victim = run.job
                 if run.grace_until_s is not None or victim.accelerator != job.accelerator:
@@ -268,7 +281,7 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
                     return True
                 other = (victim.team, victim.accelerator)
                 surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
-                if reclaiming and victim.team != job.team and surplus > 0:
+                if reclaiming and victim.team != job.team and surplus > 0 and (unused >= size or bounded_loss(victim)):
                     return True
     if policy.elastic:
         for run in runs:

@@ -117,7 +117,8 @@ def gang_snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
 @st.composite
 def contested_snapshots(draw: st.DrawFn) -> Snapshot:
     """gang_snapshots() on a contested fleet: running work that may grow or shrink (elastic) or is
-    already leaving (in its grace period), nodes that lost some or all of their GPUs, preemptors
+    already leaving (in its grace period) or checkpoints when told it is preempted, nodes that lost
+    some or all of their GPUs, preemptors
     for whom any eviction pays (`reclaim_after_s` 0) or whose class may not preempt, reclaims by
     jobs partly beyond their guarantee, and preemption budgets that run out."""
     base = draw(gang_snapshots(max_running=24))
@@ -126,6 +127,8 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
         job = run.job
         if draw(st.booleans()):
             job = replace(job, min_gpus=max(1, run.gpus // 2), max_gpus=run.gpus * 2)
+        if draw(st.integers(0, 3)) == 0:  # its lost work bounded without a periodic checkpoint
+            job = replace(job, checkpoint_on_preempt=True)
         grace_until_s = draw(st.sampled_from((None, None, None, 0.0, 6000.0)))
         running.append(replace(run, job=job, grace_until_s=grace_until_s))
     nodes = list(base.nodes)

@@ -27,7 +27,7 @@ from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
-from scheduling.engine.preemption import Victims, candidate_of
+from scheduling.engine.preemption import Victims, bounded_loss, candidate_of
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
 from scheduling.engine.reclaim import Reclaiming
 from scheduling.engine.runs import anchored_release_s
@@ -44,7 +44,7 @@ def _runs(draw: st.DrawFn) -> tuple[Running, ...]:
     """Running jobs with what snapshots() leaves out: multi-node gangs, grace periods, elastic floors."""
     runs = []
     for index in range(draw(st.integers(0, 12))):
-        job = draw(jobs(f"r{index}", 0.0))
+        job = replace(draw(jobs(f"r{index}", 0.0)), checkpoint_on_preempt=draw(st.booleans()))
         allocation = tuple((f"n{index}-{k}", draw(st.integers(1, 8))) for k in range(draw(st.integers(1, 3))))
         progress, checkpoint = draw(st.floats(0.0, 1e4)), draw(st.floats(0.0, 1e4))
         grace = draw(st.none() | st.floats(0.0, 1e4))
@@ -427,19 +427,22 @@ def test_victims_come_cheapest_first_as_the_plain_definition_says(running: tuple
 
 
 @SETTINGS
-@given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans())
+@given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans(), st.booleans())
 def test_what_preemption_could_take_is_the_plain_sum_over_victims(
-    running: tuple[Running, ...], priority: int, reclaiming: bool
+    running: tuple[Running, ...], priority: int, reclaiming: bool, bounded_only: bool
 ) -> None:
     takeable = running_totals(running, 0.0).takeable
     for accelerator in ("a100", "h100"):
         plain = [candidate_of(run, False) for run in running if run.job.accelerator == accelerator]
         lower = sum(c.gpus for c in plain if c.run.job.preemptible and not c.leaving and c.priority < priority)
         leaving = sum(c.gpus for c in plain if c.leaving)
-        borrowed = sum(c.gpus for c in plain if c.run.borrowing and not c.leaving) if reclaiming else 0
-        assert takeable.upper(accelerator, priority, reclaiming) == lower + leaving + borrowed
-        memo = takeable.upper(accelerator, priority, reclaiming)  # the second ask, from the memo
-        assert memo == takeable.plain_upper(accelerator, priority, reclaiming)
+        loans = [c for c in plain if c.run.borrowing and not c.leaving]
+        if bounded_only:  # a partial reclaim takes only loans whose lost work is bounded
+            loans = [c for c in loans if bounded_loss(c.run.job)]
+        borrowed = sum(c.gpus for c in loans) if reclaiming else 0
+        assert takeable.upper(accelerator, priority, reclaiming, bounded_only) == lower + leaving + borrowed
+        memo = takeable.upper(accelerator, priority, reclaiming, bounded_only)  # the second ask, from the memo
+        assert memo == takeable.plain_upper(accelerator, priority, reclaiming, bounded_only)
 
 
 @st.composite

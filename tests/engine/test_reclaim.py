@@ -58,9 +58,17 @@ def _borrowed_fleet(*borrowers: Running, reclaim_after_s: float | None = 1800.0)
     return scenario.with_running(*borrowers).policy(reclaim_after_s=reclaim_after_s)
 
 
-def _borrower(job_id: str, node: str, *, ran_s: float, limit_s: float | None = None, **overrides: object) -> Running:
+def _borrower(
+    job_id: str,
+    node: str,
+    *,
+    ran_s: float,
+    limit_s: float | None = None,
+    checkpoint_s: float = 0.0,
+    **overrides: object,
+) -> Running:
     work = job(job_id, 8, team="beta", duration_s=100 * HOUR, time_limit_s=limit_s, **overrides)
-    return running(work, on=node, start_s=NOW - ran_s, progress_s=ran_s, checkpoint_s=0.0, borrowing=True)
+    return running(work, on=node, start_s=NOW - ran_s, progress_s=ran_s, checkpoint_s=checkpoint_s, borrowing=True)
 
 
 def _owner(**overrides: object) -> Job:
@@ -312,24 +320,81 @@ def test_priority_is_kept_even_within_one_team_when_nothing_else_may_be_taken() 
     assert plan.starts() == (Start("high", (("n0", 8),), True, "node", ("low",)),)
 
 
-def _gang_beyond_the_guarantee(share: float) -> Scenario:
-    """alpha is guaranteed 8 GPUs and uses none; beta borrows all four nodes, one of them 5 h in,
-    the others an hour in; alpha's 16-GPU gang has waited three hours, past `reclaim_after_s`."""
-    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR)
-    young = [_borrower(f"young{n}", f"p0-r0-n{n}", ran_s=HOUR) for n in (1, 2, 3)]
-    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0)).with_running(busy, *young)
+def _gang_beyond_the_guarantee(share: float, *, checkpoints: bool = True, guaranteed: int = 8) -> Scenario:
+    """alpha is guaranteed 8 GPUs and uses none; beta borrows all four nodes, one of them 5 h in
+    (25 minutes since its last checkpoint), the others an hour and 10 minutes in (10 minutes since
+    theirs), all checkpointing every 30 minutes (or, without `checkpoints`, never: all their work
+    is lost); alpha's 16-GPU gang has waited three hours, past `reclaim_after_s`."""
+    interval_s = HOUR / 2 if checkpoints else None
+
+    def loan(job_id: str, node: str, ran_s: float, since_s: float) -> Running:
+        checkpoint_s = ran_s - since_s if checkpoints else 0.0
+        return _borrower(job_id, node, ran_s=ran_s, checkpoint_s=checkpoint_s, checkpoint_interval_s=interval_s)
+
+    busy = loan("busy", "p0-r0-n0", 5 * HOUR + 1500.0, 1500.0)
+    young = [loan(f"young{n}", f"p0-r0-n{n}", HOUR + 600.0, 600.0) for n in (1, 2, 3)]
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", guaranteed), quota("beta", 0))
     gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
-    return scenario.policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=share).pending(gang)
+    policy = scenario.with_running(busy, *young).policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=share)
+    return policy.pending(gang)
 
 
 def test_a_gang_larger_than_what_is_left_of_its_guarantee_reclaims_when_share_allows_and_borrows_the_rest() -> None:
     plan = _gang_beyond_the_guarantee(0.5).plan(now=NOW)
 
-    # Half of the gang lies within alpha's guarantee: it evicts two of beta's loans (the youngest)
-    # and starts on their nodes in the same plan, borrowing the other 8 GPUs.
+    # Half of the gang lies within alpha's guarantee: it evicts two of beta's loans (the cheapest,
+    # 10 minutes since their checkpoints) and starts on their nodes in the same plan, borrowing
+    # the other 8 GPUs.
     assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
     (start,) = plan.starts()
     assert start.job_id == "gang" and start.borrowing and start.replaces == ("young1", "young2")
+
+
+def test_a_partial_reclaim_evicts_a_loan_that_checkpoints() -> None:
+    # beta's loans: two without checkpoints 5 minutes in (the cheapest to evict now), one that
+    # checkpoints every 30 minutes 20 minutes after its last one, one that checkpoints when told
+    # it is preempted, 10 h in. alpha's 16-GPU gang, half within its guarantee, takes the two whose
+    # lost work is bounded, though evicting a fresh loan would lose less now.
+    fresh = [_borrower(f"fresh{n}", f"p0-r0-n{n}", ran_s=300.0) for n in (0, 1)]
+    periodic = _borrower(
+        "periodic", "p0-r0-n2", ran_s=2 * HOUR + 1200.0, checkpoint_s=2 * HOUR, checkpoint_interval_s=HOUR / 2
+    )
+    on_preempt = _borrower("on-preempt", "p0-r0-n3", ran_s=10 * HOUR, checkpoint_on_preempt=True)
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0))
+    scenario = scenario.with_running(*fresh, periodic, on_preempt).policy(reclaim_after_s=1800.0)
+    gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
+
+    for share in (0.0, 0.5):
+        plan = scenario.policy(reclaim_guaranteed_share=share).pending(gang).plan(now=NOW)
+
+        assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["on-preempt", "periodic"]
+        (start,) = plan.starts()
+        assert start.job_id == "gang" and start.borrowing
+        scenario.pending_jobs.clear()
+
+
+def test_a_partial_reclaim_leaves_a_loan_without_checkpoints_alone() -> None:
+    # The same gang and loans as above, but the loans never checkpoint: evicting two would lose
+    # 2 h 20 min on 8 GPUs, less than the three hours the gang's 8 guaranteed GPUs have waited, yet
+    # a gang that borrows half of its size takes no work whose loss has no bound. It waits.
+    for share in (0.0, 0.5):
+        plan = _gang_beyond_the_guarantee(share, checkpoints=False).plan(now=NOW)
+
+        assert plan.of_type(Preempt) == ()
+        assert "gang" not in started(plan)
+        assert reason_of(plan, "gang") == "capacity"
+
+
+def test_a_whole_job_reclaim_still_evicts_a_loan_without_checkpoints_when_it_pays() -> None:
+    # alpha is guaranteed all 16 GPUs of its gang: a reclaim within the guarantee evicts loans
+    # that lose all their work when that pays (three hours waited on 16 GPUs, past the bound,
+    # against 1 h 10 min lost on each of two 8-GPU loans), whatever the share.
+    for share in (0.0, 1.0):
+        plan = _gang_beyond_the_guarantee(share, checkpoints=False, guaranteed=16).plan(now=NOW)
+
+        assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
+        (start,) = plan.starts()
+        assert start.job_id == "gang" and not start.borrowing
 
 
 def test_a_gang_larger_than_what_is_left_of_its_guarantee_does_not_reclaim_below_the_share() -> None:
@@ -344,7 +409,11 @@ def test_a_gang_beyond_what_is_left_of_its_guarantee_is_not_let_off_by_its_wait(
     # beta's loans each end in an hour, after 5 h of work on 8 GPUs: evicting two saves the gang
     # an hour on 16 GPUs and destroys 10 h on 16. alpha's gang has waited two hours, past the
     # bound, which would let a job within the guarantee evict anyway; this one borrows half.
-    loans = [_borrower(f"loan{n}", f"p0-r0-n{n}", ran_s=5 * HOUR, limit_s=6 * HOUR) for n in range(4)]
+    # (They checkpoint, every 8 hours: a partial reclaim may take them, at the price of their work.)
+    loans = [
+        _borrower(f"loan{n}", f"p0-r0-n{n}", ran_s=5 * HOUR, limit_s=6 * HOUR, checkpoint_interval_s=8 * HOUR)
+        for n in range(4)
+    ]
     scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0)).with_running(*loans)
     gang = job("gang", 16, team="alpha", submit_s=NOW - 2 * HOUR)
     plan = scenario.policy(reclaim_after_s=1800.0, reclaim_guaranteed_share=0.5).pending(gang).plan(now=NOW)

@@ -85,6 +85,7 @@ def contended_traces(draw: st.DrawFn) -> list[Job]:
         extra: dict[str, object] = {
             "priority": draw(st.sampled_from((0, 0, 0, 5))),
             "checkpoint_interval_s": draw(st.sampled_from((None, None, 300.0))),
+            "checkpoint_on_preempt": draw(st.sampled_from((False, False, False, True))),
             "time_limit_s": draw(st.sampled_from((None, None, 9000.0))),
         }
         if gpus <= 8 and draw(st.booleans()):
@@ -129,7 +130,7 @@ def _replay(
 @settings(max_examples=120, deadline=None, database=None)
 @given(
     jobs=contended_traces(),
-    name=st.sampled_from(("fleetline", "easy", "fleetline-las", "fleetline-reclaim-any")),
+    name=st.sampled_from(("fleetline", "easy", "fleetline-las", "fleetline-reclaim-whole", "fleetline-reclaim-any")),
     estimates=st.sampled_from((False, False, True)),
 )
 def test_with_preemption_and_elastic_jobs_skipped_cycles_are_ones_whose_plan_would_have_done_nothing(
@@ -143,6 +144,8 @@ def _policy(name: str) -> Policy:
     """A named policy of `POLICIES`, or fleetline with another within-team order or reclaim share."""
     if name == "fleetline-las":
         return replace(Policy(), within_team_order="las")
+    if name == "fleetline-reclaim-whole":  # only a job within its team's guarantee reclaims
+        return replace(Policy(), reclaim_guaranteed_share=1.0)
     if name == "fleetline-reclaim-any":  # any job of a team with guarantee left reclaims
         return replace(Policy(), reclaim_guaranteed_share=0.0)
     return POLICIES[name]
@@ -159,7 +162,10 @@ def test_a_replay_with_quotas_and_preemption_skips_cycles() -> None:
 
 
 @settings(max_examples=60, deadline=None, database=None)
-@given(jobs=contended_traces(), name=st.sampled_from(("fleetline", "fifo", "fleetline-reclaim-any")))
+@given(
+    jobs=contended_traces(),
+    name=st.sampled_from(("fleetline", "fifo", "fleetline-reclaim-whole", "fleetline-reclaim-any")),
+)
 def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cycle(jobs: list[Job], name: str) -> None:
     policy = _policy(name)
     nodes = parse_fleet("1x2x2x8").nodes()
@@ -345,9 +351,24 @@ def test_a_job_partly_beyond_its_guarantee_makes_a_reclaim_conceivable_when_the_
     share: float, expected: bool
 ) -> None:
     # alpha has 4 of its 8 GPUs left and asks for 5: 80 % of the job lies within its guarantee.
+    # beta's loans checkpoint (every 30 minutes, or when told they are preempted): a partial
+    # reclaim may take them.
+    running = [
+        (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+        (job("b1", 0, 4, 9e3, team="beta", checkpoint_interval_s=1800.0), "n0", 4, False),
+        (job("b2", 0, 8, 9e3, team="beta", checkpoint_on_preempt=True), "n1", 8, False),
+    ]
+    assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], G, share) == (expected, expected)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.8])
+def test_a_partial_reclaim_is_not_conceivable_when_no_loan_checkpoints(share: float) -> None:
+    # As above, but beta's loans never checkpoint: a partial reclaim would take none of them. A
+    # job of alpha within its guarantee (4 GPUs) may still reclaim them.
     running = [
         (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
         (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
         (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
     ]
-    assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], G, share) == (expected, expected)
+    assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], G, share) == (False, False)
+    assert _gate_on(running, [job("a", 1, 4, 60, team="alpha")], G, share) == (True, True)

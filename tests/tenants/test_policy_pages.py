@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.apps import apps as django_apps
 
 from scheduling import engine
 from scheduling.convert import policy_from_row
@@ -24,7 +27,7 @@ POLICY = {
     "preemption": "on",
     "preemption_grace_s": "60",
     "reclaim_after_hours": "4",
-    "reclaim_guaranteed_share_percent": "100",
+    "reclaim_guaranteed_share_percent": "50",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -174,18 +177,29 @@ def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
     assert policy_from_row(FleetPolicy()).reclaim_guaranteed_share == engine.Policy().reclaim_guaranteed_share
 
 
+def test_a_stored_policy_at_the_old_reclaim_share_default_takes_the_new_one_and_a_chosen_share_stays() -> None:
+    migration = importlib.import_module("tenants.migrations.0017_reclaim_partial_only_of_checkpointing_loans")
+    FleetPolicyFactory(reclaim_guaranteed_share=1.0)
+    migration.old_default_takes_the_new_one(django_apps, None)
+    assert FleetPolicy.objects.get().reclaim_guaranteed_share == engine.Policy().reclaim_guaranteed_share == 0.5
+
+    FleetPolicy.objects.update(reclaim_guaranteed_share=0.25)
+    migration.old_default_takes_the_new_one(django_apps, None)
+    assert FleetPolicy.objects.get().reclaim_guaranteed_share == 0.25
+
+
 def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: World) -> None:
     FleetPolicyFactory()
     client = client_for(world.admin)
     page = client.get("/admin-portal/policy/").content.decode()
     assert 'name="reclaim_guaranteed_share_percent"' in page and "lies within that guarantee" in page
 
-    posted = {**POLICY, "reclaim_guaranteed_share_percent": "50"}
+    posted = {**POLICY, "reclaim_guaranteed_share_percent": "25"}
     assert client.post("/admin-portal/policy/", posted).status_code == 302
 
-    assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.5
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.25
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
-    assert event.after["reclaim_guaranteed_share"] == 0.5
+    assert event.after["reclaim_guaranteed_share"] == 0.25
 
 
 def test_the_policy_page_lists_the_priority_classes(world: World) -> None:
