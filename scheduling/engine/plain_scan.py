@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from .capacity import AcceleratorPool
 from .collector import collector_paused
-from .cycle_state import ANY_END_S, Verdict
+from .cycle_state import ANY_END_S
 from .model import Job, Snapshot
-from .placement import classify_misfit, could_fit_by_shape
+from .placement import could_fit_by_shape
 from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan
 from .quota import Admission
 from .schedule import _Cycle
@@ -82,6 +82,7 @@ class _PlainScanCycle(_Cycle):
                 decided.reason = verdict.reason
                 decided.waiting.add(accelerator)
                 return
+        generation = memo.generation
         shaped = could_fit_by_shape(pool, size)
         if not shaped and decided.book.entries and self.policy.backfill:
             shaped = decided.book.could_fit_with_held(pool, size)
@@ -89,12 +90,4 @@ class _PlainScanCycle(_Cycle):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = decided.reason
-        decided.reason = blocker or classify_misfit(pool, job.gpus)
-        decided.waiting.add(accelerator)
-        if not blocker:
-            self._try_reserve(job, pool)
-        if not self.policy.backfill:
-            decided.blocked.add(accelerator)
-        worst_end_s = self._worst_end_s(job, size, level) if blocker else ANY_END_S
-        memo.verdicts[key] = Verdict(memo.generation, worst_end_s, decided.reason)
+        self._wait(job, pool, size, key, level, generation)

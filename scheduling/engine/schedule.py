@@ -304,7 +304,17 @@ class _Cycle(Reclaiming):
             return
         if self._try_preempt(job, pool, size, admission):
             return
-        blocker = reasons[at]  # a reservation the job could not backfill around
+        self._wait(job, pool, size, key, level, generation)
+
+    def _wait(
+        self, job: Job, pool: AcceleratorPool, size: int, key: VerdictKey, level: str | None, generation: int
+    ) -> None:
+        """The job neither starts nor preempts: its reason (a reservation it could not backfill
+        around, or the misfit), a reservation when nothing else blocks it, and the verdict for its
+        shape, holding for the state of `generation`, the one its look began on."""
+        decided, accelerator = self.decided, job.accelerator
+        reasons, at = decided.reasons, decided.at
+        blocker = reasons[at]
         reasons[at] = reason = blocker or classify_misfit(pool, job.gpus)
         decided.waiting.add(accelerator)
         if not blocker:
