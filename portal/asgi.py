@@ -86,3 +86,7 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+from portal.heap import settle_for_requests  # noqa: E402
+
+settle_for_requests()

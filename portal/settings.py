@@ -168,10 +168,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 
-# The same backends, counting queries, their durations and errors for /metrics (django-prometheus).
+# The same backends, counting queries, their durations and errors for /metrics (django-prometheus's
+# counting, with its cursor class made once per process: portal/db_backends).
 _PROMETHEUS_BACKENDS = {
-    "django.db.backends.postgresql": "django_prometheus.db.backends.postgresql",
-    "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
+    "django.db.backends.postgresql": "portal.db_backends.postgresql",
+    "django.db.backends.sqlite3": "portal.db_backends.sqlite3",
 }
 _engine = DATABASES["default"]["ENGINE"]
 DATABASES["default"]["ENGINE"] = _PROMETHEUS_BACKENDS.get(_engine, _engine)
