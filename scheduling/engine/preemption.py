@@ -64,11 +64,9 @@ def candidate_of(run: Running, elastic: bool) -> Candidate:
     shrinkable = 0
     if elastic and job.min_gpus is not None and run.grace_until_s is None:
         shrinkable = max(0, sum(gpus for _, gpus in run.allocation) - job.min_gpus)
-    # Fast path (see `schedule`): `run.lost_gpu_s` (`progress.work_gpu_s` since the checkpoint), inlined.
-    if run.grace_until_s is not None or job.checkpoint_on_preempt:
-        cost = 0.0
-    else:
-        cost = max(0.0, run.progress_s - run.checkpoint_s) * job.gpus
+    # `run.lost_gpu_s`, which the running jobs of a `FleetState` snapshot compute from their
+    # progress in one go (`runs.ShownRunning`).
+    cost = 0.0 if run.grace_until_s is not None else run.lost_gpu_s
     return Candidate(run, run.allocation, cost, shrinkable)
 
 

@@ -77,6 +77,7 @@ class RunRecord:
         "version",
         "signal_progress",
         "release",
+        "shown",
     )
 
     def __init__(self, job: Job, allocation: tuple[tuple[str, int], ...], start_s: float, level: str) -> None:
@@ -96,6 +97,8 @@ class RunRecord:
         self.signal_progress: float | None = None
         # When its work is done at its rate from its anchor (no time limit, not throttled), else None.
         self.release: float | None = None
+        # What snapshots show of it until it changes (`show_running`); None: not built since.
+        self.shown: ShownRunning | None = None
 
     def progress_at(self, time_s: float) -> float:
         return progress_at(self.anchor_s, self.anchor_progress, self.rate, self.job.duration_s, time_s)
@@ -143,9 +146,10 @@ def anchored_release_s(run: RunRecord, now: float, level_penalty: Mapping[str, f
 
 
 def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]:
-    """Fast path: `running_at(run, now)` for each of `runs`, in order: what a snapshot shows of its running
-    jobs, one per running job per cycle. Both evaluations (`progress.progress_at`,
-    `progress.checkpoint_at`) are inlined and the fields set through the slots, in one loop."""
+    """`running_at(run, now)` for each of `runs`, in order: what a snapshot at `now` shows of its
+    running jobs, built afresh, one per running job. Both evaluations (`progress.progress_at`,
+    `progress.checkpoint_at`) are inlined and the fields set through the slots, in one loop. The
+    definition that `FleetState.snapshot`'s kept ones (`show_running`) are held to."""
     shown: list[Running] = []
     append = shown.append
     for run in runs:
@@ -174,3 +178,101 @@ def all_running_at(runs: Iterable[RunRecord], now: float) -> tuple[Running, ...]
         _set_release_s(snapshot, run.release if now >= run.anchor_s else None)
         append(snapshot)
     return tuple(shown)
+
+
+class SnapshotClock:
+    """The time of a `FleetState`'s latest snapshot, which its `ShownRunning` read their progress at."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+
+class ShownRunning(Running):
+    """Fast path: the `Running` a `FleetState` snapshot shows for a run, built once per change of
+    the run (start, resize, grace, throttle, restore) and shown again by every snapshot until then,
+    instead of one `Running` per running job per cycle (`all_running_at`, the plain definition).
+
+    Its fixed fields are set when it is built; what depends on the time (`progress_s`,
+    `checkpoint_s`, `release_s`, `lost_gpu_s`) is read from the run's anchor at the time of the
+    fleet state's latest snapshot (`SnapshotClock`), with the very operations of `all_running_at`,
+    and only where the engine reads it (victims' lost work, releases that depend on the time). So a
+    snapshot's running jobs show the time of the latest snapshot of their fleet state: a snapshot
+    is planned on before the next one is taken (the simulator, the live tick and the start
+    preview do)."""
+
+    __slots__ = ("run", "clock")
+
+    run: RunRecord
+    clock: SnapshotClock
+
+    @property
+    def progress_s(self) -> float:
+        run, now = self.run, self.clock.now
+        if now <= run.anchor_s:
+            return run.anchor_progress
+        progress_s = run.anchor_progress + (now - run.anchor_s) * run.rate
+        duration_s = run.job.duration_s
+        return duration_s if progress_s > duration_s else progress_s
+
+    @property
+    def checkpoint_s(self) -> float:
+        run = self.run
+        interval = run.job.checkpoint_interval_s
+        if not interval or interval <= 0:
+            return run.base_progress
+        base = run.base_progress
+        return base + math.floor((self.progress_s - base) / interval + CHECKPOINT_EPSILON) * interval
+
+    @property
+    def release_s(self) -> float | None:
+        run = self.run
+        return run.release if self.clock.now >= run.anchor_s else None
+
+    @property
+    def lost_gpu_s(self) -> float:
+        """`Running.lost_gpu_s` with the progress read once (victims are sorted by it)."""
+        run = self.run
+        job = run.job
+        if job.checkpoint_on_preempt:
+            return 0.0
+        now = self.clock.now
+        if now <= run.anchor_s:
+            progress_s = run.anchor_progress
+        else:
+            progress_s = run.anchor_progress + (now - run.anchor_s) * run.rate
+            if progress_s > job.duration_s:
+                progress_s = job.duration_s
+        interval = job.checkpoint_interval_s
+        base = run.base_progress
+        if not interval or interval <= 0:
+            checkpoint_s = base
+        else:
+            checkpoint_s = base + math.floor((progress_s - base) / interval + CHECKPOINT_EPSILON) * interval
+        return max(0.0, progress_s - checkpoint_s) * job.gpus
+
+
+_set_run = vars(ShownRunning)["run"].__set__
+_set_clock = vars(ShownRunning)["clock"].__set__
+
+
+def show_running(runs: Iterable[RunRecord], clock: SnapshotClock) -> tuple[Running, ...]:
+    """Fast path: what a snapshot at `clock.now` shows of `runs`, in order, equal field by field to
+    `all_running_at(runs, clock.now)` (tests/engine/test_fast_paths.py): each run's `ShownRunning`,
+    built when the run changed since the last snapshot (`RunRecord.shown` is dropped then)."""
+    return tuple([run.shown or _show(run, clock) for run in runs])
+
+
+def _show(run: RunRecord, clock: SnapshotClock) -> ShownRunning:
+    """Build and keep what snapshots show of `run` until it changes."""
+    shown = _new(ShownRunning)
+    _set_job(shown, run.job)
+    _set_allocation(shown, run.allocation)
+    _set_start_s(shown, run.start_s)
+    _set_borrowing(shown, run.borrowing)
+    _set_grace_until_s(shown, run.grace_until_s)
+    _set_run(shown, run)
+    _set_clock(shown, clock)
+    run.shown = shown
+    return shown

@@ -30,8 +30,8 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
   that found nothing (`Reclaiming._fruitless_again`); plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives`).
-- Victim candidates made lazily, cheapest first (`preemption.Victims`, with `candidate_of`'s
-  inlined `lost_gpu_s` and the `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
+- Victim candidates made lazily, cheapest first (`preemption.Victims`, with the
+  `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
   `candidate_of` for every run, sorted
   (`test_fast_paths.py::test_victims_come_cheapest_first_as_the_plain_definition_says`), and
   `reference._ReferenceCycle._eligible`.
@@ -51,8 +51,12 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 - The capacity index's pools built in one loop each (`capacity.AcceleratorPool.with_used`);
   plain: `capacity.plain_pools`, the empty-fleet pool with each used node set one at a time
   (`test_fast_paths.py::test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds`).
-- A snapshot's running jobs built through slots in one loop (`runs.all_running_at`); plain:
-  `Running` built field by field from `progress_at`, `checkpoint_at` and `runs.anchored_release_s`
+- A snapshot's running jobs kept by `FleetState` from one snapshot to the next, one per change
+  of a run, their progress, checkpoint, release and lost work read from the run's anchor at the
+  latest snapshot's time only where the engine reads them (`runs.ShownRunning`,
+  `runs.show_running`); plain: `Running` built field by field from `progress_at`,
+  `checkpoint_at` and `runs.anchored_release_s`, and `runs.all_running_at` (one per running job
+  per snapshot)
   (`test_fast_paths.py::test_fleet_state_snapshots_show_the_same_running_as_built_field_by_field`).
 - The running jobs' releases, GPUs per node and team releases kept by `FleetState` between cycles
   (`prepare.KeptReleases`, read by `RunningBook.totals`); plain: `prepare.running_totals`, summed

@@ -32,7 +32,7 @@ from .progress import (
     time_at_progress,
     work_gpu_s,
 )
-from .runs import Counters, DecayedUsage, RunRecord, RunView, all_running_at
+from .runs import Counters, DecayedUsage, RunRecord, RunView, SnapshotClock, show_running
 
 _COMPLETE, _TIMEOUT, _GRACE, _CHECKPOINT = 0, 1, 2, 3
 
@@ -78,6 +78,8 @@ class FleetState:
         self._kept = KeptReleases()
         self._kept_at = now
         self._node_tuple: tuple[Node, ...] | None = None
+        # The time of the latest snapshot, which the running jobs it shows read their progress at.
+        self._clock = SnapshotClock(now)
 
     # Queue -------------------------------------------------------------------------------------
     def submit(self, job: Job, saved_progress_s: float = 0.0) -> None:
@@ -227,7 +229,8 @@ class FleetState:
     ) -> Snapshot:
         if self._node_tuple is None:
             self._node_tuple = tuple(self.nodes.values())
-        running = all_running_at(self.running.values(), now)
+        self._clock.now = now
+        running = show_running(self.running.values(), self._clock)
         usage = self.usage(now) if usage is None else usage
         book = self._book.copy(running)
         if now >= self._kept_at:
@@ -311,6 +314,7 @@ class FleetState:
         # Versions are unique across runs, so events of an earlier run of the same job go stale.
         self._seq += 1
         run.version = self._seq
+        run.shown = None
         job = run.job
         run.release = None
         if run.rate > 0:
