@@ -135,6 +135,7 @@ POLICY_FIELDS: dict[str, str] = {
     "preemption_grace_s": "preemption_grace_s",
     "reclaim_after_s": "reclaim_after_s",
     "reclaim_guaranteed_share": "reclaim_guaranteed_share",
+    "partial_reclaim_young_s": "partial_reclaim_young_s",
     "fairshare_half_life_s": "fairshare_half_life_s",
     "fairshare_age_weight": "age_weight",
     "fairshare_max_age_s": "max_age_s",

@@ -42,6 +42,9 @@ class SimulationForm(forms.Form):
     reclaim_guaranteed_share = forms.FloatField(
         required=False, label="Reclaim for a job with this share within its guarantee (0-1)"
     )
+    partial_reclaim_young_s = forms.FloatField(
+        required=False, label="Such a reclaim takes loans without checkpoints started within (s)"
+    )
     fairshare = forms.ChoiceField(choices=TRI_STATE, required=False, label="Fair share")
     fairshare_half_life_s = forms.FloatField(required=False, label="Fair-share half-life (s)")
     age_weight = forms.FloatField(required=False)

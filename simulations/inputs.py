@@ -54,6 +54,7 @@ POLICY_SETTINGS: dict[str, Setting] = {
     "preemption_grace_s": Setting(float, 0, 3600),
     "reclaim_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
     "reclaim_guaranteed_share": Setting(float, 0, 1),
+    "partial_reclaim_young_s": Setting(float, 0, 30 * DAY_S, nullable=True),
     "fairshare": Setting(bool),
     "fairshare_half_life_s": Setting(float, 60, 365 * DAY_S),
     "age_weight": Setting(float, 0, 100),

@@ -244,9 +244,19 @@ class FleetPolicy(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="A job larger than what is left of its team's guarantee may still evict other teams' "
         "borrowed work when at least this share of it lies within that guarantee (the rest it borrows): "
-        "only work that checkpoints (periodically, or when told it is preempted), so that what it loses "
-        "is bounded, and only when the work lost is worth less than the wait it saves its GPUs within "
-        "the guarantee; 0: any job of a team with guarantee left, 1: only jobs that fit within it whole.",
+        "only work that checkpoints (periodically, or when told it is preempted) or started within the "
+        "bound for young loans, so that what it loses is bounded, and only when the work lost is worth "
+        "less than the wait it saves its GPUs within the guarantee; 0: any job of a team with guarantee "
+        "left, 1: only jobs that fit within it whole.",
+    )
+    partial_reclaim_young_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=ENGINE_DEFAULTS.partial_reclaim_young_s,
+        validators=[MinValueValidator(0.0)],
+        help_text="A job reclaiming partly within its team's guarantee may also evict borrowed work that "
+        "does not checkpoint when it started (or last restarted) at most this long ago, so that it loses "
+        "at most this much work; empty: only work that checkpoints.",
     )
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order

@@ -124,11 +124,19 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "Reclaim for a job partly within the guarantee",
         "A job larger than what is left of its team's guarantee may still evict other teams' borrowed work "
         "when at least this share of it lies within that guarantee (it borrows the rest): only work that "
-        "checkpoints, periodically or when told it is preempted, so that what it loses is bounded, and only "
-        "when the work lost is worth less than the wait it saves its GPUs within the guarantee (never by "
-        "waiting alone). 0 %: any job of a team with guarantee left; 100 %: only a job that fits within it "
-        "whole.",
+        "checkpoints, periodically or when told it is preempted, or that started within the bound for young "
+        "loans, so that what it loses is bounded, and only when the work lost is worth less than the wait "
+        "it saves its GPUs within the guarantee (never by waiting alone). 0 %: any job of a team with "
+        "guarantee left; 100 %: only a job that fits within it whole.",
         PERCENT,
+    ),
+    PolicyField(
+        "partial_reclaim_young_s",
+        "Young loans a partial reclaim may take",
+        "Such a job may also evict borrowed work that does not checkpoint when it started (or last "
+        "restarted) at most this long ago: it loses at most this much work. Empty: only work that "
+        "checkpoints.",
+        HOURS,
     ),
     PolicyField(
         "within_team_order",

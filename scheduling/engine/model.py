@@ -152,14 +152,25 @@ class Policy:
     # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,
     # as a 32-GPU gang of a team that has 19 GPUs of guarantee left). Such a partial reclaim takes
     # only loans whose lost work is bounded (they checkpoint periodically or on preemption:
-    # `preemption.bounded_loss`), and evicts only when the work lost is worth less than the wait of
-    # its GPUs within the guarantee. Where no loan checkpoints, any share plans as 1 does.
+    # `preemption.bounded_loss`, or started within `partial_reclaim_young_s`), and evicts only when
+    # the work lost is worth less than the wait of its GPUs within the guarantee.
     # 0.5, chosen on benchmarks/sim_quotas.py (README, "Partial reclaim only of loans that
     # checkpoint"), days 20-30 at load 1.07 with 30-minute checkpoints, exact limits / x2: guarantee
     # violation 2,660 / 2,396 GPU-h at 1, 388 / 408 at 0.5, 141 / 144 at 0 (easy 4,500 / 5,516);
     # mean JCT 4.75 / 4.67 h at 1, 4.91 / 4.87 at 0.5, 5.23 / 5.42 at 0 (easy 5.15 / 4.83); work
-    # lost at most 0.16 % of capacity. Without checkpoints 0 and 0.5 planned exactly as 1.
+    # lost at most 0.16 % of capacity. Without checkpoints 0 and 0.5 planned exactly as 1 (before
+    # young loans were taken).
     reclaim_guaranteed_share: float = 0.5
+    # A partial reclaim also takes loans without checkpoints that (re)started at most this long ago
+    # (`preemption.partial_reclaim_takes`): they lose at most this much work each, and it is still
+    # priced (worth less than the wait of the GPUs within the guarantee). None: only loans that
+    # checkpoint. One hour, chosen on benchmarks/sim_quotas.py (README, "Partial reclaim of young
+    # loans without checkpoints"), days 20-30 at load 1.07 without checkpoints, exact limits / x2:
+    # guarantee violation 3,428 / 3,173 GPU-h with None, 2,294 / 2,009 with 1 h (easy 4,500 /
+    # 5,516), work lost 1,807 / 1,393 -> 537 / 871 GPU-h; 10 min cut less (3,169 exact), 4 h and
+    # unbounded lost more and fell behind easy on mean JCT (5.16, 5.38 h against 5.15 h). Its price:
+    # mean JCT with limits x2 4.97 -> 5.16 h (easy 4.83 h; exact 5.10 -> 5.02 h).
+    partial_reclaim_young_s: float | None = 3600.0
     fairshare_half_life_s: float = 7 * 86400.0
     # Among a team's jobs of equal fair-share score (all waited `max_age_s`): shortest time limit
     # first cut the p99 JCT in all seven quota replays tried (exact, x2 and noisy limits; 5.6-29 h)

@@ -10,7 +10,8 @@ borrowing quota and the preemptor's team is reclaiming within its own guarantee.
 that borrows could take a guarantee by priority and its owner reclaim it back at once, forever.
 A partial reclaim (a job only partly within what is left of its guarantee, which reclaims by
 `Policy.reclaim_guaranteed_share` and borrows the rest) takes only loans whose lost work is bounded
-(`bounded_loss`: they checkpoint periodically or on preemption).
+(`partial_reclaim_takes`: they checkpoint periodically or on preemption, or they (re)started within
+`Policy.partial_reclaim_young_s`).
 Serving is never preempted by anything but serving. Cost is
 the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
 start, without one), nothing when it checkpoints on preemption; then its priority. Elastic
@@ -27,7 +28,7 @@ from operator import itemgetter
 from typing import Final, NamedTuple
 
 from .capacity import AcceleratorPool
-from .model import LEVEL_RANK, Job, Running
+from .model import LEVEL_RANK, Job, Policy, Running
 from .ordering import sort_by_number
 from .placement import nodes_needed
 from .plan import Allocation
@@ -118,16 +119,35 @@ def bounded_loss(job: Job) -> bool:
     return job.checkpoint_on_preempt or (interval_s is not None and interval_s > 0)
 
 
+def young_since_s(policy: Policy, now: float) -> float | None:
+    """The earliest (re)start of a loan without checkpoints that a partial reclaim at `now` may take
+    (`Policy.partial_reclaim_young_s` before `now`; None: none)."""
+    young_s = policy.partial_reclaim_young_s
+    return None if young_s is None else now - young_s
+
+
+def partial_reclaim_takes(job: Job, start_s: float, since_s: float | None) -> bool:
+    """Whether a partial reclaim may take a loan of `job` running since `start_s` (what it would
+    lose is bounded): `job` checkpoints (`bounded_loss`), or the run (re)started at or after
+    `since_s` (`young_since_s`), so that it loses at most `Policy.partial_reclaim_young_s` of work."""
+    return bounded_loss(job) or (since_s is not None and start_s >= since_s)
+
+
 def may_preempt(
-    preemptor: Job, victim: Running, reclaiming: bool, victim_team_stays_covered: bool, bounded_only: bool = False
+    preemptor: Job,
+    victim: Running,
+    reclaiming: bool,
+    victim_team_stays_covered: bool,
+    bounded_only: bool = False,
+    since_s: float | None = None,
 ) -> bool:
     """Whether `preemptor` may take GPUs from `victim` (rules in the module docstring).
 
     Only real loans are taken from another team, by reclaim and by priority alike: the victim's
     team must still use at least its own guarantee after losing the victim
     (`victim_team_stays_covered`), otherwise two teams would keep taking from each other. A partial
-    reclaim (`bounded_only`) takes only loans whose lost work is bounded (`bounded_loss`); what it
-    may take by priority is unchanged.
+    reclaim (`bounded_only`) takes only loans whose lost work is bounded (`partial_reclaim_takes`
+    with `since_s`, from `young_since_s`); what it may take by priority is unchanged.
     """
     job = victim.job
     if not preemptor.may_preempt or not job.preemptible or victim.grace_until_s is not None:
@@ -140,7 +160,7 @@ def may_preempt(
         return False
     if job.priority < preemptor.priority:
         return True
-    return reclaiming and victim.borrowing and (not bounded_only or bounded_loss(job))
+    return reclaiming and victim.borrowing and (not bounded_only or partial_reclaim_takes(job, victim.start_s, since_s))
 
 
 # A victim search stops adding candidates once it has this many nodes it could free to choose

@@ -13,7 +13,7 @@ cycles, so that the loop over a snapshot it made only sums the releases and the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TypeVar
@@ -48,34 +48,72 @@ class RunningTotals:
 class Takeable:
     """The most preemption could take per accelerator, from priorities alone (the cheap check
     before any victim search): GPUs of preemptible running work by priority, GPUs already leaving
-    (in their grace period) and GPUs running on borrowed quota, all of them and those of work whose
-    lost work is bounded (`preemption.bounded_loss`, what a partial reclaim may take)."""
+    (in their grace period) and GPUs running on borrowed quota, all of them and those a partial
+    reclaim may take (`preemption.partial_reclaim_takes`): of work that checkpoints
+    (`preemption.bounded_loss`, counted in `bounded`) and, looked up in `running` when first asked,
+    of young loans without checkpoints."""
 
     preemptible: dict[str, dict[int, int]]
     leaving: dict[str, int]
     borrowing: dict[str, int]
     bounded: dict[str, int]
+    # The running jobs these totals are of (for the young loans of a partial reclaim).
+    running: Sequence[Running] = ()
     # `upper` by its arguments: the totals above are complete once `running_totals` returns and
     # nothing changes them afterwards, so the memo never goes stale (every pending job of a cycle
     # asks, most with the same few priorities).
-    uppers: dict[tuple[str, int, bool, bool], int] = field(default_factory=dict)
+    uppers: dict[tuple[str, int, bool, bool, float | None], int] = field(default_factory=dict)
 
-    def upper(self, accelerator: str, priority: int, reclaiming: bool, bounded_only: bool = False) -> int:
+    def upper(
+        self,
+        accelerator: str,
+        priority: int,
+        reclaiming: bool,
+        bounded_only: bool = False,
+        since_s: float | None = None,
+    ) -> int:
         """GPUs a job of `priority` could free at most: strictly lower-priority preemptible work,
-        work leaving anyway and, when it reclaims within its guarantee, borrowed work (only work
-        whose lost work is bounded, for a partial reclaim: `bounded_only`)."""
-        key = (accelerator, priority, reclaiming, bounded_only)
+        work leaving anyway and, when it reclaims within its guarantee, borrowed work (for a partial
+        reclaim, `bounded_only`, only loans that checkpoint or (re)started at or after `since_s`:
+        `preemption.partial_reclaim_takes`)."""
+        key = (accelerator, priority, reclaiming, bounded_only, since_s)
         found = self.uppers.get(key)
         if found is None:
-            found = self.uppers[key] = self.plain_upper(accelerator, priority, reclaiming, bounded_only)
+            found = self.uppers[key] = self.plain_upper(accelerator, priority, reclaiming, bounded_only, since_s)
         return found
 
-    def plain_upper(self, accelerator: str, priority: int, reclaiming: bool, bounded_only: bool = False) -> int:
+    def plain_upper(
+        self,
+        accelerator: str,
+        priority: int,
+        reclaiming: bool,
+        bounded_only: bool = False,
+        since_s: float | None = None,
+    ) -> int:
         """`upper`, computed from the totals every time (its plain definition: `upper` is a fast path)."""
         lower = sum(gpus for level, gpus in self.preemptible.get(accelerator, {}).items() if level < priority)
-        loans = self.bounded if bounded_only else self.borrowing
-        borrowed = loans.get(accelerator, 0) if reclaiming else 0
+        borrowed = 0
+        if reclaiming and bounded_only:
+            borrowed = self.bounded.get(accelerator, 0) + self.young_loans(accelerator, since_s)
+        elif reclaiming:
+            borrowed = self.borrowing.get(accelerator, 0)
         return lower + self.leaving.get(accelerator, 0) + borrowed
+
+    def young_loans(self, accelerator: str, since_s: float | None) -> int:
+        """GPUs of loans of `accelerator` not leaving whose jobs do not checkpoint and that (re)started
+        at or after `since_s` (none when it is None): what a partial reclaim may take besides
+        `bounded` (`preemption.partial_reclaim_takes`)."""
+        if since_s is None:
+            return 0
+        return sum(
+            run.gpus
+            for run in self.running
+            if run.job.accelerator == accelerator
+            and run.borrowing
+            and run.grace_until_s is None
+            and run.start_s >= since_s
+            and not bounded_loss(run.job)
+        )
 
 
 def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty | None = None) -> RunningTotals:
@@ -175,6 +213,8 @@ class RunningBook:
     def totals(self, running: Iterable[Running], now: float, penalty: RunPenalty | None = None) -> RunningTotals:
         """`running_totals(running, now, penalty)` from the book and, per run, the releases (read
         from `kept` when the snapshot's releases were kept for this very time)."""
+        if not isinstance(running, (list, tuple)):
+            running = tuple(running)
         kept = self.kept
         if kept is not None and self.kept_now == now:
             kept_used, kept_releases, kept_ends = kept
@@ -182,6 +222,7 @@ class RunningBook:
                 dict(kept_used),
                 {accelerator: list(events) for accelerator, events in kept_releases.items()},
                 {key: list(ends) for key, ends in kept_ends.items()},
+                running,
             )
         node_penalty = 1.0 if penalty is None else penalty.node
         used: dict[str, int] = {}
@@ -236,19 +277,21 @@ class RunningBook:
                 team_releases[key] = [(end_s, gpus)]
             else:
                 team_ends.append((end_s, gpus))
-        return self._with(used, releases, team_releases)
+        return self._with(used, releases, team_releases, running)
 
     def _with(
         self,
         used: dict[str, int],
         releases: dict[str, list[ReleaseEvent]],
         team_releases: dict[Key, list[tuple[float, int]]],
+        running: Sequence[Running],
     ) -> RunningTotals:
         takeable = Takeable(
             {accelerator: dict(gpus) for accelerator, gpus in self.preemptible.items()},
             dict(self.leaving),
             dict(self.borrowing),
             dict(self.bounded),
+            running,
         )
         return RunningTotals(
             used,

@@ -25,8 +25,9 @@ the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
 `Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest): a partial
-reclaim. It takes only loans whose lost work is bounded (`preemption.bounded_loss`: they checkpoint
-periodically or on preemption), it is not let off by its wait (`reclaim_after_s` does not raise its
+reclaim. It takes only loans whose lost work is bounded (`preemption.partial_reclaim_takes`: they
+checkpoint periodically or on preemption, or they (re)started within `Policy.partial_reclaim_young_s`),
+it is not let off by its wait (`reclaim_after_s` does not raise its
 credit), and only its GPUs within the guarantee count as saved, unless it outranks the work it
 could take.
 """
@@ -43,7 +44,7 @@ from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, S
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, gang_level, pack_whole_nodes
 from .plan import Preempt, Shrink
-from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims
+from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims, young_since_s
 from .prepare import Prepared
 from .quota import Admission, QuotaLedger
 
@@ -307,9 +308,9 @@ class Reclaiming:
             return False
         reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
         # A job reclaiming for more than is left of its guarantee (it borrows the rest) takes only
-        # loans whose lost work is bounded (`bounded_only`), and evicts them only when that pays by
-        # its cost, counting the wait saved on the GPUs within the guarantee alone, never by its
-        # age, unless it also has lower-priority work to take.
+        # loans whose lost work is bounded (`bounded_only`: they checkpoint, or are young), and
+        # evicts them only when that pays by its cost, counting the wait saved on the GPUs within
+        # the guarantee alone, never by its age, unless it also has lower-priority work to take.
         bounded_only = reclaiming and not ledger.within_guarantee(job.team, accelerator, size)
         partial: int | None = None
         # Whether it may find victims of lower priority: its searches then use the higher cost cap
@@ -318,7 +319,8 @@ class Reclaiming:
         if bounded_only and not lower:
             partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
         if reclaiming != anyone_reclaims or bounded_only:
-            upper = takeable.upper(accelerator, job.priority, reclaiming, bounded_only)
+            since_s = young_since_s(policy, self.now) if bounded_only else None
+            upper = takeable.upper(accelerator, job.priority, reclaiming, bounded_only, since_s)
         if upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0:
             return False
         victims = memo.candidates.get(accelerator)
@@ -478,6 +480,7 @@ class Reclaiming:
         grace_s, budgets, picked = max(0.0, self.policy.preemption_grace_s), self.budgets, self.decided.picked
         by_s = self.now + self.policy.preemption_grace_s  # work ending by then is left alone
         visits = search_visits(self.policy)
+        since_s = young_since_s(self.policy, self.now) if bounded_only else None
         stop_gpu_s = math.inf if shrinks else cap_gpu_s
         for candidate in self.memo.candidates[job.accelerator]:
             if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
@@ -493,7 +496,7 @@ class Reclaiming:
                 leaving = self.evicting.get((team, accelerator), 0)
                 used = self.ledger.used(team, accelerator) - leaving
                 covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
-            if not may_preempt(job, run, reclaiming, covered, bounded_only):
+            if not may_preempt(job, run, reclaiming, covered, bounded_only, since_s):
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue

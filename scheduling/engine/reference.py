@@ -30,7 +30,7 @@ leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), 
 worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
 `worst_runtime_s`, `worst_penalty`), when the job would fit along the release profile
 (`backfill.earliest_start`, `reservation_start`), who may preempt whom and what an eviction costs
-and saves (`preemption.may_preempt`, `bounded_loss`, `candidate_of`, `pick_victims`;
+and saves (`preemption.may_preempt`, `partial_reclaim_takes`, `candidate_of`, `pick_victims`;
 `reclaim.eviction_pays` and its helpers). The helpers that want an `AcceleratorPool` get a fresh
 one, built from the plain state for the question at hand.
 
@@ -95,7 +95,15 @@ from .plan import (
     Start,
     reserved_for,
 )
-from .preemption import Candidate, VictimChoice, bounded_loss, candidate_of, may_preempt, pick_victims
+from .preemption import (
+    Candidate,
+    VictimChoice,
+    candidate_of,
+    may_preempt,
+    partial_reclaim_takes,
+    pick_victims,
+    young_since_s,
+)
 from .quota import Admission, QuotaLedger
 from .reclaim import (
     Terms,
@@ -410,9 +418,9 @@ class _ReferenceCycle:
         ledger = self.ledger
         reclaiming = ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share)
         # Reclaiming for more than is left of its guarantee (it borrows the rest), a job takes only
-        # loans whose lost work is bounded (`bounded_only`); if it has no lower-priority work to
-        # take, it counts only the wait of its GPUs within the guarantee as saved, and is never let
-        # off by its age.
+        # loans whose lost work is bounded (`bounded_only`: they checkpoint, or are young); if it
+        # has no lower-priority work to take, it counts only the wait of its GPUs within the
+        # guarantee as saved, and is never let off by its age.
         bounded_only = reclaiming and not ledger.within_guarantee(job.team, accelerator, size)
         partial: int | None = None
         # With lower-priority work to take, the search may evict by priority: the higher cost cap.
@@ -448,12 +456,17 @@ class _ReferenceCycle:
         """The most GPUs preemption could free for `job`, by priority and loans alone, from the running
         work at the cycle's start: strictly lower-priority preemptible work, work already leaving,
         and borrowed work when it reclaims its guarantee (only work whose lost work is bounded, for
-        a partial reclaim: `bounded_only`)."""
+        a partial reclaim: `bounded_only`, `partial_reclaim_takes`)."""
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
         staying = [run for run in runs if run.grace_until_s is None]
         lower = sum(run.gpus for run in staying if run.job.preemptible and run.job.priority < job.priority)
         leaving = sum(run.gpus for run in runs if run.grace_until_s is not None)
-        loans = [run for run in staying if run.borrowing and (not bounded_only or bounded_loss(run.job))]
+        since_s = young_since_s(self.policy, self.now)
+        loans = [
+            run
+            for run in staying
+            if run.borrowing and (not bounded_only or partial_reclaim_takes(run.job, run.start_s, since_s))
+        ]
         borrowed = sum(run.gpus for run in loans) if reclaiming else 0
         return lower + leaving + borrowed  # a borrowed lower-priority run counts twice: a bound
 
@@ -491,7 +504,8 @@ class _ReferenceCycle:
             visits -= 1
             run = candidate.run
             covered = self._covered(job, run)
-            if candidate.job_id in self.picked or not may_preempt(job, run, reclaiming, covered, bounded_only):
+            may = may_preempt(job, run, reclaiming, covered, bounded_only, young_since_s(policy, self.now))
+            if candidate.job_id in self.picked or not may:
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue

@@ -16,8 +16,9 @@ each of those needs and calls a cycle worth running when one of these necessary 
   while some other team of that accelerator uses more than its own guarantee once what it already
   has leaving is gone (a reclaim takes only real loans: the victim's team must stay covered); for a
   partial reclaim (less than the whole smallest size within the guarantee left), such a team must
-  also run work whose lost work is bounded (`preemption.bounded_loss`), the only loans a partial
-  reclaim takes. Whether the victims were started as loans is not looked at, which only makes the
+  also run work whose lost work is bounded (`preemption.partial_reclaim_takes`: it checkpoints, or
+  it (re)started within `Policy.partial_reclaim_young_s` of now), the only loans a partial reclaim
+  takes. Whether the victims were started as loans is not looked at, which only makes the
   condition weaker.
 - elastic growth: free GPUs on a node of a running elastic job below its `max_gpus` that is not
   leaving (growth happens only on the nodes a job already occupies).
@@ -32,10 +33,11 @@ so every skipped cycle is one whose plan would have started, preempted, shrunk a
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Mapping
 
 from scheduling.engine import FleetState, Job, Policy
-from scheduling.engine.preemption import bounded_loss
+from scheduling.engine.preemption import bounded_loss, partial_reclaim_takes, young_since_s
 
 Key = tuple[str, str]  # (team, accelerator)
 
@@ -43,12 +45,24 @@ Key = tuple[str, str]  # (team, accelerator)
 class _Run:
     """What the gate keeps of one running job."""
 
-    __slots__ = ("accelerator", "team", "priority", "gpus", "preemptible", "leaving", "bounded", "room", "nodes")
+    __slots__ = (
+        "accelerator",
+        "team",
+        "priority",
+        "gpus",
+        "preemptible",
+        "leaving",
+        "bounded",
+        "start_s",
+        "room",
+        "nodes",
+    )
 
-    def __init__(self, job: Job, gpus: int, leaving: bool, nodes: tuple[str, ...]) -> None:
+    def __init__(self, job: Job, gpus: int, leaving: bool, nodes: tuple[str, ...], start_s: float) -> None:
         self.accelerator, self.team, self.priority = job.accelerator, job.team, job.priority
         self.gpus, self.preemptible, self.leaving = gpus, job.preemptible, leaving
         self.bounded = bounded_loss(job)
+        self.start_s = start_s
         self.room = 0 if job.max_gpus is None or leaving else max(0, job.max_gpus - gpus)
         self.nodes = nodes
 
@@ -88,6 +102,7 @@ class CycleGate:
         self.fragmented = False
         self.preemption, self.elastic = policy.preemption, policy.elastic
         self.reclaim_share = policy.reclaim_guaranteed_share
+        self.policy = policy
         self.guarantees = {key: gpus for key, gpus in (guarantees or {}).items() if gpus > 0}
         # Pending side: priorities per accelerator; smallest sizes per (team, accelerator).
         self.pending_priorities: dict[str, _Counts] = {}
@@ -97,6 +112,9 @@ class CycleGate:
         self.used: dict[Key, int] = {}
         self.leaving: dict[Key, int] = {}
         self.bounded: dict[Key, int] = {}  # runs not leaving whose lost work is bounded
+        # Runs not leaving whose jobs do not checkpoint, latest (re)start first: (-start_s, job id),
+        # entries of runs since gone or changed dropped when met (`_latest_start_s`).
+        self.unbounded: dict[Key, list[tuple[float, str]]] = {}
         self.preemptible: dict[str, _Counts] = {}  # priority -> GPUs of preemptible work not leaving
         self.growable: dict[str, dict[str, None]] = {}  # accelerator -> elastic jobs with room
 
@@ -132,7 +150,7 @@ class CycleGate:
             record = running.get(job_id)
             if record is not None:
                 nodes = tuple(node_id for node_id, _ in record.allocation)
-                run = _Run(record.job, record.gpus, record.grace_until_s is not None, nodes)
+                run = _Run(record.job, record.gpus, record.grace_until_s is not None, nodes, record.start_s)
                 self.runs[job_id] = run
                 self._count(job_id, run, +1)
 
@@ -145,6 +163,8 @@ class CycleGate:
             return
         if run.bounded:
             self.bounded[key] = self.bounded.get(key, 0) + sign
+        elif sign > 0 and self.policy.partial_reclaim_young_s is not None:
+            heapq.heappush(self.unbounded.setdefault(key, []), (-run.start_s, job_id))
         if run.preemptible:
             self.preemptible.setdefault(run.accelerator, _Counts()).add(run.priority, gpus)
         if run.room:
@@ -185,8 +205,9 @@ class CycleGate:
         lenders = {team for team, acc in self.used if acc == accelerator and self._surplus(team, accelerator) > 0}
         if not lenders:
             return False
-        # Lenders a partial reclaim could take from: those running work whose lost work is bounded.
-        bounded = {team for team in lenders if self.bounded.get((team, accelerator))}
+        # Lenders a partial reclaim could take from: those running work whose lost work is bounded
+        # (found when first needed).
+        bounded: set[str] | None = None
         for (team, acc), guaranteed in self.guarantees.items():
             if acc != accelerator or lenders <= {team}:
                 continue
@@ -194,9 +215,35 @@ class CycleGate:
             if not sizes:
                 continue
             unused, smallest = guaranteed - self.used.get((team, accelerator), 0), min(sizes)
-            if _reclaims(unused, smallest, self.reclaim_share) and (unused >= smallest or not bounded <= {team}):
+            if not _reclaims(unused, smallest, self.reclaim_share):
+                continue
+            if unused >= smallest:
+                return True
+            if bounded is None:
+                bounded = {lender for lender in lenders if self._partial_takes_from(lender, accelerator)}
+            if not bounded <= {team}:
                 return True
         return False
+
+    def _partial_takes_from(self, team: str, accelerator: str) -> bool:
+        """Whether `team` runs work a partial reclaim could take (`preemption.partial_reclaim_takes`):
+        work that checkpoints, or young work without checkpoints."""
+        key = (team, accelerator)
+        if self.bounded.get(key):
+            return True
+        since_s = young_since_s(self.policy, self.state.now)
+        return since_s is not None and self._latest_start_s(key) >= since_s
+
+    def _latest_start_s(self, key: Key) -> float:
+        """The latest (re)start of a run of `key` not leaving whose job does not checkpoint (-inf: none)."""
+        heap = self.unbounded.get(key)
+        while heap:
+            start_s = -heap[0][0]
+            run = self.runs.get(heap[0][1])
+            if run is not None and not run.leaving and not run.bounded and run.start_s == start_s:
+                return start_s
+            heapq.heappop(heap)
+        return -math.inf
 
     def _surplus(self, team: str, accelerator: str) -> int:
         """GPUs `team` uses beyond its guarantee once its leaving work is gone."""
@@ -281,8 +328,9 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
                     return True
                 other = (victim.team, victim.accelerator)
                 surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
-                if reclaiming and victim.team != job.team and surplus > 0 and (unused >= size or bounded_loss(victim)):
-                    return True
+                if reclaiming and victim.team != job.team and surplus > 0:
+                    if unused >= size or partial_reclaim_takes(victim, run.start_s, young_since_s(policy, state.now)):
+                        return True
     if policy.elastic:
         for run in runs:
             job = run.job

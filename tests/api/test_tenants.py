@@ -244,3 +244,17 @@ def test_an_admin_sets_the_patience_of_gangs_below_their_guarantee_through_the_a
     assert unset.json()["guarantee_spread_after_s"] is None
     assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "guarantee_spread_after_s"
     assert policy_from_row(FleetPolicy.objects.get()).guarantee_spread_after_s is None
+
+
+def test_an_admin_sets_the_young_loans_a_partial_reclaim_may_take_through_the_api(people: People) -> None:
+    admin = people.client("admin")
+
+    assert admin.get("/api/v1/policy/").json()["partial_reclaim_young_s"] == 3600.0
+    changed = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": 600.0}, format="json")
+    unset = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": None}, format="json")
+    refused = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": -1.0}, format="json")
+
+    assert changed.json()["partial_reclaim_young_s"] == 600.0
+    assert unset.json()["partial_reclaim_young_s"] is None
+    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "partial_reclaim_young_s"
+    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s is None

@@ -120,7 +120,8 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
     already leaving (in its grace period) or checkpoints when told it is preempted, nodes that lost
     some or all of their GPUs, preemptors
     for whom any eviction pays (`reclaim_after_s` 0) or whose class may not preempt, reclaims by
-    jobs partly beyond their guarantee, and preemption budgets that run out."""
+    jobs partly beyond their guarantee (taking young loans without checkpoints or not: runs started
+    at 0, 100 or 200 s, bounds of 150 s and an hour), and preemption budgets that run out."""
     base = draw(gang_snapshots(max_running=24))
     running = []
     for run in base.running:
@@ -130,7 +131,8 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
         if draw(st.integers(0, 3)) == 0:  # its lost work bounded without a periodic checkpoint
             job = replace(job, checkpoint_on_preempt=True)
         grace_until_s = draw(st.sampled_from((None, None, None, 0.0, 6000.0)))
-        running.append(replace(run, job=job, grace_until_s=grace_until_s))
+        start_s = draw(st.sampled_from((0.0, 100.0, 200.0)))
+        running.append(replace(run, job=job, start_s=start_s, grace_until_s=grace_until_s))
     nodes = list(base.nodes)
     for _ in range(draw(st.integers(0, 2))):
         at = draw(st.integers(0, len(nodes) - 1))
@@ -140,6 +142,7 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
         base.policy,
         reclaim_after_s=draw(st.sampled_from((None, 0.0, 4 * 3600.0))),
         reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
+        partial_reclaim_young_s=draw(st.sampled_from((None, 150.0, 3600.0))),
         max_preemption_attempts=draw(st.sampled_from((1, 2, 16))),
         preemption_scan_budget=draw(st.sampled_from((4, 16, 8192))),
     )

@@ -27,7 +27,7 @@ from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
-from scheduling.engine.preemption import Victims, bounded_loss, candidate_of
+from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
 from scheduling.engine.reclaim import Reclaiming
 from scheduling.engine.runs import all_running_at, anchored_release_s
@@ -485,9 +485,9 @@ def test_victims_come_cheapest_first_as_the_plain_definition_says(running: tuple
 
 
 @SETTINGS
-@given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans(), st.booleans())
+@given(_runs(), st.sampled_from((0, 5, 10, 11, 100)), st.booleans(), st.booleans(), st.none() | st.floats(0.0, 1e4))
 def test_what_preemption_could_take_is_the_plain_sum_over_victims(
-    running: tuple[Running, ...], priority: int, reclaiming: bool, bounded_only: bool
+    running: tuple[Running, ...], priority: int, reclaiming: bool, bounded_only: bool, since_s: float | None
 ) -> None:
     takeable = running_totals(running, 0.0).takeable
     for accelerator in ("a100", "h100"):
@@ -495,12 +495,13 @@ def test_what_preemption_could_take_is_the_plain_sum_over_victims(
         lower = sum(c.gpus for c in plain if c.run.job.preemptible and not c.leaving and c.priority < priority)
         leaving = sum(c.gpus for c in plain if c.leaving)
         loans = [c for c in plain if c.run.borrowing and not c.leaving]
-        if bounded_only:  # a partial reclaim takes only loans whose lost work is bounded
-            loans = [c for c in loans if bounded_loss(c.run.job)]
+        if bounded_only:  # a partial reclaim takes only loans whose lost work is bounded, or young ones
+            loans = [c for c in loans if partial_reclaim_takes(c.run.job, c.run.start_s, since_s)]
         borrowed = sum(c.gpus for c in loans) if reclaiming else 0
-        assert takeable.upper(accelerator, priority, reclaiming, bounded_only) == lower + leaving + borrowed
-        memo = takeable.upper(accelerator, priority, reclaiming, bounded_only)  # the second ask, from the memo
-        assert memo == takeable.plain_upper(accelerator, priority, reclaiming, bounded_only)
+        upper = takeable.upper(accelerator, priority, reclaiming, bounded_only, since_s)
+        assert upper == lower + leaving + borrowed
+        memo = takeable.upper(accelerator, priority, reclaiming, bounded_only, since_s)  # the second ask: the memo
+        assert memo == takeable.plain_upper(accelerator, priority, reclaiming, bounded_only, since_s) == upper
 
 
 @st.composite

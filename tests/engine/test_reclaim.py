@@ -350,18 +350,26 @@ def test_a_gang_larger_than_what_is_left_of_its_guarantee_reclaims_when_share_al
     assert start.job_id == "gang" and start.borrowing and start.replaces == ("young1", "young2")
 
 
-def test_a_partial_reclaim_evicts_a_loan_that_checkpoints() -> None:
-    # beta's loans: two without checkpoints 5 minutes in (the cheapest to evict now), one that
-    # checkpoints every 30 minutes 20 minutes after its last one, one that checkpoints when told
-    # it is preempted, 10 h in. alpha's 16-GPU gang, half within its guarantee, takes the two whose
-    # lost work is bounded, though evicting a fresh loan would lose less now.
+def _fresh_and_checkpointing_loans(young_s: float | None) -> Scenario:
+    """beta's loans: two without checkpoints 5 minutes in (the cheapest to evict now), one that
+    checkpoints every 30 minutes 20 minutes after its last one, one that checkpoints when told it
+    is preempted, 10 h in; alpha is guaranteed 8 GPUs, uses none, and a partial reclaim takes loans
+    without checkpoints started within `young_s`."""
     fresh = [_borrower(f"fresh{n}", f"p0-r0-n{n}", ran_s=300.0) for n in (0, 1)]
     periodic = _borrower(
         "periodic", "p0-r0-n2", ran_s=2 * HOUR + 1200.0, checkpoint_s=2 * HOUR, checkpoint_interval_s=HOUR / 2
     )
     on_preempt = _borrower("on-preempt", "p0-r0-n3", ran_s=10 * HOUR, checkpoint_on_preempt=True)
     scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8), quota("beta", 0))
-    scenario = scenario.with_running(*fresh, periodic, on_preempt).policy(reclaim_after_s=1800.0)
+    return scenario.with_running(*fresh, periodic, on_preempt).policy(
+        reclaim_after_s=1800.0, partial_reclaim_young_s=young_s
+    )
+
+
+def test_a_partial_reclaim_evicts_a_loan_that_checkpoints() -> None:
+    # alpha's 16-GPU gang, half within its guarantee, takes the two loans that checkpoint, though
+    # evicting a fresh loan without checkpoints would lose less now: no loan counts as young.
+    scenario = _fresh_and_checkpointing_loans(young_s=None)
     gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
 
     for share in (0.0, 0.5):
@@ -373,16 +381,42 @@ def test_a_partial_reclaim_evicts_a_loan_that_checkpoints() -> None:
         scenario.pending_jobs.clear()
 
 
-def test_a_partial_reclaim_leaves_a_loan_without_checkpoints_alone() -> None:
-    # The same gang and loans as above, but the loans never checkpoint: evicting two would lose
-    # 2 h 20 min on 8 GPUs, less than the three hours the gang's 8 guaranteed GPUs have waited, yet
-    # a gang that borrows half of its size takes no work whose loss has no bound. It waits.
+def test_a_partial_reclaim_evicts_a_young_loan_without_checkpoints_when_it_loses_less() -> None:
+    # The same loans, with the default bound for young loans (an hour): a fresh loan (5 minutes
+    # lost) is cheaper than the one 20 minutes past its checkpoint, so the gang takes the loan that
+    # checkpoints when told (nothing lost) and a fresh one.
+    assert Policy().partial_reclaim_young_s == HOUR
+    scenario = _fresh_and_checkpointing_loans(young_s=HOUR)
+    gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
+    plan = scenario.policy(reclaim_guaranteed_share=0.5).pending(gang).plan(now=NOW)
+
+    assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["fresh0", "on-preempt"]
+    (start,) = plan.starts()
+    assert start.job_id == "gang" and start.borrowing
+
+
+def test_a_partial_reclaim_leaves_a_loan_without_checkpoints_alone_once_it_is_older_than_the_bound() -> None:
+    # The same gang and loans as above, but the loans never checkpoint and started 1 h 10 min ago
+    # or earlier, past the bound for young loans (an hour): evicting two would lose 2 h 20 min on 8
+    # GPUs, less than the three hours the gang's 8 guaranteed GPUs have waited, yet a gang that
+    # borrows half of its size takes no work whose loss has no bound. It waits.
     for share in (0.0, 0.5):
         plan = _gang_beyond_the_guarantee(share, checkpoints=False).plan(now=NOW)
 
         assert plan.of_type(Preempt) == ()
         assert "gang" not in started(plan)
         assert reason_of(plan, "gang") == "capacity"
+
+
+def test_a_partial_reclaim_takes_loans_without_checkpoints_while_they_are_younger_than_the_bound() -> None:
+    # With a bound of two hours, the loans 1 h 10 min in are young: the gang takes the two cheapest
+    # (1 h 10 min lost on 8 GPUs each, less than the three hours its 8 guaranteed GPUs waited).
+    scenario = _gang_beyond_the_guarantee(0.5, checkpoints=False).policy(partial_reclaim_young_s=2 * HOUR)
+    plan = scenario.plan(now=NOW)
+
+    assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
+    (start,) = plan.starts()
+    assert start.job_id == "gang" and start.borrowing
 
 
 def test_a_whole_job_reclaim_still_evicts_a_loan_without_checkpoints_when_it_pays() -> None:

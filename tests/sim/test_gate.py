@@ -195,14 +195,21 @@ def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cy
 
 
 def _gate_on(
-    running: list[tuple[Job, str, int, bool]], pending: list[Job], guarantees: dict, share: float = 1.0
+    running: list[tuple[Job, str, int, bool]],
+    pending: list[Job],
+    guarantees: dict,
+    share: float = 1.0,
+    *,
+    now: float = 0.0,
+    young_s: float | None = None,
 ) -> tuple[bool, bool]:
     """The gate's verdict and its plain definition's on a 2-node fleet (16 GPUs) where `running`
-    holds (job, node, GPUs, leaving) and `pending` waits; a job reclaims when `share` of it lies
-    within its team's guarantee (1, in the table below: only a job that fits within it whole)."""
-    policy = Policy(reclaim_guaranteed_share=share)
+    holds (job, node, GPUs, leaving), started at 0, and `pending` waits, at `now`; a job reclaims
+    when `share` of it lies within its team's guarantee (1, in the table below: only a job that fits
+    within it whole), and a partial reclaim takes loans without checkpoints started within `young_s`."""
+    policy = Policy(reclaim_guaranteed_share=share, partial_reclaim_young_s=young_s)
     nodes = parse_fleet("1x1x2x8").nodes()
-    state = FleetState(nodes, checkpoint_events=False, now=0.0)
+    state = FleetState(nodes, checkpoint_events=False, now=now)
     gate = CycleGate(state, {"gpu": 16}, policy, strict_fifo=False, guarantees=guarantees)
     for run, node, gpus, leaving in running:
         node_id = nodes[int(node[-1])].id
@@ -372,3 +379,17 @@ def test_a_partial_reclaim_is_not_conceivable_when_no_loan_checkpoints(share: fl
     ]
     assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], G, share) == (False, False)
     assert _gate_on(running, [job("a", 1, 4, 60, team="alpha")], G, share) == (True, True)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.8])
+def test_a_partial_reclaim_is_conceivable_while_a_loan_without_checkpoints_is_young(share: float) -> None:
+    # The same loans without checkpoints, started at 0, with a bound of an hour for young loans: a
+    # partial reclaim may take them until an hour has passed, and not after.
+    running = [
+        (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+        (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+        (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+    ]
+    partial = [job("a", 1, 5, 60, team="alpha")]
+    assert _gate_on(running, partial, G, share, now=3600.0, young_s=3600.0) == (True, True)
+    assert _gate_on(running, partial, G, share, now=3601.0, young_s=3600.0) == (False, False)

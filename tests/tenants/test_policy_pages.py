@@ -28,6 +28,7 @@ POLICY = {
     "preemption_grace_s": "60",
     "reclaim_after_hours": "4",
     "reclaim_guaranteed_share_percent": "50",
+    "partial_reclaim_young_hours": "1",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -175,6 +176,7 @@ def test_the_patience_of_gangs_below_their_guarantee_set_on_the_policy_page_reac
 def test_a_fresh_fleet_policy_reclaims_as_the_engine_does_by_default() -> None:
     assert policy_from_row(FleetPolicy()).reclaim_after_s == engine.Policy().reclaim_after_s
     assert policy_from_row(FleetPolicy()).reclaim_guaranteed_share == engine.Policy().reclaim_guaranteed_share
+    assert policy_from_row(FleetPolicy()).partial_reclaim_young_s == engine.Policy().partial_reclaim_young_s
 
 
 def test_a_stored_policy_at_the_old_reclaim_share_default_takes_the_new_one_and_a_chosen_share_stays() -> None:
@@ -200,6 +202,21 @@ def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: Worl
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.25
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
     assert event.after["reclaim_guaranteed_share"] == 0.25
+
+
+def test_the_young_loans_a_partial_reclaim_may_take_set_on_the_policy_page_reach_the_engine(world: World) -> None:
+    FleetPolicyFactory()
+    client = client_for(world.admin)
+    page = client.get("/admin-portal/policy/").content.decode()
+    assert 'name="partial_reclaim_young_hours"' in page and "does not checkpoint" in page
+
+    assert client.post("/admin-portal/policy/", {**POLICY, "partial_reclaim_young_hours": "2"}).status_code == 302
+    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s == 7200.0
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
+    assert (event.before["partial_reclaim_young_s"], event.after["partial_reclaim_young_s"]) == (3600.0, 7200.0)
+
+    assert client.post("/admin-portal/policy/", {**POLICY, "partial_reclaim_young_hours": ""}).status_code == 302
+    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s is None
 
 
 def test_the_policy_page_lists_the_priority_classes(world: World) -> None:
