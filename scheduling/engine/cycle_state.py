@@ -46,10 +46,10 @@ FitKey = tuple[str, int, str]
 VerdictKey = tuple[str, int, int, str | None, str | None, bool]
 # A quota admission's question: team, accelerator, size, whether nobody may preempt the work.
 AdmissionKey = tuple[str, str, int, bool]
-# What a victim search depends on besides the working state and the scan budget: the preemptor's
-# accelerator, GPUs, level, team, priority and kind, whether it reclaims (and whether only loans
-# whose lost work is bounded: a partial reclaim), and the cost cap.
-SearchKey = tuple[str, int, str, str, int, str, bool, bool, float]
+# What a victim search depends on besides the working state, the scan budget and the cost cap
+# (kept in its `Fruitless` record): the preemptor's accelerator, GPUs, level, team, priority and
+# kind, whether it reclaims (and whether only loans whose lost work is bounded: a partial reclaim).
+SearchKey = tuple[str, int, str, str, int, str, bool, bool]
 
 
 # A verdict that holds for a job of its shape however early the job would end.
@@ -91,10 +91,12 @@ class BackfillMiss(NamedTuple):
 
 
 class Fruitless(NamedTuple):
-    """A victim search that found nothing, and the candidates it visited."""
+    """A victim search that found nothing with cost cap `cap`, and the candidates it visited: one
+    with a cap no higher finds nothing either (`Reclaiming._fruitless_again`)."""
 
     generation: int
     visited: int
+    cap: float
 
 
 @dataclass(slots=True)

@@ -35,7 +35,9 @@ could take.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import NamedTuple
 
 from .backfill import ReleaseProfile, earliest_start, expected_end_s
@@ -47,6 +49,8 @@ from .plan import Preempt, Shrink
 from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims, young_since_s
 from .prepare import Prepared
 from .quota import Admission, QuotaLedger
+
+_cost = attrgetter("cost")  # a victim candidate's cost, by which `Victims` come in order
 
 # One victim search looks at no more than a quarter (1 / SCAN_BUDGET_SHARES) of the policy's scan
 # budget (`search_visits`), so that a job no search can place leaves some of it to the jobs after it.
@@ -294,6 +298,33 @@ class Reclaiming:
     ) -> None:
         raise NotImplementedError
 
+    def _cannot_preempt(self, job: Job, pool: AcceleratorPool, size: int) -> bool:
+        """Whether `_try_preempt` for `job` at `size` would return False before any search, having
+        changed nothing (no attempt spent, no memo but `Takeable.upper`'s): the job may not preempt,
+        no attempt or search is left, or it does not reclaim and lower-priority and leaving work
+        could not free its size. Most of a long queue at overload is such jobs (borrowers of the
+        same priority as the running work), and with this known their look is the cached verdict
+        of their shape (`_Cycle._scan`).
+
+        Fast path: a prefix of `_try_preempt`'s early returns, kept beside it (plain: calling
+        `_try_preempt`; `test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
+        Left out: the case that marks the accelerator `victimless` (the full look does that, and
+        settles it), and reclaimers (their answer depends on more than this)."""
+        policy, budgets = self.policy, self.budgets
+        if not job.may_preempt or not policy.preemption:
+            return True
+        accelerator = job.accelerator
+        if budgets.preemption_attempts >= policy.max_preemption_attempts or accelerator in self.memo.victimless:
+            return True
+        takeable, ledger = self.prepared.takeable, self.ledger
+        if not takeable.upper(accelerator, job.priority, ledger.any_guarantee(accelerator)):
+            return False  # `_try_preempt` marks the accelerator victimless: let it
+        if ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share):
+            return False
+        # Not reclaiming, so not a partial reclaim either: what `_try_preempt` compares is this.
+        upper = takeable.upper(accelerator, job.priority, False)
+        return upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0
+
     def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
         if not job.may_preempt:  # `may_preempt` refuses every victim: no search, no attempt spent
             return False
@@ -361,8 +392,8 @@ class Reclaiming:
         """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
         `_eligible` candidates), or None; a search that found nothing is not made again while the
         working state stays the same (`_fruitless_again`)."""
-        key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, bounded_only, cap)
-        if self._fruitless_again(key):
+        key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, bounded_only)
+        if self._fruitless_again(key, cap):
             return None
         budgets, memo = self.budgets, self.memo
         budget = budgets.scan_budget
@@ -370,25 +401,38 @@ class Reclaiming:
         eligible = self._eligible(job, reclaiming, cap, shrinks, bounded_only)
         choice = pick_victims(job, size, pool, eligible, max_level=level, held=self.index.held)
         if choice is None and budgets.scan_budget > 0:
-            memo.fruitless[key] = Fruitless(memo.generation, budget - budgets.scan_budget)
+            memo.fruitless[key] = Fruitless(memo.generation, budget - budgets.scan_budget, cap)
         return choice
 
-    def _fruitless_again(self, key: SearchKey) -> bool:
-        """Whether a victim search would find nothing, as one with the same `key` already did since
-        the working state last changed; if so, it is charged the candidates that one visited (fast
-        path, see `schedule`; plain: searching again).
+    def _fruitless_again(self, key: SearchKey, cap: float) -> bool:
+        """Whether a victim search with cost cap `cap` would find nothing, as one with the same `key`
+        and a cap at least as high already did since the working state last changed; if so, it is
+        charged the candidates it would have visited (fast path, see `schedule`; plain: searching
+        again).
 
         What a search reads is the key (the preemptor's accelerator, size, level, team, priority
-        and kind, whether it reclaims and whether only loans whose lost work is bounded, the cost
-        cap), the working state (`generation`: picked victims, quota, free capacity) and the scan
-        budget. One that found nothing read every candidate up to a stop of its own (not the
-        budget: it is only recorded with budget left), so with more budget left than it visited,
-        the same search visits the same candidates again and finds nothing again."""
+        and kind, whether it reclaims and whether only loans whose lost work is bounded), the cap,
+        the working state (`generation`: picked victims, quota, free capacity) and the scan budget.
+        One that found nothing read every candidate up to a stop of its own (not the budget: it is
+        only recorded with budget left). With a cap no higher, `_eligible` walks the same candidates
+        in the same order and yields a subset of what it yielded (each test it makes is the same
+        or, for the cost, stricter), and `pick_victims` finds nothing among a subset of candidates
+        among which it found nothing (a node is feasible when its free GPUs and its candidates'
+        cover the need, a gang's domain when enough of its nodes are: fewer candidates, fewer such
+        nodes). Candidates come cheapest first, so it stops at the first that costs the cap or
+        more (unless some running work could shrink: then where the recorded search stopped):
+        what it visits is the recorded visits, cut at the first candidate costing `cap` or more."""
         memo, budgets = self.memo, self.budgets
         missed = memo.fruitless.get(key)
-        if missed is None or missed.generation != memo.generation or budgets.scan_budget <= missed.visited:
+        if missed is None or missed.generation != memo.generation or cap > missed.cap:
             return False
-        budgets.scan_budget -= missed.visited
+        visited = missed.visited
+        victims = memo.candidates[key[0]]
+        if cap < missed.cap and not victims.shrinkable:
+            visited = bisect_left(victims.made, cap, 0, visited, key=_cost)
+        if budgets.scan_budget <= visited:
+            return False
+        budgets.scan_budget -= visited
         return True
 
     def _cap(

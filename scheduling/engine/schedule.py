@@ -26,9 +26,15 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   accelerator, blocked, the admission memo, a settled verdict, `_worst_end_s` for jobs with a
   time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts,
   `plain_scan.schedule_plain_scan` (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
+- The verdict of a job's shape also answers a job on an accelerator not yet settled when that job
+  could not preempt (`Reclaiming._cannot_preempt`: a prefix of `_try_preempt`'s early returns) and
+  no reservation attempt is left there (`_passed_over`): the borrowers filling a queue at overload;
+  plain: the full look
+  (`test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
 - The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, quota
   admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
-  that found nothing (`Reclaiming._fruitless_again`); plain: searching again
+  that found nothing, which also answer those with a lower cost cap, charged what those would
+  visit (`Reclaiming._fruitless_again`); plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives`).
 - Victim candidates made lazily, cheapest first (`preemption.Victims`, with the
   `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
@@ -254,7 +260,7 @@ class _Cycle(Reclaiming):
             if (
                 verdict is not None
                 and verdict.generation == memo.generation
-                and (accelerator in settled or self._settled(accelerator))
+                and (accelerator in settled or self._settled(accelerator) or self._passed_over(job, pool, size))
                 and (
                     verdict.worst_end_s == ANY_END_S
                     # fast path: `_worst_end_s`, inlined for jobs with a time limit
@@ -362,6 +368,16 @@ class _Cycle(Reclaiming):
             return False
         memo.settled.add(accelerator)
         return True
+
+    def _passed_over(self, job: Job, pool: AcceleratorPool, size: int) -> bool:
+        """Whether a full look at `job` (at its smallest `size`) could only end as its shape's
+        verdict says, although its accelerator is not settled: it could not preempt
+        (`_cannot_preempt`: nothing tried, nothing spent) and no reservation attempt is left there
+        (so it would reserve nothing). What is left of its look is placement and the reason, which
+        the verdict holds for (fast path: plain, the full look; `test_queue_tail.py`)."""
+        if self.budgets.reservation_attempts.get(job.accelerator, 0) < self.budgets.reservation_cap:
+            return False
+        return self._cannot_preempt(job, pool, size)
 
     def _worst_end_s(self, job: Job, size: int, level: str | None) -> float:
         """The latest a start at `size` within `level` (the verdict key's) could end."""

@@ -321,19 +321,51 @@ def test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one(snapshot: Snapsh
     assert fresh == first
 
 
-def _search_always(self: Reclaiming, key: SearchKey) -> bool:
+@st.composite
+def _crowded_snapshots(draw: st.DrawFn) -> Snapshot:
+    """contested_snapshots() with a queue of many jobs of a few shapes and teams, so that shapes come
+    back with their verdict current while preemption is still possible (the overloaded queue of
+    borrowers the shortcut is for)."""
+    base = draw(st.one_of(contested_snapshots(), snapshots()))
+    if not base.pending:
+        return base
+    teams = sorted({job.team for job in base.pending} | {run.job.team for run in base.running})
+    more = []
+    for index in range(draw(st.integers(0, 30))):
+        shape = draw(st.sampled_from(base.pending))
+        more.append(replace(shape, id=f"c{index}", team=draw(st.sampled_from(teams)), submit_s=100.0 + index))
+    return replace(base, pending=base.pending + tuple(more))
+
+
+def _search_always(self: Reclaiming, key: SearchKey, cap: float) -> bool:
     """The plain definition of `Reclaiming._fruitless_again`: never answer from the memo, search."""
     return False
 
 
+def _budgets_after_searches(snapshot: Snapshot, now: float) -> tuple[Plan, list[int]]:
+    """The plan, and the scan budget left after each victim search (made or answered by the memo)."""
+    left: list[int] = []
+    search = Reclaiming._search
+
+    def recorded(self: Reclaiming, *args: object) -> object:
+        found = search(self, *args)  # type: ignore[arg-type]
+        left.append(self.budgets.scan_budget)
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_search", recorded)
+        return schedule(snapshot, now), left
+
+
 @SETTINGS
-@given(st.one_of(snapshots(), gang_snapshots()), st.floats(0.0, 1e6))
+@given(st.one_of(snapshots(), gang_snapshots(), _crowded_snapshots()), st.floats(0.0, 1e6))
 def test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives(snapshot: Snapshot, now: float) -> None:
-    fast = schedule(snapshot, now)
+    fast, fast_left = _budgets_after_searches(snapshot, now)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Reclaiming, "_fruitless_again", _search_always)
-        plain = schedule(snapshot, now)
+        plain, plain_left = _budgets_after_searches(snapshot, now)
     assert fast == plain
+    assert fast_left == plain_left  # each answer from the memo is charged what the search visits
 
 
 def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same() -> None:
@@ -348,8 +380,8 @@ def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same(
     answers: list[bool] = []
     memo = Reclaiming._fruitless_again
 
-    def recorded(self: Reclaiming, key: SearchKey) -> bool:
-        answers.append(memo(self, key))
+    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
+        answers.append(memo(self, key, cap))
         return answers[-1]
 
     with pytest.MonkeyPatch.context() as patch:
@@ -553,3 +585,108 @@ def test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds(
     assert list(index.pools) == list(plain)
     for name, pool in index.pools.items():
         assert _pool_state(pool) == _pool_state(plain[name])
+
+
+def _look_in_full(self: _Cycle, job: Job, pool: AcceleratorPool, size: int) -> bool:
+    """The plain definition of `_Cycle._passed_over`: never answer from the verdict, look in full."""
+    return False
+
+
+@SETTINGS
+@given(st.one_of(_crowded_snapshots(), gang_snapshots()), st.floats(0.0, 1e6))
+def test_jobs_that_cannot_preempt_are_answered_as_trying_would(snapshot: Snapshot, now: float) -> None:
+    """Where `_cannot_preempt` says so, `_try_preempt` returns False and changes nothing (no attempt,
+    no scan budget, no victimless mark, nothing decided); and answering such jobs from the verdict
+    of their shape (`_passed_over`) plans as looking at each in full."""
+    try_preempt = Reclaiming._try_preempt
+
+    def checked(self: Reclaiming, job: Job, pool: AcceleratorPool, size: int, admission: object) -> bool:
+        hopeless = self._cannot_preempt(job, pool, size)
+        budgets, memo, decided = self.budgets, self.memo, self.decided
+        before = (budgets.preemption_attempts, budgets.scan_budget, set(memo.victimless), memo.generation)
+        actions = len(decided.actions)
+        found = try_preempt(self, job, pool, size, admission)  # type: ignore[arg-type]
+        if hopeless:
+            after = (budgets.preemption_attempts, budgets.scan_budget, set(memo.victimless), memo.generation)
+            assert not found and after == before and len(decided.actions) == actions
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_try_preempt", checked)
+        fast = schedule(snapshot, now)
+        lean = schedule(snapshot, now, explain=False)
+        patch.setattr(_Cycle, "_passed_over", _look_in_full)
+        plain = schedule(snapshot, now)
+        plain_lean = schedule(snapshot, now, explain=False)
+    assert fast == plain
+    assert lean == plain_lean
+
+
+def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still_possible() -> None:
+    # beta borrows a node that gamma is guaranteed; alpha uses its whole guarantee and queues more
+    # 8-GPU jobs, which can take nothing (same priority, no guarantee left). The first gets the
+    # reservation, the second looks in full, the rest are answered from its verdict; gamma, last
+    # in the queue, still reclaims its loan.
+    nodes = builders.fleet("1x1x2x8")
+    loan = builders.running(builders.job("loan", 8, team="beta", duration_s=1e5), on="p0-r0-n0", borrowing=True)
+    own = builders.running(builders.job("own", 8, duration_s=1e5), on="p0-r0-n1")
+    queue = [builders.job(f"more-{n}", 8, submit_s=float(n)) for n in range(6)]
+    owner = builders.job("owner", 8, team="gamma", submit_s=10.0)
+    scenario = builders.Scenario(nodes).with_running(loan, own).pending(*queue, owner)
+    snapshot = scenario.quotas(builders.quota("alpha", 8), builders.quota("gamma", 8)).policy(reclaim_after_s=0.0)
+    passed: list[str] = []
+    passed_over = _Cycle._passed_over
+
+    def recorded(self: _Cycle, job: Job, pool: AcceleratorPool, size: int) -> bool:
+        if passed_over(self, job, pool, size):
+            passed.append(job.id)
+            return True
+        return False
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Cycle, "_passed_over", recorded)
+        fast = schedule(snapshot.build(), 100.0)
+        patch.setattr(_Cycle, "_passed_over", _look_in_full)
+        plain = schedule(snapshot.build(), 100.0)
+
+    assert passed == ["more-2", "more-3", "more-4", "more-5"]
+    assert fast == plain
+    assert [start.job_id for start in fast.starts()] == ["owner"] and fast.of_type(Preempt)[0].job_id == "loan"
+
+
+def test_a_search_with_a_lower_cost_cap_is_answered_by_one_that_found_nothing_with_a_higher() -> None:
+    # Each node holds 4 GPUs nobody may preempt and a 4-GPU loan of beta: no node can be freed for
+    # an 8-GPU reclaim of gamma, whatever it may cost. gamma's jobs come oldest first, so each may
+    # evict less than the one before (its cap is its GPUs times its wait, `credited_wait_s`): the
+    # first searches, the rest are answered from its memo, charged only the loans cheaper than their cap.
+    nodes = builders.fleet("1x1x3x8")
+    pinned = [builders.job(f"pinned-{n}", 4, team="beta", preemptible=False, duration_s=1e6) for n in range(3)]
+    loans = [builders.job(f"loan-{n}", 4, team="beta", duration_s=1e6) for n in range(3)]
+    runs = [builders.running(work, ((f"p0-r0-n{n}", 4),), progress_s=1.0) for n, work in enumerate(pinned)]
+    runs += [
+        builders.running(work, ((f"p0-r0-n{n}", 4),), progress_s=progress, borrowing=True)
+        for n, (work, progress) in enumerate(zip(loans, (50.0, 125.0, 225.0), strict=True))
+    ]
+    owners = [builders.job(f"owner-{n}", 8, team="gamma", submit_s=15.0 * n) for n in range(4)]
+    scenario = builders.Scenario(nodes).with_running(*runs).pending(*owners)
+    scenario = scenario.quotas(builders.quota("gamma", 16), builders.quota("beta", 0))
+    snapshot = scenario.policy(reclaim_after_s=None, preemption_grace_s=0.0, reservation_depth=0).build()
+    answers: list[bool] = []
+    memo = Reclaiming._fruitless_again
+
+    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
+        answers.append(memo(self, key, cap))
+        return answers[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_fruitless_again", recorded)
+        fast, fast_left = _budgets_after_searches(snapshot, 100.0)
+        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        plain, plain_left = _budgets_after_searches(snapshot, 100.0)
+
+    assert answers == [False, True, True, True]
+    assert fast == plain and fast.of_type(Preempt) == ()
+    # The candidates: the pinned jobs (4 GPU-s each), then loans of 200, 500 and 900 GPU-s. The caps
+    # are 800, 680, 560 and 440: the first three searches visit the pinned jobs and two loans, the
+    # last one loan only, whether made or answered from the memo.
+    assert fast_left == plain_left == [8187, 8182, 8177, 8173]
