@@ -67,12 +67,15 @@ class Verdict(NamedTuple):
 
 class CachedAdmission(NamedTuple):
     """A quota admission and the reason when waiting cannot be helped by capacity, valid while the
-    ledger's version and the accelerator's free GPUs are those it was found with."""
+    ledger's version and the accelerator's free GPUs are those it was found with; and whether the
+    size lies beyond what is left of the team's guarantee (`not QuotaLedger.within_guarantee`,
+    which reads only the ledger), asked of every job of a long queue that quota does not admit."""
 
     ledger_version: int
     total_free: int
     admission: Admission | None
     refused: str | None
+    beyond: bool
 
 
 class Natural(NamedTuple):

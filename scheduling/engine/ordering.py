@@ -49,15 +49,14 @@ def sort_by_number(
     slowest part of ordering a long queue; and comparing numbers is much cheaper than comparing
     tuples. Only runs of equal numbers are sorted again, by `tiebreak`.
     """
-    numbers: list[float] = []
-    keep = numbers.append
-
-    def numbered(item: T) -> float:
-        value = number(item)
-        keep(value)
-        return value
-
-    items.sort(key=numbered, reverse=reverse)  # stable, even reversed: equal numbers keep their order
+    numbers = list(map(number, items))
+    if numbers and numbers.count(numbers[0]) == len(numbers):
+        # Fast path: one number for all (one priority class, no fair share): sorting by it keeps
+        # the order, and the one run of equal numbers is sorted by `tiebreak` (plain: the lines below).
+        items.sort(key=tiebreak)
+        return
+    given = iter(numbers)  # `list.sort` asks for the keys once each, in the items' order
+    items.sort(key=lambda _: next(given), reverse=reverse)  # stable, even reversed: equal numbers keep their order
     numbers.sort(reverse=reverse)  # now the number of each position
     if not any(map(eq, numbers, islice(numbers, 1, None))):
         return

@@ -290,8 +290,15 @@ class Reclaiming:
         return self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
 
     def _gang_level(self, pool: AcceleratorPool, job: Job) -> str:
-        """`gang_level` for `job`, with the patience of a gang of a team below its guarantee."""
-        return gang_level(pool, job, self.policy, self.now, self._owed(job))
+        """`gang_level` for `job`, with the patience of a gang of a team below its guarantee.
+
+        Fast path: without topology awareness, or for serving, `gang_level` is the job's required
+        level whatever its team owes, so `_owed` (quota lookups, asked for every gang of a long
+        queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`)."""
+        policy = self.policy
+        if not policy.topology_aware or job.kind == "serving":
+            return job.required_level or "fleet"
+        return gang_level(pool, job, policy, self.now, self._owed(job))
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0

@@ -52,8 +52,13 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   built through slots (`plan.pending_status`; `test_slot_built_statuses_equal_constructed_ones`).
 - The packing choice from buckets (`packing.best_node`); plain: `packing.plain_best_node`
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
-- The queue sorted on one number per job (`ordering.sort_by_number`); plain: the reference's
-  sort on whole keys (`test_reference.py`).
+- The queue sorted on one number per job (`ordering.sort_by_number`), and on the tie-break alone
+  when every job has the same number; plain: the reference's sort on whole keys
+  (`test_reference.py`, `test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`).
+- Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
+  (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where
+  `gang_level` does not read it (`Reclaiming._gang_level`); plain: `QuotaLedger.within_guarantee`
+  and `gang_level` asked every time (`test_queue_tail.py`, `test_reference.py`).
 - The capacity index's pools built in one loop each (`capacity.AcceleratorPool.with_used`);
   plain: `capacity.plain_pools`, the empty-fleet pool with each used node set one at a time
   (`test_fast_paths.py::test_the_capacity_index_builds_the_pools_setting_nodes_one_at_a_time_builds`).
@@ -238,16 +243,14 @@ class _Cycle(Reclaiming):
             low = job.min_gpus  # the smallest size the job may start at:
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
             pinned = not job.preemptible
-            cached = admissions.get((job.team, accelerator, size, pinned))  # fast path: `_admission`, inlined
-            if cached is not None and cached.ledger_version == ledger.version and cached.total_free == pool.total_free:
-                admission, refused = cached.admission, cached.refused
-            else:
-                admission, refused = self._admission(job.team, accelerator, size, pool, pinned)
-            if deferred is not None and (
-                admission.borrowing
-                if admission is not None
-                else not ledger.within_guarantee(job.team, accelerator, size)
-            ):
+            admission_key = (job.team, accelerator, size, pinned)
+            cached = admissions.get(admission_key)  # fast path: `_admission`, inlined
+            if cached is None or cached.ledger_version != ledger.version or cached.total_free != pool.total_free:
+                self._admission(job.team, accelerator, size, pool, pinned)
+                cached = admissions[admission_key]
+            admission, refused = cached.admission, cached.refused
+            # (`cached.beyond`: `not ledger.within_guarantee(job.team, accelerator, size)`, memoised)
+            if deferred is not None and (admission.borrowing if admission is not None else cached.beyond):
                 deferred.append(position)  # beyond its guarantee (an owner waiting for its loans back is not)
                 continue
             if refused:
@@ -350,7 +353,8 @@ class _Cycle(Reclaiming):
         if admission is None:
             refused = ledger.refusal(team, accelerator, size, pool.total_free, pinned)
             refused = None if refused == REASON_CAPACITY else refused
-        admissions[key] = CachedAdmission(ledger.version, pool.total_free, admission, refused)
+        beyond = not ledger.within_guarantee(team, accelerator, size)
+        admissions[key] = CachedAdmission(ledger.version, pool.total_free, admission, refused, beyond)
         return admission, refused
 
     def _settled(self, accelerator: str) -> bool:

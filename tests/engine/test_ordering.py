@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduling.engine import Policy
 from scheduling.engine.fairshare import fairshare_priorities
-from scheduling.engine.ordering import order_jobs
+from scheduling.engine.ordering import order_jobs, sort_by_number
 
 from .builders import Scenario, fleet, job, quota, started
 
@@ -94,3 +96,18 @@ def test_fair_share_priorities_are_one_unused_one_half_at_the_mean_and_fall_with
     assert priorities["heavy"] == 0.25
     assert fairshare_priorities({"a": 0.0, "b": 0.0}) == {"a": 1.0, "b": 1.0}
     assert fairshare_priorities({}) == {}
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 1000)), max_size=40),
+    st.booleans(),
+)
+def test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties(
+    items: list[tuple[int, int, int]], reverse: bool
+) -> None:
+    """`sort_by_number` (with its fast path for a single number) is a stable sort on (number, then
+    tiebreak ascending), the number descending when `reverse`."""
+    fast = list(items)
+    sort_by_number(fast, lambda item: float(item[0]), lambda item: item[1], reverse=reverse)
+    sign = -1 if reverse else 1
+    assert fast == sorted(items, key=lambda item: (sign * item[0], item[1]))
