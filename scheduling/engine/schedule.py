@@ -54,7 +54,8 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
 - The queue sorted on one number per job (`ordering.sort_by_number`), and on the tie-break alone
   when every job has the same number; plain: the reference's sort on whole keys
-  (`test_reference.py`, `test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`).
+  (`test_reference.py`), and a stable sort on (number, tie-break)
+  (`test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
   (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where
   `gang_level` does not read it (`Reclaiming._gang_level`); plain: `QuotaLedger.within_guarantee`
