@@ -146,7 +146,10 @@ class Policy:
     # share of capacity x window / guarantee violation GPU-h, easy 4,500), when any cost paid past
     # it: 300 s 3.2 % / 5,557; 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637.
     # Evictions re-run work, which loads the fleet and so raises violations too.
-    reclaim_after_s: float | None = 4 * 3600.0
+    # Since the reclaim of loans is credited no more than it has waited (rent or buy), the bound
+    # only decides when that whole wait counts rather than the wait to the natural start: one hour,
+    # chosen with the two bounds below (README, "Reclaim bounds under rent or buy", 2026-12-01).
+    reclaim_after_s: float | None = 3600.0
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest
     # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,
@@ -159,8 +162,17 @@ class Policy:
     # violation 2,660 / 2,396 GPU-h at 1, 388 / 408 at 0.5, 141 / 144 at 0 (easy 4,500 / 5,516);
     # mean JCT 4.75 / 4.67 h at 1, 4.91 / 4.87 at 0.5, 5.23 / 5.42 at 0 (easy 5.15 / 4.83); work
     # lost at most 0.16 % of capacity. Without checkpoints 0 and 0.5 planned exactly as 1 (before
-    # young loans were taken).
-    reclaim_guaranteed_share: float = 0.5
+    # young loans were taken). Now 0.25, with `reclaim_after_s` 1 h and `partial_reclaim_young_s` 2
+    # h (README, "Reclaim bounds under rent or buy", 2026-12-01): the full trace at load 1.07
+    # without checkpoints, guarantee violation 15,892 -> 10,911 GPU-h exact (54 -> 37 % of easy's),
+    # 14,842 -> 11,549 x2 (47 -> 36 %), mean JCT 13.04 -> 13.53 h and 11.41 -> 12.40 h (easy 23.43 /
+    # 20.61), work lost 0.40 -> 0.30 % and 0.60 -> 0.69 % of capacity; at load 0.8 38 -> 31 % x2 but
+    # 43 -> 45 % exact (three times the work re-run, on a fleet that frees soon); days 20-30 exact
+    # 2,294 -> 1,535 GPU-h (easy 4,500), with 30-minute checkpoints 388 -> 295 at a mean JCT of 4.91
+    # -> 4.98 h (easy 5.15); days 40-50 x2 1,101 -> 448 (easy 3,377), exact 978 -> 1,089 (easy
+    # 3,183). Share 0 cut as much without checkpoints but fell behind easy on mean JCT with them
+    # (5.34 h).
+    reclaim_guaranteed_share: float = 0.25
     # A partial reclaim also takes loans without checkpoints that (re)started at most this long ago
     # (`preemption.partial_reclaim_takes`): they lose at most this much work each, and it is still
     # priced (worth less than the wait of the GPUs within the guarantee). None: only loans that
@@ -169,8 +181,9 @@ class Policy:
     # guarantee violation 3,428 / 3,173 GPU-h with None, 2,294 / 2,009 with 1 h (easy 4,500 /
     # 5,516), work lost 1,807 / 1,393 -> 537 / 871 GPU-h; 10 min cut less (3,169 exact), 4 h and
     # unbounded lost more and fell behind easy on mean JCT (5.16, 5.38 h against 5.15 h). Its price:
-    # mean JCT with limits x2 4.97 -> 5.16 h (easy 4.83 h; exact 5.10 -> 5.02 h).
-    partial_reclaim_young_s: float | None = 3600.0
+    # mean JCT with limits x2 4.97 -> 5.16 h (easy 4.83 h; exact 5.10 -> 5.02 h). Now two hours,
+    # chosen with the share and `reclaim_after_s` above (figures there).
+    partial_reclaim_young_s: float | None = 7200.0
     fairshare_half_life_s: float = 7 * 86400.0
     # Among a team's jobs of equal fair-share score (all waited `max_age_s`): shortest time limit
     # first cut the p99 JCT in all seven quota replays tried (exact, x2 and noisy limits; 5.6-29 h)

@@ -249,7 +249,7 @@ def test_an_admin_sets_the_patience_of_gangs_below_their_guarantee_through_the_a
 def test_an_admin_sets_the_young_loans_a_partial_reclaim_may_take_through_the_api(people: People) -> None:
     admin = people.client("admin")
 
-    assert admin.get("/api/v1/policy/").json()["partial_reclaim_young_s"] == 3600.0
+    assert admin.get("/api/v1/policy/").json()["partial_reclaim_young_s"] == 7200.0
     changed = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": 600.0}, format="json")
     unset = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": None}, format="json")
     refused = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": -1.0}, format="json")

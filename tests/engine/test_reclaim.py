@@ -382,11 +382,11 @@ def test_a_partial_reclaim_evicts_a_loan_that_checkpoints() -> None:
 
 
 def test_a_partial_reclaim_evicts_a_young_loan_without_checkpoints_when_it_loses_less() -> None:
-    # The same loans, with the default bound for young loans (an hour): a fresh loan (5 minutes
+    # The same loans, with the default bound for young loans (two hours): a fresh loan (5 minutes
     # lost) is cheaper than the one 20 minutes past its checkpoint, so the gang takes the loan that
     # checkpoints when told (nothing lost) and a fresh one.
-    assert Policy().partial_reclaim_young_s == HOUR
-    scenario = _fresh_and_checkpointing_loans(young_s=HOUR)
+    assert Policy().partial_reclaim_young_s == 2 * HOUR
+    scenario = _fresh_and_checkpointing_loans(young_s=Policy().partial_reclaim_young_s)
     gang = job("gang", 16, team="alpha", submit_s=NOW - 3 * HOUR)
     plan = scenario.policy(reclaim_guaranteed_share=0.5).pending(gang).plan(now=NOW)
 
@@ -397,11 +397,11 @@ def test_a_partial_reclaim_evicts_a_young_loan_without_checkpoints_when_it_loses
 
 def test_a_partial_reclaim_leaves_a_loan_without_checkpoints_alone_once_it_is_older_than_the_bound() -> None:
     # The same gang and loans as above, but the loans never checkpoint and started 1 h 10 min ago
-    # or earlier, past the bound for young loans (an hour): evicting two would lose 2 h 20 min on 8
+    # or earlier, past a bound for young loans of an hour: evicting two would lose 2 h 20 min on 8
     # GPUs, less than the three hours the gang's 8 guaranteed GPUs have waited, yet a gang that
     # borrows half of its size takes no work whose loss has no bound. It waits.
     for share in (0.0, 0.5):
-        plan = _gang_beyond_the_guarantee(share, checkpoints=False).plan(now=NOW)
+        plan = _gang_beyond_the_guarantee(share, checkpoints=False).policy(partial_reclaim_young_s=HOUR).plan(now=NOW)
 
         assert plan.of_type(Preempt) == ()
         assert "gang" not in started(plan)
@@ -409,14 +409,37 @@ def test_a_partial_reclaim_leaves_a_loan_without_checkpoints_alone_once_it_is_ol
 
 
 def test_a_partial_reclaim_takes_loans_without_checkpoints_while_they_are_younger_than_the_bound() -> None:
-    # With a bound of two hours, the loans 1 h 10 min in are young: the gang takes the two cheapest
-    # (1 h 10 min lost on 8 GPUs each, less than the three hours its 8 guaranteed GPUs waited).
+    # With the default bound of two hours, the loans 1 h 10 min in are young: the gang takes the
+    # two cheapest (1 h 10 min lost on 8 GPUs each, less than the three hours its 8 guaranteed GPUs
+    # waited).
+    assert Policy().partial_reclaim_young_s == 2 * HOUR
     scenario = _gang_beyond_the_guarantee(0.5, checkpoints=False).policy(partial_reclaim_young_s=2 * HOUR)
     plan = scenario.plan(now=NOW)
 
     assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
     (start,) = plan.starts()
     assert start.job_id == "gang" and start.borrowing
+
+
+def test_by_default_a_gang_a_quarter_within_its_guarantee_reclaims_and_borrows_the_rest() -> None:
+    # The default share is 0.25: alpha has 4 GPUs of guarantee left, a quarter of its 16-GPU gang.
+    # The gang takes beta's two cheapest loans (10 minutes since their checkpoints on 8 GPUs each,
+    # less than the three hours its 4 guaranteed GPUs have waited) and borrows the other 12 GPUs.
+    assert Policy().reclaim_guaranteed_share == 0.25
+    scenario = _gang_beyond_the_guarantee(0.5, guaranteed=4)
+    plan = scenario.policy(reclaim_guaranteed_share=Policy().reclaim_guaranteed_share).plan(now=NOW)
+
+    assert sorted(action.job_id for action in plan.of_type(Preempt)) == ["young1", "young2"]
+    (start,) = plan.starts()
+    assert start.job_id == "gang" and start.borrowing
+
+
+def test_a_gang_less_than_the_share_within_its_guarantee_does_not_reclaim() -> None:
+    # The same with share 0.5: 4 GPUs of guarantee left are less than half of the gang, which waits.
+    plan = _gang_beyond_the_guarantee(0.5, guaranteed=4).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert "gang" not in started(plan)
 
 
 def test_a_whole_job_reclaim_still_evicts_a_loan_without_checkpoints_when_it_pays() -> None:

@@ -26,9 +26,9 @@ POLICY = {
     "reservation_depth": "2",
     "preemption": "on",
     "preemption_grace_s": "60",
-    "reclaim_after_hours": "4",
-    "reclaim_guaranteed_share_percent": "50",
-    "partial_reclaim_young_hours": "1",
+    "reclaim_after_hours": "1",
+    "reclaim_guaranteed_share_percent": "25",
+    "partial_reclaim_young_hours": "2",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -153,7 +153,7 @@ def test_the_reclaim_bound_set_on_the_policy_page_reaches_the_engine(
 
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_after_s == engine_value
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
-    assert event.before["reclaim_after_s"] == 14400.0 and event.after["reclaim_after_s"] == engine_value
+    assert event.before["reclaim_after_s"] == 3600.0 and event.after["reclaim_after_s"] == engine_value
 
 
 def test_the_patience_of_gangs_below_their_guarantee_set_on_the_policy_page_reaches_the_engine(
@@ -183,11 +183,33 @@ def test_a_stored_policy_at_the_old_reclaim_share_default_takes_the_new_one_and_
     migration = importlib.import_module("tenants.migrations.0017_reclaim_partial_only_of_checkpointing_loans")
     FleetPolicyFactory(reclaim_guaranteed_share=1.0)
     migration.old_default_takes_the_new_one(django_apps, None)
-    assert FleetPolicy.objects.get().reclaim_guaranteed_share == engine.Policy().reclaim_guaranteed_share == 0.5
+    assert FleetPolicy.objects.get().reclaim_guaranteed_share == 0.5
 
     FleetPolicy.objects.update(reclaim_guaranteed_share=0.25)
     migration.old_default_takes_the_new_one(django_apps, None)
     assert FleetPolicy.objects.get().reclaim_guaranteed_share == 0.25
+
+
+def test_a_stored_policy_at_the_old_reclaim_bounds_takes_the_new_ones_and_chosen_bounds_stay() -> None:
+    migration = importlib.import_module("tenants.migrations.0019_reclaim_bounds_under_rent_or_buy")
+    FleetPolicyFactory(reclaim_after_s=4 * 3600.0, reclaim_guaranteed_share=0.5, partial_reclaim_young_s=3600.0)
+    migration.old_defaults_take_the_new_ones(django_apps, None)
+    stored = FleetPolicy.objects.get()
+    defaults = engine.Policy()
+    assert (stored.reclaim_after_s, stored.reclaim_guaranteed_share, stored.partial_reclaim_young_s) == (
+        defaults.reclaim_after_s,
+        defaults.reclaim_guaranteed_share,
+        defaults.partial_reclaim_young_s,
+    )
+
+    FleetPolicy.objects.update(reclaim_after_s=None, reclaim_guaranteed_share=1.0, partial_reclaim_young_s=600.0)
+    migration.old_defaults_take_the_new_ones(django_apps, None)
+    chosen = FleetPolicy.objects.get()
+    assert (chosen.reclaim_after_s, chosen.reclaim_guaranteed_share, chosen.partial_reclaim_young_s) == (
+        None,
+        1.0,
+        600.0,
+    )
 
 
 def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: World) -> None:
@@ -196,12 +218,12 @@ def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: Worl
     page = client.get("/admin-portal/policy/").content.decode()
     assert 'name="reclaim_guaranteed_share_percent"' in page and "lies within that guarantee" in page
 
-    posted = {**POLICY, "reclaim_guaranteed_share_percent": "25"}
+    posted = {**POLICY, "reclaim_guaranteed_share_percent": "50"}
     assert client.post("/admin-portal/policy/", posted).status_code == 302
 
-    assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.25
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_guaranteed_share == 0.5
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
-    assert event.after["reclaim_guaranteed_share"] == 0.25
+    assert event.after["reclaim_guaranteed_share"] == 0.5
 
 
 def test_the_young_loans_a_partial_reclaim_may_take_set_on_the_policy_page_reach_the_engine(world: World) -> None:
@@ -210,10 +232,10 @@ def test_the_young_loans_a_partial_reclaim_may_take_set_on_the_policy_page_reach
     page = client.get("/admin-portal/policy/").content.decode()
     assert 'name="partial_reclaim_young_hours"' in page and "does not checkpoint" in page
 
-    assert client.post("/admin-portal/policy/", {**POLICY, "partial_reclaim_young_hours": "2"}).status_code == 302
-    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s == 7200.0
+    assert client.post("/admin-portal/policy/", {**POLICY, "partial_reclaim_young_hours": "3"}).status_code == 302
+    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s == 10800.0
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
-    assert (event.before["partial_reclaim_young_s"], event.after["partial_reclaim_young_s"]) == (3600.0, 7200.0)
+    assert (event.before["partial_reclaim_young_s"], event.after["partial_reclaim_young_s"]) == (7200.0, 10800.0)
 
     assert client.post("/admin-portal/policy/", {**POLICY, "partial_reclaim_young_hours": ""}).status_code == 302
     assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s is None
@@ -281,7 +303,7 @@ def test_the_policy_form_speaks_days_hours_and_percentages_with_help_on_every_fi
     assert "Fair-share half-life (days)" in page and "Fairshare half life s" not in page
     assert form["fairshare_half_life_days"].value() == 7
     assert form["topology_penalty_pod_percent"].value() == 15
-    assert form["reclaim_after_hours"].value() == 4
+    assert form["reclaim_after_hours"].value() == 1
     assert form["guarantee_overcommit_percent"].value() == 100
     assert "604800" not in page and "1.15" not in page
     assert all(field.help_text for field in form), [field.name for field in form if not field.help_text]
