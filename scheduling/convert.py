@@ -134,6 +134,7 @@ POLICY_FIELDS: dict[str, str] = {
     "preemption": "preemption",
     "preemption_grace_s": "preemption_grace_s",
     "reclaim_after_s": "reclaim_after_s",
+    "reclaim_wait_credit": "reclaim_wait_credit",
     "reclaim_guaranteed_share": "reclaim_guaranteed_share",
     "partial_reclaim_young_s": "partial_reclaim_young_s",
     "fairshare_half_life_s": "fairshare_half_life_s",

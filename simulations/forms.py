@@ -39,6 +39,9 @@ class SimulationForm(forms.Form):
     preemption = forms.ChoiceField(choices=TRI_STATE, required=False)
     preemption_grace_s = forms.FloatField(required=False, label="Preemption grace (s)")
     reclaim_after_s = forms.FloatField(required=False, label="Evict for an owner after waiting (s)")
+    reclaim_wait_credit = forms.FloatField(
+        required=False, label="Credit a reclaim at most this many times the wait so far"
+    )
     reclaim_guaranteed_share = forms.FloatField(
         required=False, label="Reclaim for a job with this share within its guarantee (0-1)"
     )

@@ -53,6 +53,7 @@ POLICY_SETTINGS: dict[str, Setting] = {
     "preemption": Setting(bool),
     "preemption_grace_s": Setting(float, 0, 3600),
     "reclaim_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
+    "reclaim_wait_credit": Setting(float, 0, 1000, nullable=True),
     "reclaim_guaranteed_share": Setting(float, 0, 1),
     "partial_reclaim_young_s": Setting(float, 0, 30 * DAY_S, nullable=True),
     "fairshare": Setting(bool),

@@ -234,10 +234,19 @@ class FleetPolicy(models.Model):
         blank=True,
         default=ENGINE_DEFAULTS.reclaim_after_s,
         validators=[MinValueValidator(0.0)],
-        help_text="A job evicts running work only when the work lost is worth less than the wait it saves. "
-        "Taking back another team's loans, it counts no more wait than it has already waited, and once it "
-        "has waited this long all of that wait; evicting lower-priority work, once it has waited this long "
-        "any cost pays. Empty: the wait so far never counts in full.",
+        help_text="A job evicts running work only when the work lost is worth less than the wait it saves; "
+        "once it has waited this long, any cost pays (taking back another team's loans with a bound on the "
+        "credit below: that many times all it has waited). Empty: only when it pays.",
+    )
+    reclaim_wait_credit = models.FloatField(
+        null=True,
+        blank=True,
+        default=ENGINE_DEFAULTS.reclaim_wait_credit,
+        validators=[MinValueValidator(0.0)],
+        help_text="Taking back another team's loans, a job counts as saved the wait until the running work "
+        "would have made room anyway (read from time limits), but no more than this many times what it has "
+        "already waited (once it has waited the bound above, that many times all it has waited). 1: each "
+        "owner waits about as long as the eviction would destroy; empty: no such bound.",
     )
     reclaim_guaranteed_share = models.FloatField(
         default=ENGINE_DEFAULTS.reclaim_guaranteed_share,

@@ -120,6 +120,15 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         HOURS,
     ),
     PolicyField(
+        "reclaim_wait_credit",
+        "Credit of a reclaim, times the wait so far",
+        "Taking back another team's loans, a job counts as saved the wait until the running work would have "
+        "made room anyway (read from time limits, which overstate it), but no more than this many times what "
+        "it has already waited. 1: an owner waits about as long as the eviction would destroy. Empty: no "
+        "such bound.",
+        COUNT,
+    ),
+    PolicyField(
         "reclaim_guaranteed_share",
         "Reclaim for a job partly within the guarantee",
         "A job larger than what is left of its team's guarantee may still evict other teams' borrowed work "

@@ -10,18 +10,18 @@ What an eviction costs: the work its victims roll back (`Candidate.cost`: everyt
 last checkpoint, since their start without one, nothing for work that checkpoints on preemption)
 plus the grace period of their GPUs. What it saves: the preemptor's GPUs times the wait until the
 running work would have made room for it anyway, along the release profile (its natural start);
-for a reclaim of loans no more than the preemptor has already waited (`credited_wait_s`: the
-profile is read from time limits, the latest the work may end, so with loose limits the natural
-start lies far too late; what has been waited is known).
+for a reclaim of loans, optionally no more than a multiple of what the preemptor has already
+waited (`Policy.reclaim_wait_credit`, `credited_wait_s`: the profile is read from time limits, the
+latest the work may end, so with loose limits the natural start lies too late; what has been
+waited is known).
 
 The plain rule (`eviction_pays`): an eviction pays when the preemptor could not start as early
 without it, and either it destroys nothing (shrinks only), or the preemptor is serving (its wait
 costs a service, not GPU-seconds), or its cost is smaller than the wait it is credited with
 (`credited_wait_s`): for an eviction by priority (every victim of lower priority) the wait to the
 natural start, or any cost once the preemptor has waited `Policy.reclaim_after_s`; for a reclaim
-of loans the wait to the natural start but no more than the preemptor has already waited (rent or
-buy), and all it has waited once that is `reclaim_after_s`. A victim that would end by the end of
-the handover anyway is never taken (`ends_by`).
+of loans the same, unless `reclaim_wait_credit` bounds the credit by the wait so far (rent or buy).
+A victim that would end by the end of the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
 `Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest): a partial
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -117,24 +117,27 @@ def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, poli
     Victims all of lower priority (`terms.outranks`): the wait to its natural start, or, once it
     has waited `reclaim_after_s` (when `terms.by_age`), any cost.
 
-    Otherwise (a reclaim of loans): the wait to its natural start, but no more than it has already
-    waited; once it has waited `reclaim_after_s` (when `terms.by_age`), all it has waited, wherever its
-    natural start. The natural start is read from the running work's time limits, the latest each
-    may end: with loose limits it lies far later than the work really frees (sim_quotas, days 20-30,
-    limits twice the duration: the median 1-GPU reclaimer's natural start lay 37 times further
-    ahead than its true one, and 768 of 920 evictions priced by cost would not have paid at the
-    true one), and a price of that wait evicts for waits that never happen. What the job has
-    already waited is known, whatever the limits say; crediting no more than that is rent or buy
-    (a ski rental): an eviction is bought once the wait it ends has cost as much as the work it
-    destroys, so no schedule loses more than about twice what the better of waiting and evicting
-    would, however loose the limits. Past the bound the guarantee has been owed long enough for
-    the whole wait so far to count, but not for any cost to pay: an eviction of days of work for a
-    gang that has waited four hours costs more than the bound was meant to save."""
+    Otherwise (a reclaim of loans): the wait to its natural start, but no more than
+    `Policy.reclaim_wait_credit` times what it has already waited (None: no such bound); once it has
+    waited `reclaim_after_s` (when `terms.by_age`), that multiple of all it has waited (None: any
+    cost), wherever its natural start. The natural start is read from the running work's time
+    limits, the latest each may end: with loose limits it lies far later than the work really
+    frees (sim_quotas, days 20-30, limits twice the duration: the median 1-GPU reclaimer's natural
+    start lay 37 times further ahead than its true one), and a price of that wait evicts for waits
+    that never happen. What the job has already waited is known, whatever the limits say;
+    crediting no more than that (a factor of 1) is rent or buy (a ski rental): an eviction is
+    bought once the wait it ends has cost as much as the work it destroys, so no schedule loses
+    more than about twice what the better of waiting and evicting would, however loose the limits.
+    The price of that bound is the owner's wait: every GPU-second it waits within its guarantee is
+    a GPU-second of guarantee violated, about as much as the eviction at last destroys."""
     to_natural_s = natural_s - start_s
     past_bound = waited_past_bound(job, now, policy, terms.by_age)
     if terms.outranks:
         return math.inf if past_bound else to_natural_s
-    waited_s = max(0.0, now - job.submit_s)
+    factor = policy.reclaim_wait_credit
+    if factor is None:
+        return math.inf if past_bound else max(0.0, to_natural_s)
+    waited_s = max(0.0, now - job.submit_s) * factor
     return waited_s if past_bound else max(0.0, min(to_natural_s, waited_s))
 
 
@@ -219,6 +222,28 @@ def freed_quota(choice: VictimChoice) -> list[tuple[str, str, int]]:
         kept = sum(gpus for _, gpus in allocation)
         freed.append((victim.run.job.team, victim.run.job.accelerator, victim.gpus - kept))
     return freed
+
+
+def keeps_guarantees(
+    job: Job, freed: list[tuple[str, str, int]], ledger: QuotaLedger, leaving: Callable[[str, str], int]
+) -> bool:
+    """Whether every other team a choice takes from keeps at least its guarantee once all of the
+    choice's victims of that team are gone (`leaving`: its GPUs already on their way out).
+
+    Each victim is checked alone as it is found (`may_preempt`'s `victim_team_stays_covered`), and
+    two victims of one team can each leave it covered and together not. A preemptor that then
+    starts on borrowed quota is itself a loan that team may reclaim at once, and the preemptor
+    takes it back by priority, forever: such a handover must keep every team it takes from
+    covered. One that starts within the preemptor's own guarantee cannot be taken back, and may
+    leave a team below its guarantee (its GPUs serve a guarantee too)."""
+    taken: dict[tuple[str, str], int] = {}
+    for team, accelerator, gpus in freed:
+        if team != job.team:
+            taken[team, accelerator] = taken.get((team, accelerator), 0) + gpus
+    return all(
+        ledger.used(team, accelerator) - leaving(team, accelerator) - gpus >= ledger.guaranteed(team, accelerator)
+        for (team, accelerator), gpus in taken.items()
+    )
 
 
 def release_quota(ledger: QuotaLedger, freed: list[tuple[str, str, int]], sign: int) -> None:
@@ -497,12 +522,16 @@ class Reclaiming:
         victims' quota is given back tentatively, and charged again unless the handover is made."""
         ledger, wait_s = self.ledger, handover_s(choice, self.policy)
         freed = freed_quota(choice)
+        evicting = self.evicting
+        covered = keeps_guarantees(job, freed, ledger, lambda team, accelerator: evicting.get((team, accelerator), 0))
         with Statement() as tentative:
             tentative.do(lambda: release_quota(ledger, freed, 1), lambda: release_quota(ledger, freed, -1))
             admission = ledger.admit(job.team, job.accelerator, size, not job.preemptible)
+            if admission is None or (admission.borrowing and not covered):
+                return False
             cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
             outranks = outranks_all(job, choice)
-            if admission is None or not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial, outranks):
+            if not self._pays(job, pool, size, cost_gpu_s, wait_s, max_level, partial, outranks):
                 return False
             tentative.commit()
         hand_over(self.prepared, self.index, choice)

@@ -111,7 +111,9 @@ from .reclaim import (
     eviction_cap_gpu_s,
     eviction_cost_gpu_s,
     eviction_pays,
+    freed_quota,
     handover_s,
+    keeps_guarantees,
     search_visits,
 )
 
@@ -519,19 +521,23 @@ class _ReferenceCycle:
         if run.job.team == job.team:
             return True
         team, accelerator = run.job.team, run.job.accelerator
-        leaving = sum(
+        used = self.ledger.used(team, accelerator) - self._leaving(team, accelerator)
+        return used - run.gpus >= self.ledger.guaranteed(team, accelerator)
+
+    def _leaving(self, team: str, accelerator: str) -> int:
+        """The GPUs of `team` that were already leaving (in their grace) as the cycle began."""
+        return sum(
             other.gpus
             for other in self.running
             if other.grace_until_s is not None and (other.job.team, other.job.accelerator) == (team, accelerator)
         )
-        used = self.ledger.used(team, accelerator) - leaving
-        return used - run.gpus >= self.ledger.guaranteed(team, accelerator)
 
     def _hand_over(self, job: Job, gpus: int, choice: VictimChoice, max_level: str, partial: int | None) -> bool:
         """Tentatively give the victims' quota back; if the job is then admitted and the eviction pays
         at its natural start (for `partial` GPUs, not by age, when that is not None), evict and shrink
         them and start the job on their GPUs; else change nothing."""
         wait_s = handover_s(choice, self.policy)
+        covered = keeps_guarantees(job, freed_quota(choice), self.ledger, self._leaving)
         trial = copy.deepcopy(self.ledger)
         for victim in choice.evict:
             trial.release(victim.run.job.team, victim.run.job.accelerator, victim.gpus)
@@ -544,7 +550,7 @@ class _ReferenceCycle:
         worth, by_age = (gpus, True) if partial is None else (partial, False)
         outranks = all(victim.priority < job.priority for victim in choice.evict)
         pays = eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, Terms(by_age, outranks))
-        if admission is None or not pays:
+        if admission is None or (admission.borrowing and not covered) or not pays:
             return False
         self.ledger = trial
         for victim in choice.evict:

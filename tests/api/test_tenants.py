@@ -258,3 +258,18 @@ def test_an_admin_sets_the_young_loans_a_partial_reclaim_may_take_through_the_ap
     assert unset.json()["partial_reclaim_young_s"] is None
     assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "partial_reclaim_young_s"
     assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s is None
+
+
+def test_an_admin_sets_the_credit_of_a_reclaim_through_the_api(people: People) -> None:
+    admin = people.client("admin")
+
+    assert admin.get("/api/v1/policy/").json()["reclaim_wait_credit"] == 1.0
+    changed = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": 4.0}, format="json")
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_wait_credit == 4.0
+    unset = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": None}, format="json")
+    refused = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": -1.0}, format="json")
+
+    assert changed.json()["reclaim_wait_credit"] == 4.0
+    assert unset.json()["reclaim_wait_credit"] is None
+    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "reclaim_wait_credit"
+    assert policy_from_row(FleetPolicy.objects.get()).reclaim_wait_credit is None

@@ -141,6 +141,7 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
     policy = replace(
         base.policy,
         reclaim_after_s=draw(st.sampled_from((None, 0.0, 4 * 3600.0))),
+        reclaim_wait_credit=draw(st.sampled_from((None, 1.0, 4.0))),
         reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
         partial_reclaim_young_s=draw(st.sampled_from((None, 150.0, 3600.0))),
         max_preemption_attempts=draw(st.sampled_from((1, 2, 16))),

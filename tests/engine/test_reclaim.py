@@ -25,6 +25,7 @@ from scheduling.engine import (
     schedule,
 )
 from scheduling.engine.reclaim import Terms, eviction_cap_gpu_s, eviction_pays
+from scheduling.engine.reference import schedule_reference
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -95,11 +96,13 @@ def test_a_higher_priority_job_that_has_just_arrived_still_evicts_lower_priority
 
 def test_a_job_that_has_just_arrived_does_not_evict_for_a_wait_that_loose_limits_only_promise() -> None:
     # The borrowers' limits say the node frees in 9 h at the earliest; ten minutes of work on
-    # 8 GPUs is cheap against that, but the owner has not waited yet, and limits overstate waits.
+    # 8 GPUs is cheap against that, but the owner has not waited yet, and limits overstate waits
+    # (rent or buy: the default credit is once the wait so far).
     young = _borrower("young", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR)
     older = _borrower("older", "p0-r0-n1", ran_s=HOUR, limit_s=10 * HOUR)
     scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR)
 
+    assert Policy().reclaim_wait_credit == 1.0
     arrived = scenario.pending(_owner(submit_s=NOW)).plan(now=NOW)
     assert arrived.of_type(Preempt) == ()
     assert reason_of(arrived, "mine") == "capacity"
@@ -109,6 +112,17 @@ def test_a_job_that_has_just_arrived_does_not_evict_for_a_wait_that_loose_limits
     scenario.pending_jobs.clear()
     waited = scenario.pending(_owner(submit_s=NOW - 1200.0)).plan(now=NOW)
     assert waited.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
+
+
+def test_without_a_bound_on_the_credit_an_owner_evicts_at_once_for_the_wait_its_limits_promise() -> None:
+    # The same loans: credited the wait the limits promise (9 h on 8 GPUs), the owner evicts the
+    # youngest borrower as soon as it arrives.
+    young = _borrower("young", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR)
+    older = _borrower("older", "p0-r0-n1", ran_s=HOUR, limit_s=10 * HOUR)
+    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR).policy(reclaim_wait_credit=None)
+    plan = scenario.pending(_owner(submit_s=NOW)).plan(now=NOW)
+
+    assert plan.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
 
 
 def test_a_victim_that_ends_within_the_grace_period_is_never_taken() -> None:
@@ -161,15 +175,28 @@ def test_reclaim_waits_while_it_destroys_more_than_the_wait_saves_and_goes_ahead
     assert set(started(late)) == {"mine"}
 
 
-def test_a_preemptor_past_the_bound_does_not_destroy_more_work_than_it_has_waited() -> None:
-    # The owner has waited an hour, twice the bound: that no longer lets any cost pay, and 5 h of
-    # work on 8 GPUs is more than its hour on as many.
+def test_a_preemptor_past_the_bound_does_not_destroy_more_work_than_its_credit_for_the_wait() -> None:
+    # The owner has waited an hour, twice the bound. With the default credit (once the wait so
+    # far), 5 h of work on 8 GPUs is more than its hour on as many; six times that hour is not.
     busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
     other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
-    plan = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR)).plan(now=NOW)
+    scenario = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR))
 
-    assert plan.of_type(Preempt) == ()
-    assert reason_of(plan, "mine") == "capacity"
+    once = scenario.plan(now=NOW)
+    assert once.of_type(Preempt) == ()
+    assert reason_of(once, "mine") == "capacity"
+    assert [action.job_id for action in scenario.policy(reclaim_wait_credit=6.0).plan(now=NOW).of_type(Preempt)] == [
+        "busy"
+    ]
+
+
+def test_without_a_bound_on_the_credit_any_cost_pays_past_the_bound() -> None:
+    busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
+    other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
+    scenario = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR))
+    plan = scenario.policy(reclaim_wait_credit=None).plan(now=NOW)
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["busy"]
 
 
 def test_without_a_bound_only_the_cost_decides() -> None:
@@ -263,23 +290,27 @@ def test_a_serving_preemptor_evicts_whenever_it_starts_sooner() -> None:
     natural=st.floats(0.0, 1e6),
     waited=st.floats(0.0, 1e5),
     bound=st.none() | st.floats(0.0, 1e5),
+    credit=st.none() | st.sampled_from((0.0, 1.0, 4.0)),
 )
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_it(
-    cost: float, handover: float, natural: float, waited: float, bound: float | None
+    cost: float, handover: float, natural: float, waited: float, bound: float | None, credit: float | None
 ) -> None:
     now = 0.0
     preemptor = job("p", 8, submit_s=now - waited)
-    pays = eviction_pays(preemptor, 8, cost, handover, now + natural, now, Policy(reclaim_after_s=bound))
+    policy = Policy(reclaim_after_s=bound, reclaim_wait_credit=credit)
+    pays = eviction_pays(preemptor, 8, cost, handover, now + natural, now, policy)
 
     if natural <= handover:
         assert not pays
     elif bound is not None and waited >= bound:
-        # Past the bound, all the wait so far is credited.
-        assert pays == (cost <= 0.0 or cost < 8 * waited)
+        # Past the bound, the credit times all the wait so far is credited (no bound: any cost).
+        assert pays == (credit is None or cost <= 0.0 or cost < 8 * credit * waited)
     else:
-        # The wait credited is the wait to the natural start, but no more than the one already waited.
-        assert pays == (cost <= 0.0 or cost < 8 * min(natural - handover, waited))
+        # The wait credited is the wait to the natural start, but no more than the credit times the
+        # one already waited.
+        credited = natural - handover if credit is None else min(natural - handover, credit * waited)
+        assert pays == (cost <= 0.0 or cost < 8 * credited)
 
 
 @given(
@@ -287,7 +318,7 @@ def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_i
     handover=st.sampled_from((0.0, 30.0)),
     natural=st.floats(0.0, 1e6) | st.just(math.inf),
     waited=st.floats(0.0, 1e5),
-    bound=st.none() | st.floats(0.0, 1e5),
+    pricing=st.tuples(st.none() | st.floats(0.0, 1e5), st.none() | st.sampled_from((0.0, 1.0, 4.0))),
     kind=st.sampled_from(("training", "serving")),
     gpus=st.sampled_from((1, 8, 24)),
     flags=st.tuples(st.booleans(), st.booleans()),
@@ -298,14 +329,15 @@ def test_the_cost_cap_known_before_a_victim_search_says_exactly_which_evictions_
     handover: float,
     natural: float,
     waited: float,
-    bound: float | None,
+    pricing: tuple[float | None, float | None],
     kind: str,
     gpus: int,
     flags: tuple[bool, bool],
 ) -> None:
     now, (by_age, outranks) = 1000.0, flags
     preemptor = job("p", gpus, kind=kind, submit_s=now - waited)
-    policy = Policy(reclaim_after_s=bound)
+    bound, credit = pricing  # reclaim_after_s, reclaim_wait_credit
+    policy = Policy(reclaim_after_s=bound, reclaim_wait_credit=credit)
     cap = eviction_cap_gpu_s(preemptor, gpus, handover, now + natural, now, policy, Terms(by_age, outranks))
     pays = eviction_pays(preemptor, gpus, cost, handover, now + natural, now, policy, Terms(by_age, outranks))
     assert pays == (cost < cap)
@@ -483,3 +515,34 @@ def test_a_gang_beyond_what_is_left_of_its_guarantee_is_not_let_off_by_its_wait(
     owner = job("owner", 8, team="alpha", submit_s=NOW - 6 * HOUR)
     scenario.pending_jobs.clear()
     assert len(scenario.pending(owner).plan(now=NOW).of_type(Preempt)) == 1
+
+
+def _beta_above_its_guarantee_by_one_job(alpha_guaranteed: int) -> Scenario:
+    """Team beta runs 16 GPUs against a guarantee of 12 (two 4-GPU jobs on n0, 8 on n1): either
+    job on n0 is a loan, both are not. Alpha's 8-GPU job of priority 5 has waited an hour."""
+    on_n0 = [running(job(name, 4, team="beta"), (("p0-r0-n0", 4),), borrowing=True) for name in ("b1", "b2")]
+    whole = running(job("b3", 8, team="beta"), on="p0-r0-n1")
+    scenario = Scenario(fleet("1x1x2x8")).quotas(quota("alpha", alpha_guaranteed), quota("beta", 12))
+    return scenario.with_running(*on_n0, whole).pending(job("urgent", 8, team="alpha", priority=5, submit_s=NOW - HOUR))
+
+
+def test_a_borrower_does_not_take_two_jobs_of_a_team_that_leave_it_below_its_guarantee_together() -> None:
+    # Alpha has no guarantee, so its job borrows: taking both jobs on n0 would leave beta at 8, and
+    # beta would take them back at once by reclaim, alpha's job evicting them again, forever.
+    scenario = _beta_above_its_guarantee_by_one_job(alpha_guaranteed=0)
+    plan = scenario.plan(now=NOW)
+
+    assert plan.of_type(Preempt) == ()
+    assert "urgent" not in started(plan)
+    assert schedule_reference(scenario.build(), NOW) == plan
+
+
+def test_a_job_starting_within_its_own_guarantee_may_take_two_jobs_of_a_team_each_a_loan_alone() -> None:
+    # Alpha is guaranteed 8 GPUs: its job starts within its guarantee, which beta cannot reclaim,
+    # so taking both jobs on n0 ends nothing in a loop.
+    scenario = _beta_above_its_guarantee_by_one_job(alpha_guaranteed=8)
+    plan = scenario.plan(now=NOW)
+
+    assert {action.job_id for action in plan.of_type(Preempt)} == {"b1", "b2"}
+    assert started(plan) == {"urgent": (("p0-r0-n0", 8),)}
+    assert schedule_reference(scenario.build(), NOW) == plan

@@ -85,10 +85,14 @@ def test_a_replay_with_preemption_is_identical_under_both_engines(
     assert fast["preemptions"] > 0
 
 
-def test_preemption_by_priority_and_reclaim_of_guarantees_do_not_undo_each_other() -> None:
+@pytest.mark.parametrize("credit", [1.0, None], ids=["rent or buy", "wait to the natural start"])
+def test_preemption_by_priority_and_reclaim_of_guarantees_do_not_undo_each_other(credit: float | None) -> None:
+    # Credited the wait to its natural start, a borrower of higher priority once took two jobs of a
+    # team that each left it covered and together not, and that team reclaimed them at once, forever.
     jobs = _contested_workload(80, (0, 0, 5, 10))
+    policy = Policy(reclaim_wait_credit=credit)
 
-    metrics = run_simulation(jobs, parse_fleet("1x2x2x8").nodes(), Policy(), quotas=QUOTAS).metrics
+    metrics = run_simulation(jobs, parse_fleet("1x2x2x8").nodes(), policy, quotas=QUOTAS).metrics
 
     assert metrics["preemptions"] > 0
 

@@ -27,6 +27,7 @@ POLICY = {
     "preemption": "on",
     "preemption_grace_s": "60",
     "reclaim_after_hours": "1",
+    "reclaim_wait_credit": "1",
     "reclaim_guaranteed_share_percent": "25",
     "partial_reclaim_young_hours": "2",
     "within_team_order": "las",

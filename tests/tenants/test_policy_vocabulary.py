@@ -60,6 +60,7 @@ def test_every_admin_setting_reaches_the_engine() -> None:
         "preemption": False,
         "preemption_grace_s": 45.0,
         "reclaim_after_s": None,
+        "reclaim_wait_credit": 4.0,
         "reclaim_guaranteed_share": 0.75,
         "partial_reclaim_young_s": 1800.0,
         "fairshare_half_life_s": 3 * 86400.0,
