@@ -157,10 +157,9 @@ class Policy:
     # counted as guarantee violated. 1, kept on benchmarks/sim_quotas.py (README, "Borrowers keep
     # the teams they take from covered; how much wait a reclaim is credited"): on the full trace at
     # load 0.8 without checkpoints (reclaim_after_s then 4 h) None cut the violation from 43 to 27 %
-    # of easy's (exact limits) and from 38 to 12 % (x2) for three times the work lost (0.03 -> 0.07
-    # %, 0.10 -> 0.28 % of capacity); at load 1.07, days 20-30, exact
-    # limits, it re-ran more work on the overloaded fleet: violation 1,535 -> 1,744 GPU-h, mean JCT
-    # 4.98 -> 5.17 h, behind easy's 5.15 h.
+    # of easy's (exact limits) and from 38 to 12 % (x2) for three times the work lost (0.03 -> 0.07 %
+    # and 0.10 -> 0.28 % of capacity); at load 1.07, days 20-30, exact limits, it re-ran more work
+    # on the overloaded fleet: violation 1,535 -> 1,744 GPU-h, mean JCT 4.98 -> 5.17 h (easy 5.15 h).
     reclaim_wait_credit: float | None = 1.0
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest

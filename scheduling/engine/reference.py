@@ -518,11 +518,7 @@ class _ReferenceCycle:
     def _covered(self, job: Job, run: Running) -> bool:
         """Only real loans are taken from other teams: the victim's team keeps at least its guarantee
         (counting none of its GPUs that were already leaving as the cycle began)."""
-        if run.job.team == job.team:
-            return True
-        team, accelerator = run.job.team, run.job.accelerator
-        used = self.ledger.used(team, accelerator) - self._leaving(team, accelerator)
-        return used - run.gpus >= self.ledger.guaranteed(team, accelerator)
+        return keeps_guarantees(job, [(run.job.team, run.job.accelerator, run.gpus)], self.ledger, self._leaving)
 
     def _leaving(self, team: str, accelerator: str) -> int:
         """The GPUs of `team` that were already leaving (in their grace) as the cycle began."""

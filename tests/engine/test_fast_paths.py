@@ -357,6 +357,26 @@ def _budgets_after_searches(snapshot: Snapshot, now: float) -> tuple[Plan, list[
         return schedule(snapshot, now), left
 
 
+def _memo_answers_then_plain(
+    snapshot: Snapshot, now: float
+) -> tuple[list[bool], tuple[Plan, list[int]], tuple[Plan, list[int]]]:
+    """Whether each victim search was answered from the memo, then `_budgets_after_searches` with
+    the memo (fast) and without it (plain)."""
+    answers: list[bool] = []
+    memo = Reclaiming._fruitless_again
+
+    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
+        answers.append(memo(self, key, cap))
+        return answers[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Reclaiming, "_fruitless_again", recorded)
+        fast = _budgets_after_searches(snapshot, now)
+        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        plain = _budgets_after_searches(snapshot, now)
+    return answers, fast, plain
+
+
 @SETTINGS
 @given(st.one_of(snapshots(), gang_snapshots(), _crowded_snapshots()), st.floats(0.0, 1e6))
 def test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives(snapshot: Snapshot, now: float) -> None:
@@ -377,18 +397,7 @@ def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same(
     runs = [replace(run, allocation=((f"p0-r0-n{n % 3}", 4),)) for n, run in enumerate(runs)]
     urgent = [builders.job(f"urgent-{n}", 8, priority=1, submit_s=0.0) for n in range(4)]
     snapshot = builders.Scenario(nodes).with_running(*runs).pending(*urgent).build()
-    answers: list[bool] = []
-    memo = Reclaiming._fruitless_again
-
-    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
-        answers.append(memo(self, key, cap))
-        return answers[-1]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_fruitless_again", recorded)
-        fast = schedule(snapshot, 100.0)
-        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
-        plain = schedule(snapshot, 100.0)
+    answers, (fast, _), (plain, _) = _memo_answers_then_plain(snapshot, 100.0)
 
     # The first search finds nothing and its job gets the reservation, which changes the working
     # state: the second searches again, and the two after it are answered from its memo.
@@ -671,18 +680,7 @@ def test_a_search_with_a_lower_cost_cap_is_answered_by_one_that_found_nothing_wi
     scenario = builders.Scenario(nodes).with_running(*runs).pending(*owners)
     scenario = scenario.quotas(builders.quota("gamma", 16), builders.quota("beta", 0))
     snapshot = scenario.policy(reclaim_after_s=None, preemption_grace_s=0.0, reservation_depth=0).build()
-    answers: list[bool] = []
-    memo = Reclaiming._fruitless_again
-
-    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
-        answers.append(memo(self, key, cap))
-        return answers[-1]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_fruitless_again", recorded)
-        fast, fast_left = _budgets_after_searches(snapshot, 100.0)
-        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
-        plain, plain_left = _budgets_after_searches(snapshot, 100.0)
+    answers, (fast, fast_left), (plain, plain_left) = _memo_answers_then_plain(snapshot, 100.0)
 
     assert answers == [False, True, True, True]
     assert fast == plain and fast.of_type(Preempt) == ()
