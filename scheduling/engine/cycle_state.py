@@ -31,7 +31,7 @@ from typing import NamedTuple
 from .backfill import EXTRA_RESERVATION_ATTEMPTS, ReservationBook
 from .model import Policy
 from .plan import Action
-from .preemption import Victims
+from .preemption import VictimChoice, Victims
 from .quota import Admission
 
 # The memos' keys are plain tuples, their fields named here: they are only hashed and compared,
@@ -102,6 +102,18 @@ class Fruitless(NamedTuple):
     cap: float
 
 
+class Walked(NamedTuple):
+    """A victim search, what it found (None: nothing) and the candidates it visited: one with the
+    same key and a cost cap above `above` and at most `below` finds the same
+    (`Reclaiming._walked_again`)."""
+
+    generation: int
+    visited: int
+    above: float
+    below: float
+    choice: VictimChoice | None
+
+
 @dataclass(slots=True)
 class Decisions:
     """What the cycle decided so far."""
@@ -136,6 +148,7 @@ class Memo:
     misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
     naturals: dict[FitKey, Natural] = field(default_factory=dict)
     fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
+    walks: dict[SearchKey, Walked] = field(default_factory=dict)
     verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
     backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
     admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)

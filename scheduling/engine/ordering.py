@@ -40,8 +40,9 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
 
 def sort_by_number(
     items: list[T], number: Callable[[T], float], tiebreak: Callable[[T], Any], *, reverse: bool = False
-) -> None:
-    """Sort `items` in place by `number`, then (ascending) by `tiebreak` among equal numbers.
+) -> list[float]:
+    """Sort `items` in place by `number`, then (ascending) by `tiebreak` among equal numbers, and
+    return the number of each position.
 
     Numbers are computed once each, as the items come: in the order they lie in memory, for
     objects built in a row. On a long list, reading every item in any other order costs a cache
@@ -54,18 +55,21 @@ def sort_by_number(
         # Fast path: one number for all (one priority class, no fair share): sorting by it keeps
         # the order, and the one run of equal numbers is sorted by `tiebreak` (plain: the lines below).
         items.sort(key=tiebreak)
-        return
-    given = iter(numbers)  # `list.sort` asks for the keys once each, in the items' order
-    items.sort(key=lambda _: next(given), reverse=reverse)  # stable, even reversed: equal numbers keep their order
-    numbers.sort(reverse=reverse)  # now the number of each position
+        return numbers
+    # The positions sorted by their numbers, keyed by a C-level lookup (a Python key function per
+    # item cost more than the sort); stable, even reversed: equal numbers keep their order.
+    order = sorted(range(len(items)), key=numbers.__getitem__, reverse=reverse)
+    items[:] = [items[position] for position in order]
+    numbers = [numbers[position] for position in order]  # now the number of each position
     if not any(map(eq, numbers, islice(numbers, 1, None))):
-        return
+        return numbers
     start = 0
     for end in range(1, len(items) + 1):
         if end == len(items) or numbers[end] != numbers[start]:
             if end - start > 1:
                 items[start:end] = sorted(items[start:end], key=tiebreak)
             start = end
+    return numbers
 
 
 def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Callable[[Job], float]:

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from operator import attrgetter
 from typing import NamedTuple
 
 from .backfill import ReleaseProfile, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex, level_of
-from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement
+from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, gang_level, pack_whole_nodes
 from .plan import Preempt, Shrink
@@ -246,6 +246,13 @@ def keeps_guarantees(
     )
 
 
+def spare_gpus(ledger: QuotaLedger, evicting: dict[tuple[str, str], int], team: str, accelerator: str) -> int:
+    """The most GPUs of `team` a victim of another team's job may hold and leave `team` covered,
+    counting its GPUs already leaving (`evicting`): `keeps_guarantees` for that one victim holds
+    exactly when its GPUs are at most this (GPU counts are whole numbers)."""
+    return ledger.used(team, accelerator) - evicting.get((team, accelerator), 0) - ledger.guaranteed(team, accelerator)
+
+
 def release_quota(ledger: QuotaLedger, freed: list[tuple[str, str, int]], sign: int) -> None:
     """Give the victims' quota back (`sign` 1) or charge it again (-1)."""
     for team, accelerator, gpus in freed:
@@ -288,6 +295,31 @@ def _move(prepared: Prepared, run: Running, releases: tuple[tuple[float, tuple[t
 
 def _with_allocation(run: Running, allocation: tuple[tuple[str, int], ...]) -> Running:
     return Running(run.job, allocation, run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s)
+
+
+class _SpareGpus(dict[str, int]):
+    """`spare_gpus` of each team of `accelerator`, computed the first time a team is looked up."""
+
+    __slots__ = ("ledger", "evicting", "accelerator")
+
+    def __init__(self, ledger: QuotaLedger, evicting: dict[tuple[str, str], int], accelerator: str) -> None:
+        super().__init__()
+        self.ledger, self.evicting, self.accelerator = ledger, evicting, accelerator
+
+    def __missing__(self, team: str) -> int:
+        spare = self[team] = spare_gpus(self.ledger, self.evicting, team, self.accelerator)
+        return spare
+
+
+class WalkBounds:
+    """How a walk over the victim candidates (`Reclaiming._eligible`) went, as far as its cost cap
+    goes: it would have gone the same way for every cap above `above` and at most `below`, unless
+    it ended for want of scan budget (`by_budget`). Set when the walk ends or is closed."""
+
+    __slots__ = ("above", "below", "by_budget")
+
+    def __init__(self) -> None:
+        self.above, self.below, self.by_budget = -math.inf, math.inf, False
 
 
 class Reclaiming:
@@ -422,19 +454,52 @@ class Reclaiming:
         bounded_only: bool = False,
     ) -> VictimChoice | None:
         """The cheapest victims for `size` GPUs of `job` within `level` (`pick_victims` over the
-        `_eligible` candidates), or None; a search that found nothing is not made again while the
-        working state stays the same (`_fruitless_again`)."""
+        `_eligible` candidates), or None; while the working state stays the same, a search that found
+        nothing is not made again with a cap no higher (`_fruitless_again`), nor any search with a
+        cap its walk goes the same way for (`_walked_again`)."""
         key: SearchKey = (job.accelerator, size, level, job.team, job.priority, job.kind, reclaiming, bounded_only)
         if self._fruitless_again(key, cap):
             return None
         budgets, memo = self.budgets, self.memo
+        walked = self._walked_again(key, cap)
+        if walked is not None:
+            if walked.choice is None and budgets.scan_budget > 0:
+                memo.fruitless[key] = Fruitless(memo.generation, walked.visited, cap)  # as searching records
+            return walked.choice
         budget = budgets.scan_budget
         shrinks = memo.candidates[job.accelerator].shrinkable
-        eligible = self._eligible(job, reclaiming, cap, shrinks, bounded_only)
+        walk = WalkBounds()
+        eligible = self._eligible(job, reclaiming, cap, shrinks, bounded_only, walk)
         choice = pick_victims(job, size, pool, eligible, max_level=level, held=self.index.held)
+        eligible.close()  # the walk's bounds are set once it is closed
+        visited = budget - budgets.scan_budget
         if choice is None and budgets.scan_budget > 0:
-            memo.fruitless[key] = Fruitless(memo.generation, budget - budgets.scan_budget, cap)
+            memo.fruitless[key] = Fruitless(memo.generation, visited, cap)
+        if not walk.by_budget:
+            memo.walks[key] = Walked(memo.generation, visited, walk.above, walk.below, choice)
         return choice
+
+    def _walked_again(self, key: SearchKey, cap: float) -> Walked | None:
+        """The search with the same `key` made since the working state last changed, if a search
+        with cost cap `cap` would walk the same candidates the same way, and so find what it found;
+        if so, it is charged the candidates it visited (fast path, see `schedule`; plain: searching
+        again).
+
+        Besides the key, the working state (`generation`) and the scan budget, a walk reads the cap
+        only in two comparisons (`_eligible`): it stops at the first candidate whose cost reaches it
+        (without shrinkable work), and it leaves out a candidate that cannot shrink whose cost plus
+        handover reaches it. A walk that did not end for want of budget makes the same comparisons
+        come out the same for every cap above `Walked.above` and at most `Walked.below`
+        (`WalkBounds`), and reads the budget only to stop: with as much budget as it visited or more,
+        it visits the same candidates and `pick_victims` gets the same ones in the same order."""
+        memo, budgets = self.memo, self.budgets
+        walked = memo.walks.get(key)
+        if walked is None or walked.generation != memo.generation or not walked.above < cap <= walked.below:
+            return None
+        if budgets.scan_budget < walked.visited:
+            return None
+        budgets.scan_budget -= walked.visited
+        return walked
 
     def _fruitless_again(self, key: SearchKey, cap: float) -> bool:
         """Whether a victim search with cost cap `cap` would find nothing, as one with the same `key`
@@ -547,8 +612,14 @@ class Reclaiming:
         return True
 
     def _eligible(
-        self, job: Job, reclaiming: bool, cap_gpu_s: float = math.inf, shrinks: bool = True, bounded_only: bool = False
-    ) -> Iterator[Candidate]:
+        self,
+        job: Job,
+        reclaiming: bool,
+        cap_gpu_s: float = math.inf,
+        shrinks: bool = True,
+        bounded_only: bool = False,
+        walk: WalkBounds | None = None,
+    ) -> Generator[Candidate, None, None]:
         """Candidates `job` may preempt (`may_preempt`, with `bounded_only` for a partial reclaim),
         cheapest first, each visit paid from the scan budget; one search spends at most a quarter
         of it, so one no search can place leaves some to the jobs after it.
@@ -556,37 +627,58 @@ class Reclaiming:
         A candidate whose eviction alone costs `cap_gpu_s` or more (`eviction_cap_gpu_s`) could only
         be shrunk in a paying choice: it is left out unless it can shrink, and once the work it
         would lose reaches the cap the search ends, since all later candidates lose more (unless
-        some running work could shrink: `shrinks`)."""
+        some running work could shrink: `shrinks`). Once the walk ends (or is closed), `walk` holds
+        the caps for which it would have gone the same way (`WalkBounds`)."""
         grace_s, budgets, picked = max(0.0, self.policy.preemption_grace_s), self.budgets, self.decided.picked
         by_s = self.now + self.policy.preemption_grace_s  # work ending by then is left alone
-        visits = search_visits(self.policy)
+        most = visits = search_visits(self.policy)
         since_s = young_since_s(self.policy, self.now) if bounded_only else None
         stop_gpu_s = math.inf if shrinks else cap_gpu_s
-        for candidate in self.memo.candidates[job.accelerator]:
-            if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
-                return
-            budgets.scan_budget -= 1
-            visits -= 1
-            if candidate.job_id in picked:
-                continue
-            run = candidate.run
-            covered = True
-            if run.job.team != job.team:
-                team, accelerator = run.job.team, run.job.accelerator
-                leaving = self.evicting.get((team, accelerator), 0)
-                used = self.ledger.used(team, accelerator) - leaving
-                covered = used - candidate.gpus >= self.ledger.guaranteed(team, accelerator)
-            if not may_preempt(job, run, reclaiming, covered, bounded_only, since_s):
-                continue
-            if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
-                continue
-            ends_soon = candidate.ends_soon  # `by_s` is the same for every search of the cycle
-            if ends_soon is None:
-                limit_s = run.job.time_limit_s  # fast path: `ends_by`, inlined for jobs with a time limit
-                ends_soon = run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)
-                candidate.ends_soon = ends_soon
-            if not ends_soon:
-                yield candidate
+        # Fast path: what each other team may lose and stay covered, looked up once per team and
+        # search (the ledger and the GPUs leaving stay the same while a search walks); plain:
+        # `keeps_guarantees` for each candidate alone, as `reference._ReferenceCycle._covered` asks.
+        spare = _SpareGpus(self.ledger, self.evicting, job.accelerator)
+        victims = self.memo.candidates[job.accelerator]
+        # The caps the walk goes the same way for: above every cost plus handover it let through
+        # (and every cost it visited, below), and at most every one it left out (and the cost it
+        # stopped at).
+        above, below, by_budget = -math.inf, math.inf, False
+        try:
+            for candidate in victims:
+                if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
+                    by_budget = budgets.scan_budget <= 0
+                    below = min(below, candidate.cost) if visits > 0 and not by_budget else below  # stopped at the cap
+                    return
+                budgets.scan_budget -= 1
+                visits -= 1
+                if candidate.job_id in picked:
+                    continue
+                run = candidate.run
+                team = run.job.team
+                covered = team == job.team or candidate.gpus <= spare[team]
+                if not may_preempt(job, run, reclaiming, covered, bounded_only, since_s):
+                    continue
+                if not candidate.shrinkable:
+                    spent_gpu_s = candidate.cost + grace_s * candidate.gpus
+                    if spent_gpu_s >= cap_gpu_s:
+                        below = min(below, spent_gpu_s)
+                        continue
+                    above = max(above, spent_gpu_s)
+                ends_soon = candidate.ends_soon  # `by_s` is the same for every search of the cycle
+                if ends_soon is None:
+                    limit_s = run.job.time_limit_s  # fast path: `ends_by`, inlined for jobs with a time limit
+                    ends_soon = (
+                        run.start_s + limit_s <= by_s if limit_s is not None else ends_by(run, self.prepared, by_s)
+                    )
+                    candidate.ends_soon = ends_soon
+                if not ends_soon:
+                    yield candidate
+        finally:
+            if walk is not None:
+                # Past every cost it visited, too (without shrinks), the last of them the highest.
+                visited = most - visits
+                last = victims.costs[visited - 1] if visited and not shrinks else -math.inf
+                walk.above, walk.below, walk.by_budget = max(above, last), below, by_budget
 
     def _pays(
         self,

@@ -36,11 +36,18 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   that found nothing, which also answer those with a lower cost cap, charged what those would
   visit (`Reclaiming._fruitless_again`); plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives`).
-- Victim candidates made lazily, cheapest first (`preemption.Victims`, with the
-  `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
+- Victim searches answered from the walk a search with the same key made since the working
+  state last changed, when their cost cap lies where that walk goes the same way
+  (`Reclaiming._walked_again`, `WalkBounds`), charged what it visited; plain: searching again
+  (`test_fast_paths.py::test_victim_searches_answered_from_the_walks_made_give_the_plans_searching_gives`).
+- Victim candidates made lazily, cheapest first, with the costs they were sorted by
+  (`preemption.Victims`, with the `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
   `candidate_of` for every run, sorted
   (`test_fast_paths.py::test_victims_come_cheapest_first_as_the_plain_definition_says`), and
   `reference._ReferenceCycle._eligible`.
+- Whether a candidate's team stays covered, from what each team may lose looked up once per
+  search (`reclaim.spare_gpus`); plain: `keeps_guarantees` for the one victim
+  (`test_fast_paths.py::test_what_a_team_may_lose_and_stay_covered_answers_as_keeping_its_guarantee_does`).
 - What preemption could take, memoised (`prepare.Takeable.upper`); plain: `Takeable.plain_upper`
   (`test_fast_paths.py::test_what_preemption_could_take_is_the_plain_sum_over_victims`).
 - One pass over the running jobs (`prepare.running_totals`), and its time-free part kept between
@@ -52,8 +59,9 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   built through slots (`plan.pending_status`; `test_slot_built_statuses_equal_constructed_ones`).
 - The packing choice from buckets (`packing.best_node`); plain: `packing.plain_best_node`
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
-- The queue sorted on one number per job (`ordering.sort_by_number`), and on the tie-break alone
-  when every job has the same number; plain: the reference's sort on whole keys
+- The queue sorted on one number per job (`ordering.sort_by_number`, the positions sorted by a
+  C-level lookup of their numbers), and on the tie-break alone when every job has the same number;
+  plain: the reference's sort on whole keys
   (`test_reference.py`), and a stable sort on (number, tie-break)
   (`test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission

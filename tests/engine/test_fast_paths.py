@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scheduling.engine import FleetState, Grow, Plan, Policy, Preempt, Running, Shrink, Snapshot, Start, schedule
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
 from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
-from scheduling.engine.cycle_state import SearchKey
+from scheduling.engine.cycle_state import SearchKey, Walked
 from scheduling.engine.elastic import grow_actions
 from scheduling.engine.explain import (
     ESTIMATE_HORIZON_S,
@@ -24,12 +24,13 @@ from scheduling.engine.explain import (
     _short_of,
 )
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
-from scheduling.engine.model import Job, Node
+from scheduling.engine.model import Job, Node, Quota
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
-from scheduling.engine.reclaim import Reclaiming
+from scheduling.engine.quota import QuotaLedger
+from scheduling.engine.reclaim import Reclaiming, keeps_guarantees, spare_gpus
 from scheduling.engine.runs import all_running_at, anchored_release_s
 from scheduling.engine.schedule import _Cycle
 
@@ -357,22 +358,29 @@ def _budgets_after_searches(snapshot: Snapshot, now: float) -> tuple[Plan, list[
         return schedule(snapshot, now), left
 
 
-def _memo_answers_then_plain(
-    snapshot: Snapshot, now: float
-) -> tuple[list[bool], tuple[Plan, list[int]], tuple[Plan, list[int]]]:
-    """Whether each victim search was answered from the memo, then `_budgets_after_searches` with
-    the memo (fast) and without it (plain)."""
-    answers: list[bool] = []
-    memo = Reclaiming._fruitless_again
+def _walk_always(self: Reclaiming, key: SearchKey, cap: float) -> Walked | None:
+    """The plain definition of `Reclaiming._walked_again`: never answer from the memo, search."""
+    return None
 
-    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> bool:
-        answers.append(memo(self, key, cap))
-        return answers[-1]
+
+def _memo_answers_then_plain(
+    snapshot: Snapshot, now: float, memo_name: str = "_fruitless_again"
+) -> tuple[list[bool], tuple[Plan, list[int]], tuple[Plan, list[int]]]:
+    """Whether each victim search that reached the memo `memo_name` was answered from it, then
+    `_budgets_after_searches` with that memo (fast) and without it (plain)."""
+    answers: list[bool] = []
+    memo = getattr(Reclaiming, memo_name)
+    plain_memo = _search_always if memo_name == "_fruitless_again" else _walk_always
+
+    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> object:
+        answer = memo(self, key, cap)
+        answers.append(answer is not None and answer is not False)
+        return answer
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_fruitless_again", recorded)
+        patch.setattr(Reclaiming, memo_name, recorded)
         fast = _budgets_after_searches(snapshot, now)
-        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        patch.setattr(Reclaiming, memo_name, plain_memo)
         plain = _budgets_after_searches(snapshot, now)
     return answers, fast, plain
 
@@ -386,6 +394,64 @@ def test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives(s
         plain, plain_left = _budgets_after_searches(snapshot, now)
     assert fast == plain
     assert fast_left == plain_left  # each answer from the memo is charged what the search visits
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), gang_snapshots(), _crowded_snapshots()), st.floats(0.0, 1e6), st.booleans())
+def test_victim_searches_answered_from_the_walks_made_give_the_plans_searching_gives(
+    snapshot: Snapshot, now: float, fruitless_memo: bool
+) -> None:
+    # With the memo of searches that found nothing on and off: off, the walks answer those too.
+    with pytest.MonkeyPatch.context() as patch:
+        if not fruitless_memo:
+            patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        fast, fast_left = _budgets_after_searches(snapshot, now)
+        patch.setattr(Reclaiming, "_walked_again", _walk_always)
+        plain, plain_left = _budgets_after_searches(snapshot, now)
+    assert fast == plain
+    assert fast_left == plain_left  # each answer from the memo is charged what the search visits
+
+
+@SETTINGS
+@given(
+    st.dictionaries(st.sampled_from(("alpha", "beta", "gamma")), st.tuples(st.integers(0, 16), st.integers(0, 24))),
+    st.dictionaries(st.sampled_from(("alpha", "beta", "gamma")), st.integers(0, 8)),
+    st.sampled_from(("alpha", "beta", "gamma")),
+    st.integers(1, 16),
+)
+def test_what_a_team_may_lose_and_stay_covered_answers_as_keeping_its_guarantee_does(
+    teams: dict[str, tuple[int, int]], leaving: dict[str, int], team: str, gpus: int
+) -> None:
+    quotas = tuple(Quota(name, "a100", guaranteed, 64) for name, (guaranteed, _) in teams.items())
+    usage = {(name, "a100"): used for name, (_, used) in teams.items() if used}
+    ledger = QuotaLedger(quotas, (), (), {"a100": 64}, usage=usage, pinned={})
+    evicting = {(name, "a100"): gpus for name, gpus in leaving.items()}
+    preemptor = builders.job("owner", 8, team="delta")
+    plain = keeps_guarantees(preemptor, [(team, "a100", gpus)], ledger, lambda t, a: evicting.get((t, a), 0))
+    assert plain == (gpus <= spare_gpus(ledger, evicting, team, "a100"))
+
+
+def test_a_search_whose_eviction_did_not_pay_answers_those_with_a_cap_it_walks_the_same_for() -> None:
+    # Two 4-GPU loans of beta share the one node, each losing 400 GPU-s: together they free it for
+    # an 8-GPU reclaim of gamma, but only an eviction costing less than the reclaimer's GPUs times
+    # its wait pays (`credited_wait_s`), 8 x 75 s for the first two owners: the first search finds
+    # both loans, its eviction does not pay, and the second owner (the same cap) is answered with
+    # what it found. The third (cap 8 x 60 s) is too: every candidate lies below its cap as below
+    # the first one's. The fourth (cap 8 x 20 s) stops at the first loan, and searches.
+    nodes = builders.fleet("1x1x1x8")
+    loans = [builders.job(f"loan-{n}", 4, team="beta", duration_s=1e6) for n in range(2)]
+    runs = [builders.running(work, (("p0-r0-n0", 4),), progress_s=100.0, borrowing=True) for work in loans]
+    owners = [
+        builders.job(f"owner-{n}", 8, team="gamma", submit_s=submit_s) for n, submit_s in enumerate((25, 25, 40, 80))
+    ]
+    scenario = builders.Scenario(nodes).with_running(*runs).pending(*owners)
+    scenario = scenario.quotas(builders.quota("gamma", 16), builders.quota("beta", 0))
+    snapshot = scenario.policy(reclaim_after_s=None, preemption_grace_s=0.0, reservation_depth=0).build()
+    answers, (fast, fast_left), (plain, plain_left) = _memo_answers_then_plain(snapshot, 100.0, "_walked_again")
+
+    assert answers == [False, True, True, False]
+    assert fast == plain and fast.of_type(Preempt) == ()
+    assert fast_left == plain_left == [8190, 8188, 8186, 8186]
 
 
 def test_a_search_that_found_nothing_is_not_made_again_and_the_plan_is_the_same() -> None:

@@ -106,8 +106,10 @@ def test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_
     items: list[tuple[int, int, int]], reverse: bool
 ) -> None:
     """`sort_by_number` (with its fast path for a single number) is a stable sort on (number, then
-    tiebreak ascending), the number descending when `reverse`."""
+    tiebreak ascending), the number descending when `reverse`, and it returns the number of each
+    position."""
     fast = list(items)
-    sort_by_number(fast, lambda item: float(item[0]), lambda item: item[1], reverse=reverse)
+    numbers = sort_by_number(fast, lambda item: float(item[0]), lambda item: item[1], reverse=reverse)
     sign = -1 if reverse else 1
     assert fast == sorted(items, key=lambda item: (sign * item[0], item[1]))
+    assert numbers == [float(item[0]) for item in fast]
