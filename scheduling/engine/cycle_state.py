@@ -50,6 +50,9 @@ AdmissionKey = tuple[str, str, int, bool]
 # (kept in its `Fruitless` record): the preemptor's accelerator, GPUs, level, team, priority and
 # kind, whether it reclaims (and whether only loans whose lost work is bounded: a partial reclaim).
 SearchKey = tuple[str, int, str, str, int, str, bool, bool]
+# What `Reclaiming._cannot_preempt` reads of a job: its team, accelerator, size, priority and
+# whether it may preempt at all.
+PreemptorKey = tuple[str, str, int, int, bool]
 
 
 # A verdict that holds for a job of its shape however early the job would end.
@@ -149,6 +152,8 @@ class Memo:
     naturals: dict[FitKey, Natural] = field(default_factory=dict)
     fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
     walks: dict[SearchKey, Walked] = field(default_factory=dict)
+    # The generation in which jobs of a key could not preempt (`_Cycle._passed_over`).
+    cannot_preempt: dict[PreemptorKey, int] = field(default_factory=dict)
     verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
     backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
     admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)

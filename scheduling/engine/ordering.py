@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import islice
+from itertools import compress, count, islice
 from operator import attrgetter, eq
 from typing import Any, TypeVar
 
@@ -61,14 +61,18 @@ def sort_by_number(
     order = sorted(range(len(items)), key=numbers.__getitem__, reverse=reverse)
     items[:] = [items[position] for position in order]
     numbers = [numbers[position] for position in order]  # now the number of each position
-    if not any(map(eq, numbers, islice(numbers, 1, None))):
-        return numbers
-    start = 0
-    for end in range(1, len(items) + 1):
-        if end == len(items) or numbers[end] != numbers[start]:
-            if end - start > 1:
-                items[start:end] = sorted(items[start:end], key=tiebreak)
-            start = end
+    # The positions whose number equals the next one's, found in one C-level pass: only the runs
+    # of equal numbers they make up are sorted again.
+    tied = list(compress(count(), map(eq, numbers, islice(numbers, 1, None))))
+    start = end = -2
+    for position in tied:
+        if position != end:  # a new run of equal numbers begins
+            if start >= 0:
+                items[start : end + 1] = sorted(items[start : end + 1], key=tiebreak)
+            start = position
+        end = position + 1
+    if start >= 0:
+        items[start : end + 1] = sorted(items[start : end + 1], key=tiebreak)
     return numbers
 
 

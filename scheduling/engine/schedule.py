@@ -387,10 +387,24 @@ class _Cycle(Reclaiming):
         verdict says, although its accelerator is not settled: it could not preempt
         (`_cannot_preempt`: nothing tried, nothing spent) and no reservation attempt is left there
         (so it would reserve nothing). What is left of its look is placement and the reason, which
-        the verdict holds for (fast path: plain, the full look; `test_queue_tail.py`)."""
+        the verdict holds for (fast path: plain, the full look; `test_queue_tail.py`).
+
+        Fast path: a yes of `_cannot_preempt` is kept for the jobs of the same team, accelerator,
+        size, priority and right to preempt until the working state changes (`generation`): what it
+        reads besides them either changes only with the working state (the quota ledger, the free
+        GPUs) or only ever runs out (attempts, the scan budget, the accelerators without victims),
+        so a yes stays a yes (plain: asking it every time;
+        `test_fast_paths.py::test_a_kept_verdict_that_a_job_cannot_preempt_is_what_asking_again_says`)."""
         if self.budgets.reservation_attempts.get(job.accelerator, 0) < self.budgets.reservation_cap:
             return False
-        return self._cannot_preempt(job, pool, size)
+        memo = self.memo
+        key = (job.team, job.accelerator, size, job.priority, job.may_preempt)
+        if memo.cannot_preempt.get(key) == memo.generation:
+            return True
+        if self._cannot_preempt(job, pool, size):
+            memo.cannot_preempt[key] = memo.generation
+            return True
+        return False
 
     def _worst_end_s(self, job: Job, size: int, level: str | None) -> float:
         """The latest a start at `size` within `level` (the verdict key's) could end."""

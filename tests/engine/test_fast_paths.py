@@ -697,6 +697,24 @@ def test_jobs_that_cannot_preempt_are_answered_as_trying_would(snapshot: Snapsho
     assert lean == plain_lean
 
 
+@SETTINGS
+@given(st.one_of(_crowded_snapshots(), gang_snapshots()), st.floats(0.0, 1e6))
+def test_a_kept_verdict_that_a_job_cannot_preempt_is_what_asking_again_says(snapshot: Snapshot, now: float) -> None:
+    passed_over = _Cycle._passed_over
+
+    def checked(self: _Cycle, job: Job, pool: AcceleratorPool, size: int) -> bool:
+        fast = passed_over(self, job, pool, size)
+        budgets = self.budgets
+        attempts_left = budgets.reservation_attempts.get(job.accelerator, 0) < budgets.reservation_cap
+        assert fast == (not attempts_left and self._cannot_preempt(job, pool, size))
+        return fast
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Cycle, "_passed_over", checked)
+        schedule(snapshot, now)
+        schedule(snapshot, now, explain=False)
+
+
 def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still_possible() -> None:
     # beta borrows a node that gamma is guaranteed; alpha uses its whole guarantee and queues more
     # 8-GPU jobs, which can take nothing (same priority, no guarantee left). The first gets the
