@@ -26,6 +26,12 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   accelerator, blocked, the admission memo, a settled verdict, `_worst_end_s` for jobs with a
   time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts,
   `plain_scan.schedule_plain_scan` (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
+- A job with the shape of the job before it (`_Cycle.shape_of`: all that an answer from a verdict
+  reads of a job but its worst-case end), when that one was answered from a verdict and no full
+  look has changed the working state since, gets the same answer if it ends no earlier than the
+  verdict says, without the lookups (runs of one team's jobs alike in a long queue at overload);
+  plain: a shape equal to no other's, each job answered on its own
+  (`test_fast_paths.py::test_jobs_answered_as_the_job_before_them_are_answered_as_on_their_own`).
 - The verdict of a job's shape also answers a job on an accelerator not yet settled when that job
   could not preempt (`Reclaiming._cannot_preempt`: a prefix of `_try_preempt`'s early returns) and
   no reservation attempt is left there (`_passed_over`): the borrowers filling a queue at overload;
@@ -96,6 +102,7 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from .backfill import Reservation, ReservationStart, reservation_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool, CapacityIndex
@@ -144,6 +151,23 @@ class _Cycle(Reclaiming):
     running: list[Running]
     ledger: QuotaLedger
     evicting: dict[tuple[str, str], int]  # GPUs per (team, accelerator) in grace, or picked this cycle
+    # All that the queue scan's answer from a verdict reads of a job but its worst-case end: a job
+    # with the shape of the one before it, with nothing changed since, gets its answer (`_scan`).
+    # Plain: a shape equal to no other's, each job answered on its own.
+    shape_of = staticmethod(
+        attrgetter(
+            "team",
+            "accelerator",
+            "gpus",
+            "min_gpus",
+            "preemptible",
+            "required_level",
+            "preferred_level",
+            "priority",
+            "may_preempt",
+            "kind",
+        )
+    )
 
     def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
         self.snapshot, self.now, self.explain = snapshot, now, explain
@@ -226,7 +250,8 @@ class _Cycle(Reclaiming):
         beyond their guarantee are put off into `deferred` unless it is None.
 
         Fast path (module docstring): runs once per job, so the cheap answers (unknown, blocked, over
-        quota, a settled verdict) are inlined here, with the working state in local names; the plain
+        quota, a settled verdict) are inlined here, with the working state in local names, and a job
+        shaped like the one before it takes that one's answer from a verdict (`shape_of`); the plain
         scan considers each job in full."""
         decided, memo = self.decided, self.memo
         blocked = decided.blocked
@@ -234,11 +259,30 @@ class _Cycle(Reclaiming):
             return -1
         pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
         verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
-        now = self.now
+        now, shape_of, topology_aware = self.now, self.shape_of, self.policy.topology_aware
+        # The run: the shape of the last job answered from a verdict, with that verdict, its size
+        # and level, while no full look has changed the working state since (None: no run).
+        run_shape: object = None
+        run_verdict, run_size, run_level = Verdict(0, ANY_END_S, ""), 0, None
         for position in positions:
             job = queue[position]
             if job.priority != priority:
                 return position
+            if (
+                run_shape is not None
+                and shape_of(job) == run_shape
+                and (
+                    run_verdict.worst_end_s == ANY_END_S
+                    or (
+                        now + limit
+                        if (limit := job.time_limit_s) is not None
+                        else self._worst_end_s(job, run_size, run_level)
+                    )
+                    >= run_verdict.worst_end_s
+                )
+            ):
+                reasons[position] = run_verdict.reason
+                continue
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
@@ -282,7 +326,11 @@ class _Cycle(Reclaiming):
             ):
                 reasons[position] = verdict.reason
                 waiting.add(accelerator)
+                if gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving":
+                    # (the level is the shape's: `_gang_level` reads a gang's wait only otherwise)
+                    run_shape, run_verdict, run_size, run_level = shape_of(job), verdict, size, level
                 continue
+            run_shape = None
             decided.at = position
             self._consider_sized(job, pool, size, admission, key, level)
             if stop > 0 and not pool.total_free and not decided.book.held_max_free.get(accelerator):

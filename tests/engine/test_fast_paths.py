@@ -715,11 +715,70 @@ def test_a_kept_verdict_that_a_job_cannot_preempt_is_what_asking_again_says(snap
         schedule(snapshot, now, explain=False)
 
 
+@st.composite
+def _queues_of_runs(draw: st.DrawFn) -> Snapshot:
+    """A snapshot whose queue ends with jobs of one team in a row, of a few shapes of its pending
+    jobs, so that jobs come after others of their shape and after others of a nearly equal one."""
+    base = draw(st.one_of(contested_snapshots(), snapshots(), gang_snapshots()))
+    if not base.pending:
+        return base
+    team = draw(st.sampled_from(sorted({job.team for job in base.pending})))
+    shapes = draw(st.lists(st.sampled_from(base.pending), min_size=1, max_size=3))
+    picks = draw(st.lists(st.sampled_from(shapes), min_size=2, max_size=30))
+    limits = draw(st.lists(st.sampled_from([None, 60.0, 3600.0, 1e5]), min_size=len(picks), max_size=len(picks)))
+    more = tuple(
+        replace(shape, id=f"r{index}", team=team, submit_s=50.0 + index, time_limit_s=limit)
+        for index, (shape, limit) in enumerate(zip(picks, limits, strict=True))
+    )
+    return replace(base, pending=base.pending + more)
+
+
+def _no_shape(job: Job) -> object:
+    """The plain definition of `_Cycle.shape_of`: a shape equal to no other's."""
+    return object()
+
+
+@SETTINGS
+@given(st.one_of(_queues_of_runs(), _crowded_snapshots()), st.floats(0.0, 1e6))
+def test_jobs_answered_as_the_job_before_them_are_answered_as_on_their_own(snapshot: Snapshot, now: float) -> None:
+    """A job with the shape of the job before it, answered from a verdict with nothing changed
+    since, gets that answer (`_Cycle.shape_of`, read in `_scan`) as its own look at the verdicts
+    would give it: the plans (reasons and estimates included) are those of answering each job on
+    its own, with and without explanations."""
+    fast, lean = schedule(snapshot, now), schedule(snapshot, now, explain=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Cycle, "shape_of", staticmethod(_no_shape))
+        plain, plain_lean = schedule(snapshot, now), schedule(snapshot, now, explain=False)
+    assert fast == plain
+    assert lean == plain_lean
+
+
+def test_a_job_after_a_run_of_another_shape_gets_its_own_answer() -> None:
+    # 6 of the node's 8 GPUs are busy, with nothing to preempt or reserve: the 4-GPU jobs wait, the
+    # first after a look in full, the others as the job before them; the 2-GPU job after them,
+    # another shape, still starts, and then the 4-GPU job behind it looks again.
+    nodes = builders.fleet("1x1x1x8")
+    busy = builders.running(builders.job("busy", 6, duration_s=1e5), on="p0-r0-n0")
+    queue = [builders.job(f"four-{n}", 4, submit_s=float(n)) for n in range(3)]
+    small, last = builders.job("two", 2, submit_s=5.0), builders.job("four-last", 4, submit_s=6.0)
+    scenario = builders.Scenario(nodes).with_running(busy).pending(*queue, small, last)
+    snapshot = scenario.policy(preemption=False, reservation_depth=0).build()
+    fast = schedule(snapshot, 100.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Cycle, "shape_of", staticmethod(_no_shape))
+        plain = schedule(snapshot, 100.0)
+
+    assert fast == plain
+    assert [start.job_id for start in fast.starts()] == ["two"]
+    assert {status.job_id for status in fast.pending} == {"four-0", "four-1", "four-2", "four-last"}
+
+
 def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still_possible() -> None:
     # beta borrows a node that gamma is guaranteed; alpha uses its whole guarantee and queues more
     # 8-GPU jobs, which can take nothing (same priority, no guarantee left). The first gets the
-    # reservation, the second looks in full, the rest are answered from its verdict; gamma, last
-    # in the queue, still reclaims its loan.
+    # reservation, the second looks in full, the rest are answered from its verdict (the third
+    # through `_passed_over`, the others as the job before them, or each through `_passed_over`
+    # without that shortcut); gamma, last in the queue, still reclaims its loan.
     nodes = builders.fleet("1x1x2x8")
     loan = builders.running(builders.job("loan", 8, team="beta", duration_s=1e5), on="p0-r0-n0", borrowing=True)
     own = builders.running(builders.job("own", 8, duration_s=1e5), on="p0-r0-n1")
@@ -739,11 +798,15 @@ def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_Cycle, "_passed_over", recorded)
         fast = schedule(snapshot.build(), 100.0)
+        passed_in_runs = list(passed)
+        patch.setattr(_Cycle, "shape_of", staticmethod(_no_shape))
+        each = schedule(snapshot.build(), 100.0)
         patch.setattr(_Cycle, "_passed_over", _look_in_full)
         plain = schedule(snapshot.build(), 100.0)
 
-    assert passed == ["more-2", "more-3", "more-4", "more-5"]
-    assert fast == plain
+    assert passed_in_runs == ["more-2"]
+    assert passed[len(passed_in_runs) :] == ["more-2", "more-3", "more-4", "more-5"]
+    assert fast == each == plain
     assert [start.job_id for start in fast.starts()] == ["owner"] and fast.of_type(Preempt)[0].job_id == "loan"
 
 
