@@ -154,13 +154,12 @@ class Policy:
     # more than this many times what the reclaimer has already waited (and past `reclaim_after_s`,
     # that multiple of all it has waited); None: no such bound (any cost past `reclaim_after_s`).
     # 1 is rent or buy: each owner waits about as long as the eviction at last destroys, all of it
-    # counted as guarantee violated. 1, kept on benchmarks/sim_quotas.py (README, "Borrowers keep
-    # the teams they take from covered; how much wait a reclaim is credited"): on the full trace at
-    # load 0.8 without checkpoints (reclaim_after_s then 4 h) None cut the violation from 43 to 27 %
-    # of easy's (exact limits) and from 38 to 12 % (x2) for three times the work lost (0.03 -> 0.07 %
-    # and 0.10 -> 0.28 % of capacity); at load 1.07, days 20-30, exact limits, it re-ran more work
-    # on the overloaded fleet: violation 1,535 -> 1,744 GPU-h, mean JCT 4.98 -> 5.17 h (easy 5.15 h).
-    reclaim_wait_credit: float | None = 1.0
+    # counted as guarantee violated. None, chosen on benchmarks/sim_quotas.py over 1 (README, "The
+    # wait a reclaim is credited: none bounds it"): full trace without checkpoints, violation at
+    # load 0.8 45 -> 22 % of easy's (exact limits) and 32 -> 6 % (x2), at load 1.07 43 -> 35 % and
+    # 40 -> 36 %, work lost at most 0.62 % of capacity; its price is the evicted work re-run at
+    # load 1.07, mean JCT 12.86 -> 13.60 h and 11.90 -> 13.71 h (easy 23.43 / 20.61 h).
+    reclaim_wait_credit: float | None = None
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest
     # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,

@@ -263,7 +263,7 @@ def test_an_admin_sets_the_young_loans_a_partial_reclaim_may_take_through_the_ap
 def test_an_admin_sets_the_credit_of_a_reclaim_through_the_api(people: People) -> None:
     admin = people.client("admin")
 
-    assert admin.get("/api/v1/policy/").json()["reclaim_wait_credit"] == 1.0
+    assert admin.get("/api/v1/policy/").json()["reclaim_wait_credit"] is None
     changed = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": 4.0}, format="json")
     assert policy_from_row(FleetPolicy.objects.get()).reclaim_wait_credit == 4.0
     unset = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": None}, format="json")

@@ -434,7 +434,7 @@ def test_what_a_team_may_lose_and_stay_covered_answers_as_keeping_its_guarantee_
 def test_a_search_whose_eviction_did_not_pay_answers_those_with_a_cap_it_walks_the_same_for() -> None:
     # Two 4-GPU loans of beta share the one node, each losing 400 GPU-s: together they free it for
     # an 8-GPU reclaim of gamma, but only an eviction costing less than the reclaimer's GPUs times
-    # its wait pays (`credited_wait_s`), 8 x 75 s for the first two owners: the first search finds
+    # its wait pays (`credited_wait_s` at a credit of 1), 8 x 75 s for the first two owners: the first search finds
     # both loans, its eviction does not pay, and the second owner (the same cap) is answered with
     # what it found. The third (cap 8 x 60 s) is too: every candidate lies below its cap as below
     # the first one's. The fourth (cap 8 x 20 s) stops at the first loan, and searches.
@@ -446,7 +446,9 @@ def test_a_search_whose_eviction_did_not_pay_answers_those_with_a_cap_it_walks_t
     ]
     scenario = builders.Scenario(nodes).with_running(*runs).pending(*owners)
     scenario = scenario.quotas(builders.quota("gamma", 16), builders.quota("beta", 0))
-    snapshot = scenario.policy(reclaim_after_s=None, preemption_grace_s=0.0, reservation_depth=0).build()
+    snapshot = scenario.policy(
+        reclaim_after_s=None, reclaim_wait_credit=1.0, preemption_grace_s=0.0, reservation_depth=0
+    ).build()
     answers, (fast, fast_left), (plain, plain_left) = _memo_answers_then_plain(snapshot, 100.0, "_walked_again")
 
     assert answers == [False, True, True, False]
@@ -813,7 +815,8 @@ def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still
 def test_a_search_with_a_lower_cost_cap_is_answered_by_one_that_found_nothing_with_a_higher() -> None:
     # Each node holds 4 GPUs nobody may preempt and a 4-GPU loan of beta: no node can be freed for
     # an 8-GPU reclaim of gamma, whatever it may cost. gamma's jobs come oldest first, so each may
-    # evict less than the one before (its cap is its GPUs times its wait, `credited_wait_s`): the
+    # evict less than the one before (its cap is its GPUs times its wait, `credited_wait_s` at a
+    # credit of 1): the
     # first searches, the rest are answered from its memo, charged only the loans cheaper than their cap.
     nodes = builders.fleet("1x1x3x8")
     pinned = [builders.job(f"pinned-{n}", 4, team="beta", preemptible=False, duration_s=1e6) for n in range(3)]
@@ -826,7 +829,9 @@ def test_a_search_with_a_lower_cost_cap_is_answered_by_one_that_found_nothing_wi
     owners = [builders.job(f"owner-{n}", 8, team="gamma", submit_s=15.0 * n) for n in range(4)]
     scenario = builders.Scenario(nodes).with_running(*runs).pending(*owners)
     scenario = scenario.quotas(builders.quota("gamma", 16), builders.quota("beta", 0))
-    snapshot = scenario.policy(reclaim_after_s=None, preemption_grace_s=0.0, reservation_depth=0).build()
+    snapshot = scenario.policy(
+        reclaim_after_s=None, reclaim_wait_credit=1.0, preemption_grace_s=0.0, reservation_depth=0
+    ).build()
     answers, (fast, fast_left), (plain, plain_left) = _memo_answers_then_plain(snapshot, 100.0)
 
     assert answers == [False, True, True, True]

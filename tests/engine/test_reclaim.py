@@ -94,15 +94,14 @@ def test_a_higher_priority_job_that_has_just_arrived_still_evicts_lower_priority
     assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:mine", 30.0),)
 
 
-def test_a_job_that_has_just_arrived_does_not_evict_for_a_wait_that_loose_limits_only_promise() -> None:
+def test_under_rent_or_buy_a_job_that_has_just_arrived_does_not_evict_for_a_wait_limits_only_promise() -> None:
     # The borrowers' limits say the node frees in 9 h at the earliest; ten minutes of work on
-    # 8 GPUs is cheap against that, but the owner has not waited yet, and limits overstate waits
-    # (rent or buy: the default credit is once the wait so far).
+    # 8 GPUs is cheap against that, but the owner has not waited yet, and limits may overstate
+    # waits (rent or buy: a credit of once the wait so far).
     young = _borrower("young", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR)
     older = _borrower("older", "p0-r0-n1", ran_s=HOUR, limit_s=10 * HOUR)
-    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR)
+    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR).policy(reclaim_wait_credit=1.0)
 
-    assert Policy().reclaim_wait_credit == 1.0
     arrived = scenario.pending(_owner(submit_s=NOW)).plan(now=NOW)
     assert arrived.of_type(Preempt) == ()
     assert reason_of(arrived, "mine") == "capacity"
@@ -115,11 +114,12 @@ def test_a_job_that_has_just_arrived_does_not_evict_for_a_wait_that_loose_limits
 
 
 def test_without_a_bound_on_the_credit_an_owner_evicts_at_once_for_the_wait_its_limits_promise() -> None:
-    # The same loans: credited the wait the limits promise (9 h on 8 GPUs), the owner evicts the
-    # youngest borrower as soon as it arrives.
+    # The same loans: credited the wait the limits promise (9 h on 8 GPUs, the default credit),
+    # the owner evicts the youngest borrower as soon as it arrives.
     young = _borrower("young", "p0-r0-n0", ran_s=600.0, limit_s=10 * HOUR)
     older = _borrower("older", "p0-r0-n1", ran_s=HOUR, limit_s=10 * HOUR)
-    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR).policy(reclaim_wait_credit=None)
+    assert Policy().reclaim_wait_credit is None
+    scenario = _borrowed_fleet(young, older, reclaim_after_s=4 * HOUR)
     plan = scenario.pending(_owner(submit_s=NOW)).plan(now=NOW)
 
     assert plan.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
@@ -176,11 +176,11 @@ def test_reclaim_waits_while_it_destroys_more_than_the_wait_saves_and_goes_ahead
 
 
 def test_a_preemptor_past_the_bound_does_not_destroy_more_work_than_its_credit_for_the_wait() -> None:
-    # The owner has waited an hour, twice the bound. With the default credit (once the wait so
-    # far), 5 h of work on 8 GPUs is more than its hour on as many; six times that hour is not.
+    # The owner has waited an hour, twice the bound. With a credit of once the wait so far, 5 h of
+    # work on 8 GPUs is more than its hour on as many; six times that hour is not.
     busy = _borrower("busy", "p0-r0-n0", ran_s=5 * HOUR, limit_s=6 * HOUR)
     other = _borrower("other", "p0-r0-n1", ran_s=5 * HOUR, limit_s=7 * HOUR)
-    scenario = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR))
+    scenario = _borrowed_fleet(busy, other).pending(_owner(submit_s=NOW - HOUR)).policy(reclaim_wait_credit=1.0)
 
     once = scenario.plan(now=NOW)
     assert once.of_type(Preempt) == ()

@@ -16,5 +16,7 @@ def job(job_id: str, submit_s: float, gpus: int, duration_s: float, team: str = 
     return replace(base, **overrides)  # type: ignore[arg-type]
 
 
-def simulate(fleet: str, jobs: list[Job], policy: str, quotas: tuple[Quota, ...] = ()) -> SimResult:
-    return run_simulation(jobs, parse_fleet(fleet).nodes(), POLICIES[policy], policy_name=policy, quotas=quotas)
+def simulate(fleet: str, jobs: list[Job], policy: str, quotas: tuple[Quota, ...] = (), **changes: object) -> SimResult:
+    """A replay under the preset `policy`, with the Policy fields in `changes` changed."""
+    chosen = replace(POLICIES[policy], **changes)  # type: ignore[arg-type]
+    return run_simulation(jobs, parse_fleet(fleet).nodes(), chosen, policy_name=policy, quotas=quotas)

@@ -71,9 +71,17 @@ def test_fleetline_reclaims_the_guarantee_by_preemption_within_the_grace() -> No
     result = simulate("1x1x1x8", RECLAIM, "fleetline", RECLAIM_QUOTAS)
     assert result.metrics["guarantee_violation_gpu_hours"] == 0
     assert result.metrics["preemptions"] == 1
-    # b1 arrives at 10; reclaiming a loan, it is credited no more wait than it has waited, and a2's
-    # handover (30 s on 4 GPUs) outweighs that until the next cycle: a2 is preempted at 70 with a
-    # 30 s grace; b1 starts at 100 and runs 10 s.
-    assert result.jct_by_job["b1"] == pytest.approx(100)
+    # b1 arrives at 10, credited the wait until a2 would end (990 s on 4 GPUs), far more than a2's
+    # handover costs (30 s on 4 GPUs, no work lost): a2 is preempted at once with a 30 s grace;
+    # b1 starts at 40 and runs 10 s.
+    assert result.jct_by_job["b1"] == pytest.approx(40)
     assert result.metrics["completed"] == 4
+    assert result.metrics["preemption_lost_gpu_hours"] == 0  # a2 checkpointed at 10 s of work
+
+
+def test_under_rent_or_buy_fleetline_reclaims_once_the_wait_has_cost_what_the_handover_does() -> None:
+    result = simulate("1x1x1x8", RECLAIM, "fleetline", RECLAIM_QUOTAS, reclaim_wait_credit=1.0)
+    # Credited no more wait than it has waited, b1 lets a2's handover (30 s on 4 GPUs) outweigh
+    # that until the next cycle: a2 is preempted at 70 with a 30 s grace; b1 starts at 100.
+    assert result.jct_by_job["b1"] == pytest.approx(100)
     assert result.metrics["preemption_lost_gpu_hours"] == 0  # a2 checkpointed at 70 s of work

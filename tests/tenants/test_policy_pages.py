@@ -27,7 +27,7 @@ POLICY = {
     "preemption": "on",
     "preemption_grace_s": "60",
     "reclaim_after_hours": "1",
-    "reclaim_wait_credit": "1",
+    "reclaim_wait_credit": "",
     "reclaim_guaranteed_share_percent": "25",
     "partial_reclaim_young_hours": "2",
     "within_team_order": "las",
@@ -211,6 +211,17 @@ def test_a_stored_policy_at_the_old_reclaim_bounds_takes_the_new_ones_and_chosen
         1.0,
         600.0,
     )
+
+
+def test_a_stored_policy_at_the_old_reclaim_credit_default_takes_the_new_one_and_a_chosen_credit_stays() -> None:
+    migration = importlib.import_module("tenants.migrations.0021_reclaim_wait_credit_unbounded")
+    FleetPolicyFactory(reclaim_wait_credit=1.0)
+    migration.old_default_takes_the_new_one(django_apps, None)
+    assert FleetPolicy.objects.get().reclaim_wait_credit == engine.Policy().reclaim_wait_credit is None
+
+    FleetPolicy.objects.update(reclaim_wait_credit=4.0)
+    migration.old_default_takes_the_new_one(django_apps, None)
+    assert FleetPolicy.objects.get().reclaim_wait_credit == 4.0
 
 
 def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: World) -> None:
