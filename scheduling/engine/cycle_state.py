@@ -157,6 +157,9 @@ class Memo:
     verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
     backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
     admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)
+    # Whether a team uses less than its guarantee on an accelerator (`Reclaiming._owed`), with the
+    # ledger's version it was found at, by (team, accelerator).
+    owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict)
     # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.
     candidates: dict[str, Victims] = field(default_factory=dict)
     # Accelerators where no job left in the queue may take anything (priorities only fall along it).

@@ -208,7 +208,12 @@ def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float, owed
         return level
     if spread_after_s is not None and now - job.submit_s >= spread_after_s:
         return level
-    count = nodes_needed(job.gpus, pool.gpus_per_node)
+    return narrowest_level(pool, job.gpus, level)
+
+
+def narrowest_level(pool: AcceleratorPool, gpus: int, level: str) -> str:
+    """The narrowest domain an empty fleet offers `gpus` in, no wider than `level`."""
+    count = nodes_needed(gpus, pool.gpus_per_node)
     if count <= pool.rack_nodes_max:
         return narrower("rack", level)
     return narrower("pod", level) if count <= pool.pod_nodes_max else level

@@ -44,7 +44,7 @@ from .backfill import ReleaseProfile, earliest_start, expected_end_s
 from .capacity import AcceleratorPool, CapacityIndex, level_of
 from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
-from .placement import Fit, could_fit_by_shape, gang_level, pack_whole_nodes
+from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes
 from .plan import Preempt, Shrink
 from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims, young_since_s
 from .prepare import Prepared
@@ -338,6 +338,9 @@ class Reclaiming:
     decided: Decisions
     memo: Memo
     budgets: Budgets
+    # How long gangs wait for their narrowest domain (`placement.patience_s`): of a team that uses
+    # its guarantee, and of one below it.
+    patience: tuple[float | None, float | None]
 
     def _owed(self, job: Job) -> bool:
         """Whether `job`'s team uses fewer GPUs than it is guaranteed, now in the cycle (its gangs
@@ -351,11 +354,25 @@ class Reclaiming:
 
         Fast path: without topology awareness, or for serving, `gang_level` is the job's required
         level whatever its team owes, so `_owed` (quota lookups, asked for every gang of a long
-        queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`)."""
-        policy = self.policy
+        queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`). Else
+        what `_owed` says is kept per team and accelerator while the ledger's version stays the
+        same (`Memo.owed`: it reads only the ledger), and the two patiences are the cycle's
+        (`patience`); plain: `gang_level` with `_owed`
+        (`test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
+        policy, level = self.policy, job.required_level or "fleet"
         if not policy.topology_aware or job.kind == "serving":
-            return job.required_level or "fleet"
-        return gang_level(pool, job, policy, self.now, self._owed(job))
+            return level
+        owed = False
+        if policy.guarantee_spread_after_s is not None:
+            key, version = (job.team, job.accelerator), self.ledger.version
+            kept = self.memo.owed.get(key)
+            if kept is None or kept[0] != version:
+                kept = self.memo.owed[key] = (version, self._owed(job))
+            owed = kept[1]
+        spread_after_s = self.patience[owed]
+        if spread_after_s is not None and self.now - job.submit_s >= spread_after_s:
+            return level
+        return narrowest_level(pool, job.gpus, level)
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0

@@ -125,7 +125,7 @@ from .explain import STARTED, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
-from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower
+from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
 from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger
@@ -174,6 +174,7 @@ class _Cycle(Reclaiming):
         self.policy: Policy = snapshot.policy
         self.memo = Memo()
         self.budgets = Budgets.of(snapshot.policy)
+        self.patience = (patience_s(self.policy, False), patience_s(self.policy, True))
         # Without topology awareness: per accelerator, the nodes single-node jobs leave to the
         # waiting gangs with a required level when they can (`placement.kept_for_gangs`).
         self.kept: dict[str, frozenset[str]] = {}

@@ -26,6 +26,7 @@ from scheduling.engine.explain import (
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node, Quota
 from scheduling.engine.ordering import order_jobs
+from scheduling.engine.placement import gang_level
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
@@ -773,6 +774,25 @@ def test_a_job_after_a_run_of_another_shape_gets_its_own_answer() -> None:
     assert fast == plain
     assert [start.job_id for start in fast.starts()] == ["two"]
     assert {status.job_id for status in fast.pending} == {"four-0", "four-1", "four-2", "four-last"}
+
+
+@SETTINGS
+@given(st.one_of(gang_snapshots(), _crowded_snapshots(), contested_snapshots()), st.floats(0.0, 1e6))
+def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snapshot, now: float) -> None:
+    """`Reclaiming._gang_level` (the patiences of the cycle, what `_owed` says kept per ledger
+    version) gives `gang_level` with `_owed` asked, wherever the cycle asks it."""
+    fast_level = Reclaiming._gang_level
+
+    def checked(self: Reclaiming, pool: AcceleratorPool, job: Job) -> str:
+        level = fast_level(self, pool, job)
+        assert level == gang_level(pool, job, self.policy, self.now, self._owed(job))
+        return level
+
+    for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Reclaiming, "_gang_level", checked)
+            schedule(replace(snapshot, policy=policy), now)
+            schedule(replace(snapshot, policy=policy), now, explain=False)
 
 
 def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still_possible() -> None:
