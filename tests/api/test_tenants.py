@@ -232,44 +232,26 @@ def test_bad_policy_values_are_refused_and_nothing_changes(people: People) -> No
     assert FleetPolicy.objects.get().backfill is True
 
 
-def test_an_admin_sets_the_patience_of_gangs_below_their_guarantee_through_the_api(people: People) -> None:
+@pytest.mark.parametrize(
+    ("field", "default", "value"),
+    [
+        ("guarantee_spread_after_s", 0.0, 3600.0),  # the patience of gangs below their guarantee
+        ("partial_reclaim_young_s", 7200.0, 600.0),  # the young loans a partial reclaim may take
+        ("reclaim_wait_credit", None, 4.0),  # the credit of a reclaim of loans
+    ],
+)
+def test_an_admin_sets_an_optional_bound_of_the_policy_through_the_api(
+    people: People, field: str, default: float | None, value: float
+) -> None:
     admin = people.client("admin")
 
-    assert admin.get("/api/v1/policy/").json()["guarantee_spread_after_s"] == 0.0
-    changed = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": 3600.0}, format="json")
-    unset = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": None}, format="json")
-    refused = admin.patch("/api/v1/policy/", {"guarantee_spread_after_s": -1.0}, format="json")
+    assert admin.get("/api/v1/policy/").json()[field] == default
+    changed = admin.patch("/api/v1/policy/", {field: value}, format="json")
+    assert getattr(policy_from_row(FleetPolicy.objects.get()), field) == value
+    unset = admin.patch("/api/v1/policy/", {field: None}, format="json")
+    refused = admin.patch("/api/v1/policy/", {field: -1.0}, format="json")
 
-    assert changed.json()["guarantee_spread_after_s"] == 3600.0
-    assert unset.json()["guarantee_spread_after_s"] is None
-    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "guarantee_spread_after_s"
-    assert policy_from_row(FleetPolicy.objects.get()).guarantee_spread_after_s is None
-
-
-def test_an_admin_sets_the_young_loans_a_partial_reclaim_may_take_through_the_api(people: People) -> None:
-    admin = people.client("admin")
-
-    assert admin.get("/api/v1/policy/").json()["partial_reclaim_young_s"] == 7200.0
-    changed = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": 600.0}, format="json")
-    unset = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": None}, format="json")
-    refused = admin.patch("/api/v1/policy/", {"partial_reclaim_young_s": -1.0}, format="json")
-
-    assert changed.json()["partial_reclaim_young_s"] == 600.0
-    assert unset.json()["partial_reclaim_young_s"] is None
-    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "partial_reclaim_young_s"
-    assert policy_from_row(FleetPolicy.objects.get()).partial_reclaim_young_s is None
-
-
-def test_an_admin_sets_the_credit_of_a_reclaim_through_the_api(people: People) -> None:
-    admin = people.client("admin")
-
-    assert admin.get("/api/v1/policy/").json()["reclaim_wait_credit"] is None
-    changed = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": 4.0}, format="json")
-    assert policy_from_row(FleetPolicy.objects.get()).reclaim_wait_credit == 4.0
-    unset = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": None}, format="json")
-    refused = admin.patch("/api/v1/policy/", {"reclaim_wait_credit": -1.0}, format="json")
-
-    assert changed.json()["reclaim_wait_credit"] == 4.0
-    assert unset.json()["reclaim_wait_credit"] is None
-    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == "reclaim_wait_credit"
-    assert policy_from_row(FleetPolicy.objects.get()).reclaim_wait_credit is None
+    assert changed.json()[field] == value
+    assert unset.json()[field] is None
+    assert refused.status_code == 400 and refused.json()["errors"][0]["attr"] == field
+    assert getattr(policy_from_row(FleetPolicy.objects.get()), field) is None
