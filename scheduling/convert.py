@@ -142,6 +142,7 @@ POLICY_FIELDS: dict[str, str] = {
     "fairshare_max_age_s": "max_age_s",
     "gang_spread_after_s": "gang_spread_after_s",
     "guarantee_spread_after_s": "guarantee_spread_after_s",
+    "queue_order": "queue_order",
     "within_team_order": "within_team_order",
 }
 # FleetPolicy field -> the level of `Policy.level_penalty` it sets.
@@ -151,7 +152,7 @@ PENALTY_FIELDS: dict[str, str] = {f"topology_penalty_{level}": level for level i
 ENGINE_ONLY_FIELDS: dict[str, str] = {
     "topology_aware": "Gangs are placed in the narrowest domain that fits, best fit within it.",
     "elastic": "Elastic jobs start smaller when they must, shrink before anyone is evicted and grow into idle GPUs.",
-    "fairshare": "Teams are ordered by their decayed use against their entitlement (with the half-life above).",
+    "fairshare": "With the fair-share order, teams are ordered by their decayed use against their entitlement.",
     "gpus_per_node": "The node size planning assumes: a gang larger than this takes whole nodes.",
     "max_preemption_attempts": "Victim searches one cycle makes; later preemptors try again next cycle.",
     "preemption_scan_budget": "Running jobs one cycle may look at as victims in total, a quarter of them per search.",

@@ -245,6 +245,7 @@ class FairshareStanding:
     decayed_gpu_h: float
     entitlement: float  # guaranteed GPUs times fair-share weight (at least one GPU)
     factor: float  # Slurm's 2^(-U/S): 1.0 nothing used, 0.5 exactly its share, towards 0 beyond
+    orders_queue: bool  # the policy orders the queue by fair share (else by shortest time limit)
 
 
 def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
@@ -273,6 +274,7 @@ def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
             decayed_gpu_h=used[team_id] / 3600,
             entitlement=entitled.get(team_id, 1.0),
             factor=priorities[team_id],
+            orders_queue=policy.queue_order == "fair_share",
         )
         for team_id in order
     }

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from scheduling.engine.vocabulary import WITHIN_TEAM_ORDER_LABELS
+from scheduling.engine.vocabulary import QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import POLICY_SETTINGS
@@ -52,6 +52,11 @@ class SimulationForm(forms.Form):
     fairshare_half_life_s = forms.FloatField(required=False, label="Fair-share half-life (s)")
     age_weight = forms.FloatField(required=False)
     max_age_s = forms.FloatField(required=False, label="Max age (s)")
+    queue_order = forms.ChoiceField(
+        choices=[(KEEP, "as the policy has it"), *QUEUE_ORDER_LABELS.items()],
+        required=False,
+        label="Order across teams",
+    )
     within_team_order = forms.ChoiceField(
         choices=[(KEEP, "as the policy has it"), *WITHIN_TEAM_ORDER_LABELS.items()],
         required=False,

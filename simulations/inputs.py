@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 
 from scheduling import engine
 from scheduling.convert import UNLIMITED, policy_from_row
-from scheduling.engine.vocabulary import WITHIN_TEAM_ORDERS
+from scheduling.engine.vocabulary import QUEUE_ORDERS, WITHIN_TEAM_ORDERS
 from scheduling.models import Job, Node
 from scheduling.services.jobs import fleet_now_s
 from scheduling.sim.fleet import Fleet, NodeGroup, QuotaSpec, SpecError, parse_fleet
@@ -60,6 +60,7 @@ POLICY_SETTINGS: dict[str, Setting] = {
     "fairshare_half_life_s": Setting(float, 60, 365 * DAY_S),
     "age_weight": Setting(float, 0, 100),
     "max_age_s": Setting(float, 0, 30 * DAY_S),
+    "queue_order": Setting(str, choices=QUEUE_ORDERS),
     "within_team_order": Setting(str, choices=WITHIN_TEAM_ORDERS),
     "elastic": Setting(bool),
     "gang_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),

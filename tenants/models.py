@@ -10,7 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from scheduling.engine.model import Policy
-from scheduling.engine.vocabulary import KIND_LABELS, WITHIN_TEAM_ORDER_LABELS
+from scheduling.engine.vocabulary import KIND_LABELS, QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
 
 # The scheduling knobs' defaults are the engine's (``scheduling.convert.policy_from_row`` maps
 # each field to its engine name; a test checks every field both ways).
@@ -181,6 +181,10 @@ class FleetPolicy(models.Model):
 
     SINGLETON_ID = 1
 
+    class QueueOrder(models.TextChoices):
+        FAIR_SHARE = "fair_share", QUEUE_ORDER_LABELS["fair_share"]
+        SHORTEST_LIMIT = "shortest_limit", QUEUE_ORDER_LABELS["shortest_limit"]
+
     class WithinTeamOrder(models.TextChoices):
         SUBMIT = "submit", WITHIN_TEAM_ORDER_LABELS["submit"]
         SHORTEST_LIMIT = "shortest_limit", WITHIN_TEAM_ORDER_LABELS["shortest_limit"]
@@ -266,6 +270,14 @@ class FleetPolicy(models.Model):
         help_text="A job reclaiming partly within its team's guarantee may also evict borrowed work that "
         "does not checkpoint when it started (or last restarted) at most this long ago, so that it loses "
         "at most this much work; empty: only work that checkpoints.",
+    )
+    queue_order = models.CharField(
+        max_length=20,
+        choices=QueueOrder.choices,
+        default=ENGINE_DEFAULTS.queue_order,
+        help_text="Within a priority class: the fair-share score with age, then the order within a team; "
+        "or the jobs that waited the maximum age first, then the shortest time limit whatever the team "
+        "(teams keep their guarantees; shorter turnaround, about 1 % of the fleet more idle at overload).",
     )
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order

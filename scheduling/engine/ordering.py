@@ -23,7 +23,10 @@ def within_team_key(policy: Policy) -> Callable[[Job], float]:
 def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job]:
     """Pending jobs in the order the cycle considers them.
 
-    Higher priority class first; then, when fair share is on, the higher score: the team's
+    Higher priority class first. With `queue_order` "shortest_limit": then the jobs that waited
+    `max_age_s` or longer (so that no job starves behind shorter ones), then the shortest time
+    limit whatever the team, submit time and job id. With "fair_share": then, when fair share is
+    on, the higher score: the team's
     fair-share priority (`fairshare.fairshare_priorities`, 1.0 for a team that used nothing) plus,
     as in Slurm's multifactor priority, `age_weight` x the job's wait over `max_age_s` (capped at
     1), so that a heavy team's jobs are not starved for ever; then the within-team order (submit
@@ -78,7 +81,10 @@ def sort_by_number(
 
 def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Callable[[Job], float]:
     """Higher goes first: whole priority classes (integers) times `span` stay apart, as fair-share
-    scores lie in (0, 1 + age weight]."""
+    scores lie in (0, 1 + age weight] (and the aged mark of shortest limit first in {0, 1})."""
+    if policy.queue_order == "shortest_limit":
+        oldest = now - policy.max_age_s
+        return lambda job: job.priority * 2.0 + (1.0 if job.submit_s <= oldest else 0.0)
     if not (policy.fairshare and priorities):
         return lambda job: job.priority
     weight, max_age_s = max(0.0, policy.age_weight), policy.max_age_s
@@ -94,7 +100,9 @@ def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Calla
 
 
 def _tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
-    """Within-team order, then submit time, then job id."""
+    """Within-team order (the time limit for shortest limit first), then submit time, then job id."""
+    if policy.queue_order == "shortest_limit":
+        return attrgetter("estimate_s", "submit_s", "id")
     if policy.within_team_order == "submit":
         return attrgetter("submit_s", "id")
     within = within_team_key(policy)

@@ -223,10 +223,17 @@ class _ReferenceCycle:
         return [run for run in running if run.job.id not in requeued]
 
     def queue(self) -> list[Job]:
-        """Step 3: higher priority class first; then (with fair share) the higher score: the team's
-        fair-share priority plus `age_weight` x the wait over `max_age_s` (at most the weight); then
-        the within-team order, submit time and id."""
+        """Step 3: higher priority class first. Shortest limit first (`queue_order`): then the jobs
+        that waited `max_age_s`, then the shortest time limit, submit time and id. Else (with fair
+        share) the higher score: the team's fair-share priority plus `age_weight` x the wait over
+        `max_age_s` (at most the weight); then the within-team order, submit time and id."""
         policy, now, snapshot = self.policy, self.now, self.snapshot
+        if policy.queue_order == "shortest_limit":
+            oldest = now - policy.max_age_s
+            return sorted(
+                snapshot.pending,
+                key=lambda job: (-job.priority, job.submit_s > oldest, job.estimate_s, job.submit_s, job.id),
+            )
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
         priorities = fairshare_priorities(factors)
         weight = max(0.0, policy.age_weight)

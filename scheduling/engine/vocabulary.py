@@ -17,6 +17,13 @@ LEVEL_RANK: dict[str, int] = {level: rank for rank, level in enumerate(LEVELS)}
 KIND_LABELS: dict[str, str] = {"training": "Training", "serving": "Serving", "batch": "Batch"}
 JOB_KINDS: tuple[str, ...] = tuple(KIND_LABELS)
 
+# How a priority class is ordered across teams (`ordering.order_jobs`).
+QUEUE_ORDER_LABELS: dict[str, str] = {
+    "fair_share": "Fair share with age, then the order within a team",
+    "shortest_limit": "Shortest time limit first, after the jobs that waited the maximum age",
+}
+QUEUE_ORDERS: tuple[str, ...] = tuple(QUEUE_ORDER_LABELS)
+
 # The order of a team's jobs of equal fair-share score (`ordering.order_jobs`).
 WITHIN_TEAM_ORDER_LABELS: dict[str, str] = {
     "submit": "Submit time",

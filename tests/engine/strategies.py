@@ -80,7 +80,17 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 
         if draw(st.booleans())
     )
     usage = tuple((team, draw(st.floats(0.0, 1e6))) for team in TEAMS)
-    chosen = policy or draw(st.sampled_from((Policy(), Policy.easy(), Policy.fifo(), Policy(reservation_depth=2))))
+    chosen = policy or draw(
+        st.sampled_from(
+            (
+                Policy(),
+                Policy.easy(),
+                Policy.fifo(),
+                Policy(reservation_depth=2),
+                Policy(queue_order="shortest_limit", max_age_s=4.0),
+            )
+        )
+    )
     return Snapshot(nodes, tuple(running), pending, teams, quotas, chosen, usage)
 
 

@@ -88,6 +88,31 @@ def test_the_age_term_grows_with_the_wait_up_to_max_age() -> None:
     assert _ids(order_jobs(jobs, policy, priorities, 1000.0)) == ["a-older", "a-old", "a-half", "b-new", "a-new"]
 
 
+def test_shortest_limit_first_ranks_the_whole_class_by_time_limit_whatever_the_team() -> None:
+    priorities = {"heavy": 0.1, "light": 1.0}  # what fair share would rank by: not read
+    jobs = [
+        job("light-long", team="light", submit_s=0.0, time_limit_s=7200.0),
+        job("heavy-short", team="heavy", submit_s=50.0, time_limit_s=600.0),
+        job("light-short", team="light", submit_s=60.0, time_limit_s=600.0),
+        job("urgent-long", team="light", priority=5, submit_s=90.0, time_limit_s=9000.0),
+    ]
+    ordered = order_jobs(jobs, Policy(queue_order="shortest_limit"), priorities, 100.0)
+
+    assert _ids(ordered) == ["urgent-long", "heavy-short", "light-short", "light-long"]
+
+
+def test_with_shortest_limit_first_a_job_that_waited_the_maximum_age_goes_before_shorter_ones() -> None:
+    day = 86400.0
+    scenario = Scenario(fleet("1x1x1x8")).policy(queue_order="shortest_limit", max_age_s=2 * day)
+    jobs = (
+        job("long", 8, submit_s=0.0, time_limit_s=5 * day),
+        job("short", 8, team="beta", submit_s=1.5 * day, time_limit_s=3600.0),
+    )
+
+    assert set(started(scenario.pending(*jobs).plan(now=1.9 * day))) == {"short"}
+    assert set(started(scenario.pending(*jobs).plan(now=2.1 * day))) == {"long"}
+
+
 def test_fair_share_priorities_are_one_unused_one_half_at_the_mean_and_fall_with_usage() -> None:
     priorities = fairshare_priorities({"idle": 0.0, "mean": 2.0, "heavy": 4.0})
 

@@ -30,6 +30,7 @@ POLICY = {
     "reclaim_wait_credit": "",
     "reclaim_guaranteed_share_percent": "25",
     "partial_reclaim_young_hours": "2",
+    "queue_order": "shortest_limit",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -77,6 +78,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "gang_spread_after_s": 604800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
+        "queue_order": "fair_share",
         "within_team_order": "shortest_limit",
         "topology_penalty_pod": 1.15,
         "topology_penalty_fleet": 1.4,
@@ -87,6 +89,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "gang_spread_after_s": 3600.0,
         "reservation_depth": 2,
         "preemption_grace_s": 60.0,
+        "queue_order": "shortest_limit",
         "within_team_order": "las",
         "topology_penalty_pod": 1.2,
         "topology_penalty_fleet": 1.5,
@@ -95,6 +98,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     engine_policy = policy_from_row(policy)
     assert (engine_policy.age_weight, engine_policy.max_age_s, engine_policy.within_team_order) == (1.5, 86400.0, "las")
     assert engine_policy.gang_spread_after_s == 3600.0
+    assert engine_policy.queue_order == "shortest_limit"
 
 
 def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
@@ -124,6 +128,7 @@ def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
         ("reclaim_guaranteed_share_percent", "-5", "greater than or equal to 0"),
         ("reclaim_guaranteed_share_percent", "150", "less than or equal to 1"),
         ("within_team_order", "random", "Select a valid choice"),
+        ("queue_order", "by-team-name", "Select a valid choice"),
         ("guarantee_overcommit_percent", "0", "Must be greater than zero"),
         ("heartbeat_interval_s", "0", "Must be greater than zero"),
         ("dead_after_missed_heartbeats", "0", "greater than or equal to 1"),

@@ -68,6 +68,7 @@ def test_every_admin_setting_reaches_the_engine() -> None:
         "fairshare_max_age_s": 86400.0,
         "gang_spread_after_s": 3600.0,
         "guarantee_spread_after_s": 1800.0,
+        "queue_order": "shortest_limit",
         "within_team_order": "las",
         "topology_penalty_node": 1.01,
         "topology_penalty_rack": 1.05,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tenants.models import AuditEvent, Membership
-from tests.factories import QuotaFactory, UserFactory
+from tests.factories import FleetPolicyFactory, QuotaFactory, UserFactory
 from tests.tenants.conftest import World, client_for
 
 pytestmark = pytest.mark.django_db
@@ -92,6 +92,19 @@ def test_the_team_page_lists_members_usage_and_fair_share_standing(world: World)
     assert world.lead.username in page and world.member.username in page
     assert "Usage over time" in page and "Fair-share standing" in page
     assert 'id="member-add"' not in page  # members do not manage members
+
+
+@pytest.mark.parametrize(
+    ("order", "says"),
+    [
+        ("shortest_limit", "then the shortest time limit, whatever the team"),
+        ("fair_share", "the team that has used least"),
+    ],
+)
+def test_the_team_page_says_how_the_fleet_policy_orders_the_queue(world: World, order: str, says: str) -> None:
+    FleetPolicyFactory(queue_order=order)
+    page = client_for(world.member).get("/teams/language-models/").content.decode()
+    assert says in page
 
 
 def test_admins_see_every_teams_quota_use_and_queue_on_the_team_list(world: World) -> None:
