@@ -271,14 +271,7 @@ class FleetPolicy(models.Model):
         "does not checkpoint when it started (or last restarted) at most this long ago, so that it loses "
         "at most this much work; empty: only work that checkpoints.",
     )
-    queue_order = models.CharField(
-        max_length=20,
-        choices=QueueOrder.choices,
-        default=ENGINE_DEFAULTS.queue_order,
-        help_text="Within a priority class: the fair-share score with age, then the order within a team; "
-        "or the jobs that waited the maximum age first, then the shortest time limit whatever the team "
-        "(teams keep their guarantees; shorter turnaround, about 1 % of the fleet more idle at overload).",
-    )
+    queue_order = models.CharField(max_length=20, choices=QueueOrder.choices, default=ENGINE_DEFAULTS.queue_order)
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )

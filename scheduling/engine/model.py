@@ -18,7 +18,6 @@ from .progress import work_gpu_s
 from .vocabulary import JOB_KINDS as JOB_KINDS
 from .vocabulary import LEVEL_RANK as LEVEL_RANK
 from .vocabulary import LEVELS as LEVELS
-from .vocabulary import QUEUE_ORDERS as QUEUE_ORDERS
 from .vocabulary import WITHIN_TEAM_ORDERS as WITHIN_TEAM_ORDERS
 
 DEFAULT_LEVEL_PENALTY: tuple[tuple[str, float], ...] = (

@@ -26,13 +26,12 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     Higher priority class first. With `queue_order` "shortest_limit": then the jobs that waited
     `max_age_s` or longer (so that no job starves behind shorter ones), then the shortest time
     limit whatever the team, submit time and job id. With "fair_share": then, when fair share is
-    on, the higher score: the team's
-    fair-share priority (`fairshare.fairshare_priorities`, 1.0 for a team that used nothing) plus,
-    as in Slurm's multifactor priority, `age_weight` x the job's wait over `max_age_s` (capped at
-    1), so that a heavy team's jobs are not starved for ever; then the within-team order (submit
-    time, shortest time limit, or least attained service), with submit time and finally the job id
-    as explicit tie-breakers. With an age weight, the within-team order only ranks jobs of equal
-    score (jobs of one team that have all waited `max_age_s`).
+    on, the higher score: the team's fair-share priority (`fairshare.fairshare_priorities`, 1.0 for
+    a team that used nothing) plus, as in Slurm's multifactor priority, `age_weight` x the job's
+    wait over `max_age_s` (capped at 1), so that a heavy team's jobs are not starved for ever; then
+    the within-team order (submit time, shortest time limit, or least attained service), with
+    submit time and finally the job id as explicit tie-breakers. With an age weight, the within-team
+    order only ranks jobs of equal score (jobs of one team that have all waited `max_age_s`).
 
     Class and score make one number per job, sorted by `sort_by_number`.
     """

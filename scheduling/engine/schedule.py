@@ -195,7 +195,9 @@ class _Cycle(Reclaiming):
 
     def _order(self) -> list[Job]:
         snapshot = self.snapshot
-        factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if self.policy.fairshare else {}
+        # Fair-share priorities only rank the fair-share order.
+        by_share = self.policy.fairshare and self.policy.queue_order == "fair_share"
+        factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if by_share else {}
         queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
         self.decided.reasons = [None] * len(queue)
         return queue

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='fleetpolicy',
             name='queue_order',
-            field=models.CharField(choices=[('fair_share', 'Fair share with age, then the order within a team'), ('shortest_limit', 'Shortest time limit first, after the jobs that waited the maximum age')], default='fair_share', help_text='Within a priority class: the fair-share score with age, then the order within a team; or the jobs that waited the maximum age first, then the shortest time limit whatever the team (teams keep their guarantees; shorter turnaround, about 1 % of the fleet more idle at overload).', max_length=20),
+            field=models.CharField(choices=[('fair_share', 'Fair share with age, then the order within a team'), ('shortest_limit', 'Shortest time limit first, after the jobs that waited the maximum age')], default='fair_share', max_length=20),
         ),
     ]
