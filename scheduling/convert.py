@@ -143,6 +143,7 @@ POLICY_FIELDS: dict[str, str] = {
     "gang_spread_after_s": "gang_spread_after_s",
     "guarantee_spread_after_s": "guarantee_spread_after_s",
     "queue_order": "queue_order",
+    "least_borrowed_first": "least_borrowed_first",
     "within_team_order": "within_team_order",
 }
 # FleetPolicy field -> the level of `Policy.level_penalty` it sets.

@@ -57,6 +57,9 @@ class SimulationForm(forms.Form):
         required=False,
         label="Order across teams",
     )
+    least_borrowed_first = forms.ChoiceField(
+        choices=TRI_STATE, required=False, label="Borrowers of teams that borrow least first"
+    )
     within_team_order = forms.ChoiceField(
         choices=[(KEEP, "as the policy has it"), *WITHIN_TEAM_ORDER_LABELS.items()],
         required=False,

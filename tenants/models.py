@@ -272,6 +272,7 @@ class FleetPolicy(models.Model):
         "at most this much work; empty: only work that checkpoints.",
     )
     queue_order = models.CharField(max_length=20, choices=QueueOrder.choices, default=ENGINE_DEFAULTS.queue_order)
+    least_borrowed_first = models.BooleanField(default=ENGINE_DEFAULTS.least_borrowed_first)
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )

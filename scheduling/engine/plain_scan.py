@@ -27,16 +27,22 @@ def schedule_plain_scan(snapshot: Snapshot, now: float) -> Plan:
 
 class _PlainScanCycle(_Cycle):
     def _consider_all(self, queue: list[Job]) -> None:
-        """Within each priority level, the jobs within their guarantee first, then the borrowers."""
+        """Within each priority level, the jobs within their guarantee first, then the borrowers
+        (those of teams that borrow less first, with `Policy.least_borrowed_first`, when some team
+        had guarantee left as the level began)."""
         deferred: list[tuple[int, Job]] = []
-        priority = None
+        priority, headroom = None, False
         for position, job in enumerate(queue):
             if job.priority != priority:
-                for waiting in deferred:
-                    self._consider(*waiting)
-                deferred, priority = [], job.priority
+                self._consider_borrowers(deferred, headroom)
+                deferred, priority, headroom = [], job.priority, self.ledger.any_headroom()
             if not self._consider(position, job, defer_borrowers=True):
                 deferred.append((position, job))
+        self._consider_borrowers(deferred, headroom)
+
+    def _consider_borrowers(self, deferred: list[tuple[int, Job]], headroom: bool) -> None:
+        if headroom and self.policy.least_borrowed_first:
+            deferred.sort(key=lambda waiting: self.ledger.borrowed(waiting[1].team, waiting[1].accelerator))
         for waiting in deferred:
             self._consider(*waiting)
 

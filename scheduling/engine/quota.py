@@ -159,6 +159,10 @@ class QuotaLedger:
     def guaranteed(self, team: str, accelerator: str) -> int:
         return self._ledger(accelerator).account(team).guaranteed
 
+    def borrowed(self, team: str, accelerator: str) -> int:
+        """GPUs `team` uses beyond its guarantee of `accelerator`."""
+        return self._ledger(accelerator).account(team).borrowed()
+
     def limit(self, team: str, accelerator: str) -> float:
         return self._ledger(accelerator).account(team).limit
 

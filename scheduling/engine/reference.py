@@ -267,12 +267,15 @@ class _ReferenceCycle:
 
     def consider_level(self, level: list[tuple[int, Job]]) -> None:
         """Within a priority class, while some team has guarantee left as the class begins, jobs that
-        fit their team's guarantee go first and those that would borrow after them, in order."""
+        fit their team's guarantee go first and those that would borrow after them, in order (with
+        `least_borrowed_first`, those of the teams that borrow fewer GPUs first)."""
         if not self.ledger.any_headroom():
             for position, job in level:
                 self.consider(position, job, defer=False)
             return
         deferred = [(position, job) for position, job in level if not self.consider(position, job, defer=True)]
+        if self.policy.least_borrowed_first:  # the borrowers of teams that borrow less first
+            deferred.sort(key=lambda waiting: self.ledger.borrowed(waiting[1].team, waiting[1].accelerator))
         for position, job in deferred:
             self.consider(position, job, defer=False)
 

@@ -233,14 +233,18 @@ class _Cycle(Reclaiming):
         would borrow (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by
         preemption, and the owner has to reclaim them again, forever. When no team has guarantee
         left as a level begins (on a busy fleet, or when nobody is guaranteed anything), every job
-        of it would borrow, and the level is taken in order in one pass."""
+        of it would borrow, and the level is taken in order in one pass. With
+        `Policy.least_borrowed_first`, the borrowers of teams that borrow less go first."""
         # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
+        borrowed, least_borrowed_first = self.ledger.borrowed, self.policy.least_borrowed_first
         start = 0
         while start < len(queue):
             priority = queue[start].priority
             deferred: list[int] | None = [] if self.ledger.any_headroom() else None
             end = self._scan(queue, range(start, len(queue)), priority, stop, deferred)
+            if deferred and least_borrowed_first:
+                deferred.sort(key=lambda position: borrowed(queue[position].team, queue[position].accelerator))
             if end < 0 or (deferred and self._scan(queue, deferred, priority, stop, None) < 0):
                 return
             start = end

@@ -88,6 +88,7 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 
                 Policy.fifo(),
                 Policy(reservation_depth=2),
                 Policy(queue_order="shortest_limit", max_age_s=4.0),
+                Policy(least_borrowed_first=True),
             )
         )
     )
@@ -154,6 +155,7 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
         reclaim_wait_credit=draw(st.sampled_from((None, 1.0, 4.0))),
         reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
         partial_reclaim_young_s=draw(st.sampled_from((None, 150.0, 3600.0))),
+        least_borrowed_first=draw(st.booleans()),
         max_preemption_attempts=draw(st.sampled_from((1, 2, 16))),
         preemption_scan_budget=draw(st.sampled_from((4, 16, 8192))),
     )

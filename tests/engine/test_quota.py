@@ -92,6 +92,25 @@ def test_jobs_beyond_their_guarantee_keep_queue_order_whether_they_fit_the_pool_
     assert reason_of(plan, "big") == "capacity"
 
 
+@pytest.mark.parametrize(("least_borrowed_first", "starts"), [(False, "heavy-next"), (True, "light-next")])
+def test_with_least_borrowed_first_the_borrower_of_the_team_that_borrows_less_goes_first(
+    least_borrowed_first: bool, starts: str
+) -> None:
+    # 16 GPUs, 4 guaranteed to each team: beta borrows 4 of the 8 lendable (gamma's unused 4 and
+    # the 4 nobody is guaranteed), alpha uses just its own; 4 GPUs are left to lend, for one of the
+    # two borrowers. gamma's unused guarantee makes the class split into owners and borrowers.
+    scenario = Scenario(fleet("1x1x2x8")).policy(least_borrowed_first=least_borrowed_first)
+    scenario.quotas(quota("alpha", 4, 16), quota("beta", 4, 16), quota("gamma", 4, 16))
+    scenario.with_running(
+        running(job("heavy", 8, team="beta"), on="p0-r0-n0", borrowing=True),
+        running(job("light", 4), on="p0-r0-n1"),
+    )
+    plan = scenario.pending(job("heavy-next", 4, team="beta", submit_s=0), job("light-next", 4, submit_s=5)).plan()
+
+    assert set(started(plan)) == {starts}
+    assert plan.starts()[0].borrowing is True
+
+
 def test_reclaiming_never_takes_a_team_below_its_own_guarantee() -> None:
     from scheduling.engine import Preempt
 

@@ -79,6 +79,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
         "queue_order": "fair_share",
+        "least_borrowed_first": True,
         "within_team_order": "shortest_limit",
         "topology_penalty_pod": 1.15,
         "topology_penalty_fleet": 1.4,
@@ -90,6 +91,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "reservation_depth": 2,
         "preemption_grace_s": 60.0,
         "queue_order": "shortest_limit",
+        "least_borrowed_first": False,  # its box left unchecked
         "within_team_order": "las",
         "topology_penalty_pod": 1.2,
         "topology_penalty_fleet": 1.5,
@@ -99,6 +101,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     assert (engine_policy.age_weight, engine_policy.max_age_s, engine_policy.within_team_order) == (1.5, 86400.0, "las")
     assert engine_policy.gang_spread_after_s == 3600.0
     assert engine_policy.queue_order == "shortest_limit"
+    assert engine_policy.least_borrowed_first is False
 
 
 def test_unchecked_boxes_turn_backfill_and_preemption_off(world: World) -> None:
