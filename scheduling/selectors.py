@@ -246,6 +246,7 @@ class FairshareStanding:
     entitlement: float  # guaranteed GPUs times fair-share weight (at least one GPU)
     factor: float  # Slurm's 2^(-U/S): 1.0 nothing used, 0.5 exactly its share, towards 0 beyond
     orders_queue: bool  # the policy orders the queue by fair share (else by shortest time limit)
+    least_borrowed_first: bool  # the borrowers of the teams that borrow least go first
 
 
 def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
@@ -275,6 +276,7 @@ def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
             entitlement=entitled.get(team_id, 1.0),
             factor=priorities[team_id],
             orders_queue=policy.queue_order == "fair_share",
+            least_borrowed_first=policy.least_borrowed_first,
         )
         for team_id in order
     }

@@ -107,6 +107,16 @@ def test_the_team_page_says_how_the_fleet_policy_orders_the_queue(world: World, 
     assert says in page
 
 
+@pytest.mark.parametrize("least_borrowed_first", [True, False])
+def test_the_team_page_says_whether_the_borrowers_of_the_teams_that_borrow_least_go_first(
+    world: World, least_borrowed_first: bool
+) -> None:
+    FleetPolicyFactory(least_borrowed_first=least_borrowed_first)
+    page = client_for(world.member).get("/teams/language-models/").content.decode()
+    assert "Jobs within their team's guarantee go before jobs that would borrow" in page
+    assert ("the teams that borrow the fewest GPUs go first" in page) is least_borrowed_first
+
+
 def test_admins_see_every_teams_quota_use_and_queue_on_the_team_list(world: World) -> None:
     QuotaFactory(team=world.team, accelerator_type=world.h100, guaranteed=16)
     page = client_for(world.admin).get("/teams/").content.decode()
