@@ -152,7 +152,8 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "Order across teams",
         "Within a priority class: the fair-share score with age, then the order within a team; or the "
         "jobs that waited the maximum age first, then the shortest time limit whatever the team (each "
-        "team keeps its guarantee; shorter turnaround, about 1 % of the fleet more idle at overload).",
+        "team keeps its guarantee; shorter turnaround at overload, less reliable estimates, a little "
+        "less of the fleet used).",
     ),
     PolicyField(
         "least_borrowed_first",

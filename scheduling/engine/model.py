@@ -219,7 +219,11 @@ class Policy:
     # shortest limit first cut mean JCT by 2.8-3.6 h (a fifth to a quarter) and p99 by 0.3-26 h, but
     # left about 1 % of the fleet idle more (utilisation 0.961 -> 0.952, limit_ratio 0.931 ->
     # 0.923), and on a held-out sample its guarantee violation rose from 32 to 41 % of easy's:
-    # fair share stays the default (benchmarks/README.md, "Queue order across teams").
+    # fair share stays the default (benchmarks/README.md, "Queue order across teams"). With
+    # `least_borrowed_first` on, the limit_ratio it gives up falls to 0.2-0.7 points, but its first
+    # estimates at load 0.8 with exact limits are off by more than 2x at p90 (2.41, 2.54) and on two
+    # of three held-out samples it loses more than 1 % of capacity to preemption (README,
+    # "Borrowers of the teams that borrow least first").
     queue_order: str = "fair_share"
     # Within a priority class, while some team has guarantee left, the jobs within their team's
     # guarantee go first and the borrowers after them; with this, the borrowers of the teams that
