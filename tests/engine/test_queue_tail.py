@@ -28,7 +28,7 @@ POLICIES = (
     Policy(backfill=False, preemption=False, elastic=False, fairshare=False, reservation_depth=0),
     Policy(within_team_order="las", max_preemption_attempts=2),
     Policy(queue_order="shortest_limit", max_age_s=8.0),
-    Policy(least_borrowed_first=True, max_preemption_attempts=2),
+    Policy(least_borrowed_first=False, max_preemption_attempts=2),
 )
 
 
