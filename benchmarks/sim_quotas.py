@@ -3,7 +3,8 @@
     python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
         [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
-        [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--quick] > out.json
+        [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--tick SECONDS] [--quick]
+        > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
 guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
@@ -17,6 +18,10 @@ fleetline with other within-team orders (named `fleetline[order=...]`), `--recla
 another `Policy.reclaim_guaranteed_share` (named `fleetline[reclaim_share=...]`), `--tweak` with any
 fields of the engine's `Policy` changed (`--tweak guarantee_spread_after_s=none`, named
 `fleetline[guarantee_spread_after_s=none]`; on/off for a flag, none for an unset bound).
+
+Replays plan as the live cycle does, on ticks of 60 s of fleet time (`--tick`; the live cycle ticks
+every `FLEET_CYCLE_INTERVAL_S` = 1 s at `FLEET_CLOCK_SPEED` = 60): what arrives or ends between two
+ticks is planned together at the next. `--tick 0` plans at every instant something changes.
 
 Prints JSON on stdout: per case its setting, fleet and quotas, one metrics object per policy (every
 key of the metrics contract, including `preemption_lost_gpu_hours`, `guarantee_violation_gpu_hours`
@@ -65,6 +70,7 @@ POLICIES = ("fifo", "easy", "fleetline", "sjf-oracle")
 GUARANTEED_SHARE = 0.9
 NOISY_PREFIX = "noisy"
 QUICK_LIMIT = 3000
+TICK_S = 60.0  # the live cycle's tick in fleet time at its default settings
 # The "done when", fleetline against easy in every case.
 LOST_SHARE_MAX = 0.01
 VIOLATION_SHARE_MAX = 0.25
@@ -188,6 +194,7 @@ def run_case(
                 quotas=quotas,
                 estimate=factor,
                 seed=options.seed,
+                tick_s=options.tick,
                 progress=lambda _name, label=label: ProgressBar(label[:40]),
                 variants=extra,
             )
@@ -298,6 +305,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", help="START_DAY:DAYS of the merged trace")
     parser.add_argument("--sample", type=float, default=1.0, help="keep this fraction of the jobs (seeded)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--tick", type=float, default=TICK_S, help="plan on ticks of this many fleet seconds (0: at every event)"
+    )
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_LIMIT} jobs, easy and fleetline, one case")
     options = parser.parse_args(argv)
     if options.quick:
@@ -306,6 +316,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         options.checkpoint = options.checkpoint or ["none"]
         options.estimate = options.estimate or ["exact"]
         options.policy = options.policy or ["easy", "fleetline"]
+    if not 0.0 <= options.tick < math.inf:
+        parser.error(f"--tick {options.tick}: a number of seconds, 0 or more")
     for estimate in options.estimate or ():
         if estimate != "exact" and not estimate.startswith(NOISY_PREFIX):
             factor = float(estimate)
@@ -340,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             "window": options.window,
             "sample": options.sample,
             "seed": options.seed,
+            "tick_s": options.tick,
             "guaranteed_share": GUARANTEED_SHARE,
             "contract_keys": list(CONTRACT_KEYS),
         },

@@ -230,6 +230,11 @@ def _trace_of(simulation: Simulation) -> list[TraceJob]:
     return [TraceJob(**job) for job in json.loads(simulation.trace_text)]
 
 
+def live_tick_s() -> float:
+    """The fleet time one live cycle covers: replays plan on the same ticks as the live fleet."""
+    return settings.FLEET_CYCLE_INTERVAL_S * settings.FLEET_CLOCK_SPEED
+
+
 def simulation_run(*, simulation_id: int) -> str | None:
     """Run one queued replay to its end; returns its final state (None: not this worker's)."""
     if not _claim(simulation_id):
@@ -244,6 +249,7 @@ def simulation_run(*, simulation_id: int) -> str | None:
             [CANDIDATE, CURRENT],
             quotas=_quotas_for(fleet, simulation.team),
             seed=simulation.seed,
+            tick_s=live_tick_s(),
             progress=progress.for_policy,
             variants={
                 CANDIDATE: candidate_preset(preset=simulation.preset, policy_settings=simulation.policy_settings),

@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="replay only the first N jobs (by submit time)")
     parser.add_argument("--estimate", default="exact", help="time limits when the trace has none: exact or a factor")
     parser.add_argument("--cycle-interval", type=float, default=60.0, help="periodic re-plan interval (sim s)")
+    parser.add_argument(
+        "--tick",
+        type=float,
+        default=0.0,
+        help="plan on ticks of this many sim s, as the live cycle does (0: at every event)",
+    )
     parser.add_argument("--failures", help="inject seeded failures: SEED or SEED:RATE_SCALE (e.g. 7:100)")
     parser.add_argument("--serving", help="serving deployments (JSON or CSV) sharing the fleet over the trace's window")
     parser.add_argument("--max-errors", type=int, default=1, help="trace errors to collect before stopping")
@@ -76,6 +82,7 @@ def run(options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             seed=options.seed,
             limit=options.limit,
             cycle_interval_s=options.cycle_interval,
+            tick_s=options.tick,
             progress=lambda name: ProgressBar(name, stream=stderr),
             failures=failures,
             serving=serving,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -97,6 +98,7 @@ def compare_policies(
     seed: int = 0,
     limit: int | None = None,
     cycle_interval_s: float = 60.0,
+    tick_s: float = 0.0,
     progress: Callable[[str], Callable[[float], None] | None] | None = None,
     failures: FailureOptions | None = None,
     variants: dict[str, Preset] | None = None,
@@ -113,6 +115,8 @@ def compare_policies(
         raise ValueError(f"unknown policy {unknown[0]!r}: expected one of {', '.join(presets)}")
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if not (0.0 <= tick_s < math.inf):
+        raise ValueError(f"tick {tick_s!r}: expected a number of seconds, 0 or more")
     if quotas is not None:
         check_quotas(fleet, quotas)
     selected = list(trace[:limit]) if limit is not None else list(trace)
@@ -137,6 +141,7 @@ def compare_policies(
             enforce_quotas=preset.quotas,
             seed=seed,
             cycle_interval_s=cycle_interval_s,
+            tick_s=tick_s,
             progress=bar,
             hooks=[
                 *([failures.hook(nodes, start_s=w0, until_s=w1)] if failures else []),
@@ -162,6 +167,7 @@ def compare_policies(
         "estimate": "exact" if estimate is None else estimate,
         "seed": seed,
         "cycle_interval_s": cycle_interval_s,
+        "tick_s": tick_s,
         "failures": None if failures is None else {"seed": failures.seed, "rate_scale": failures.rate_scale},
         "serving_deployments": [deployment.name for deployment in serving],
     }

@@ -2,7 +2,10 @@
 
 Time jumps from one event to the next: the next arrival, the next FleetState event (completion,
 time limit, end of a preemption grace, checkpoint), the next hook action, or the next periodic
-re-plan. A scheduling cycle (snapshot -> `schedule` -> `apply`) runs when something changed.
+re-plan. A scheduling cycle (snapshot -> `schedule` -> `apply`) runs when something changed: at
+that instant, or with `tick_s` as the live cycle plans, on ticks (every `tick_s` from the first
+submission: `FLEET_CYCLE_INTERVAL_S` x `FLEET_CLOCK_SPEED` of fleet time in the live fleet), so
+that what happens between two ticks is planned together at the next one.
 
 Two shortcuts keep long traces fast without changing any decision:
 - A cycle is skipped when the gate (`gate.CycleGate`) shows that its plan could start, preempt,
@@ -222,6 +225,7 @@ def run_simulation(
     hooks: Sequence[Hook] = (),
     seed: int = 0,
     cycle_interval_s: float = 60.0,
+    tick_s: float = 0.0,
     sample_every_s: float | None = None,
     checkpoint_events: bool = False,
     progress: Callable[[float], None] | None = None,
@@ -236,6 +240,7 @@ def run_simulation(
 
     `quotas` are what guarantee violations are measured against; `enforce_quotas=False` keeps the
     engine from seeing them (a baseline that ignores quotas, measured against the same guarantees).
+    `tick_s` > 0 runs cycles only on ticks (module docstring); 0 at every instant something changed.
     `skip_idle_cycles=False` runs every cycle the gate would skip (same results, slower).
     `record_estimates=False` never asks for explanations (estimate errors are then null). Estimates
     are recorded for every `estimate_every`-th job in submit order (None: every job of a trace of
@@ -298,12 +303,18 @@ def run_simulation(
             candidates.append(next_state)
         candidates.extend(t for t in (hook.next_time() for hook in hooks) if t is not None)
         replan_s = last_cycle + cycle_interval_s * 2**backoff
+        if tick_s > 0:  # cycles run on ticks only
+            replan_at = _next_tick(max(replan_s, now), w0, tick_s)
+            if changed:
+                candidates.append(_next_tick(now, w0, tick_s))
+        else:
+            replan_at = replan_s
         if not candidates and not changed:
             if not (state.pending and periodic and backoff < MAX_BACKOFF_EXPONENT):
                 break  # finished, or what is left can never start
-            candidates.append(replan_s)
+            candidates.append(replan_at)
         elif state.pending and periodic:
-            candidates.append(replan_s)
+            candidates.append(replan_at)
         now = max(now, min(candidates))
         loop.watchdog.turn(now)
         recorder.advance_to(now)
@@ -321,6 +332,8 @@ def run_simulation(
         due = bool(state.pending) and periodic and now >= replan_s
         if not (changed or again or due):
             continue
+        if tick_s > 0 and not again and now < _next_tick(now, w0, tick_s):
+            continue  # planned at the next tick, with whatever else happens until then
         gate = recorder.gate
         if gate is not None and not recorder.awaiting_estimate() and not gate.could_start():
             loop.skipped += 1
@@ -352,6 +365,11 @@ def run_simulation(
     return SimResult(
         policy_name, metrics, recorder.series, team_shares(recorder), tuple(sorted(by_job.values())), by_job
     )
+
+
+def _next_tick(now: float, w0: float, tick_s: float) -> float:
+    """The first tick (w0 + k x tick_s) at or after `now`."""
+    return w0 + math.ceil((now - w0) / tick_s - 1e-9) * tick_s
 
 
 def _submit(loop: _Loop, job: Job) -> None:
