@@ -244,7 +244,9 @@ class _Cycle(Reclaiming):
             deferred: list[int] | None = [] if self.ledger.any_headroom() else None
             end = self._scan(queue, range(start, len(queue)), priority, stop, deferred)
             if deferred and least_borrowed_first:
-                deferred.sort(key=lambda position: borrowed(queue[position].team, queue[position].accelerator))
+                teams = {(queue[position].team, queue[position].accelerator) for position in deferred}
+                of_team = {key: borrowed(*key) for key in teams}  # once per team, however many jobs wait
+                deferred.sort(key=lambda position: of_team[queue[position].team, queue[position].accelerator])
             if end < 0 or (deferred and self._scan(queue, deferred, priority, stop, None) < 0):
                 return
             start = end

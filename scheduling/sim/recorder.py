@@ -114,9 +114,12 @@ class Recorder:
         self.fit_meters: dict[Key, ViolationMeter] = {key: ViolationMeter() for key in self.guarantees}
         self.pending_sizes: dict[Key, dict[int, int]] = {}
         # What `advance_to` integrates per key, from `alloc`, `entitled`, `pending_gpus` and
-        # `pending_sizes`; None once one of them changed (`_rates`, `_unmet`).
+        # `pending_sizes`: the rates, None once one of them changed (`_rates`), and the unmet demand,
+        # recomputed for the keys whose allocation or queue changed (`_unmet`).
         self.rates: list[tuple[Key, float, int]] | None = None
         self.unmet: list[tuple[ViolationMeter, int, ViolationMeter, int]] | None = None
+        self.unmet_index = {key: index for index, key in enumerate(self.meters)}
+        self.unmet_changed: set[Key] = set()
         # Counts.
         self.preemptions = self.failures_evicted = self.starts = 0
         self.preemption_lost_gpu_s = self.failure_lost_gpu_s = 0.0
@@ -168,20 +171,26 @@ class Recorder:
         return [(key, entitled, self.alloc.get(key, 0)) for key, entitled in self.entitled.items()]
 
     def _unmet(self) -> list[tuple[ViolationMeter, int, ViolationMeter, int]]:
-        """`plain_unmet`, kept until allocations or the queue change."""
+        """`plain_unmet`, each key's entry kept until its allocation or queue changes."""
         if self.unmet is None:
             self.unmet = self.plain_unmet()
+        else:
+            for key in self.unmet_changed:
+                index = self.unmet_index.get(key)
+                if index is not None:
+                    self.unmet[index] = self._unmet_of(key)
+        self.unmet_changed.clear()
         return self.unmet
 
     def plain_unmet(self) -> list[tuple[ViolationMeter, int, ViolationMeter, int]]:
         """Per guaranteed key: its meter and the unmet demand within its unused guarantee (every
         pending GPU), then its fit meter and the demand of the pending jobs that fit whole."""
-        unmet = []
-        for key, meter in self.meters.items():
-            unused = max(0, self.guarantees[key] - self.alloc.get(key, 0))
-            demand = min(self.pending_gpus.get(key, 0), unused)
-            unmet.append((meter, demand, self.fit_meters[key], fitting_demand(self.pending_sizes.get(key, {}), unused)))
-        return unmet
+        return [self._unmet_of(key) for key in self.meters]
+
+    def _unmet_of(self, key: Key) -> tuple[ViolationMeter, int, ViolationMeter, int]:
+        unused = max(0, self.guarantees[key] - self.alloc.get(key, 0))
+        demand = min(self.pending_gpus.get(key, 0), unused)
+        return self.meters[key], demand, self.fit_meters[key], fitting_demand(self.pending_sizes.get(key, {}), unused)
 
     def _sample(self, start: float, end: float) -> None:
         series = self.series
@@ -228,7 +237,7 @@ class Recorder:
             sizes.pop(job.gpus, None)
         self.pending_count += sign
         self.demand_dirty = True
-        self.unmet = None
+        self.unmet_changed.add(key)
         if self.gate is not None:
             if sign > 0:
                 self.gate.queued(job)
@@ -240,7 +249,8 @@ class Recorder:
         self.alloc[key] = self.alloc.get(key, 0) + gpus
         self.alloc_total += gpus
         self.demand_dirty = True
-        self.rates = self.unmet = None
+        self.rates = None
+        self.unmet_changed.add(key)
         if self.gate is not None:
             self.gate.allocated(job.accelerator, gpus)
 
