@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
@@ -111,6 +112,8 @@ def test_the_results_page_puts_the_replay_beside_the_current_policy_with_its_cha
     assert b'id="simulation-results"' in page.content
     assert b'data-metric="utilisation"' in page.content and b'data-metric="jct_p99_s"' in page.content
     assert b"Current policy" in page.content
+    tick_s = settings.FLEET_CYCLE_INTERVAL_S * settings.FLEET_CLOCK_SPEED  # the live cycle's tick
+    assert f"once per tick of {tick_s:g} fleet seconds".encode() in page.content
     report = lead.get(f"/simulations/{team_simulation.pk}/report/")
     assert report.status_code == 200
     assert report["X-Frame-Options"] == "SAMEORIGIN"
