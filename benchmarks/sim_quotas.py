@@ -3,8 +3,8 @@
     python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
         [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
-        [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--tick SECONDS] [--quick]
-        > out.json
+        [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--split-teams N]
+        [--guarantee-skew FACTOR] [--tick SECONDS] [--quick] > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
 guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
@@ -33,6 +33,13 @@ Quick runs: `--quick` (the first 3,000 jobs, fleetline and easy, one case) takes
 minute; `--limit N` or `--window 20:10` (days 20 to 30) pick part of the trace, `--sample 0.5
 --seed 3` keeps a seeded half of the jobs (another workload of the same shape; the fleet is sized
 for it).
+
+Workloads of another shape, for a policy not to be tuned to this one: `--split-teams 5` splits the
+five teams that offer the most work in two each, by a hash of the job id (fifteen teams, each with a
+smaller guarantee, which fewer of its gangs fit); `--guarantee-skew 3` makes guarantees no longer
+proportional to demand: each team's is multiplied by a factor drawn log-uniformly between 1/3 and 3
+(seeded by `--seed`), the guarantees still adding up to the same total, so that some teams borrow
+all the time and others own more than they use.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import random
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling.engine import Policy  # noqa: E402
 from scheduling.engine.model import WITHIN_TEAM_ORDERS  # noqa: E402
-from scheduling.sim.fleet import Fleet  # noqa: E402
+from scheduling.sim.fleet import Fleet, QuotaSpec  # noqa: E402
 from scheduling.sim.metrics import CONTRACT_KEYS  # noqa: E402
 from scheduling.sim.progress import ProgressBar  # noqa: E402
 from scheduling.sim.runner import PRESETS, Preset, compare_policies  # noqa: E402
@@ -110,7 +118,36 @@ def select(trace: list[TraceJob], options: argparse.Namespace) -> list[TraceJob]
         trace = trace[: options.limit]
     if len(trace) < 2:
         raise SystemExit("the selection holds fewer than two jobs")
-    return trace
+    return split_teams(trace, options.split_teams)
+
+
+def split_teams(trace: list[TraceJob], count: int) -> list[TraceJob]:
+    """The `count` teams offering the most GPU-seconds split in two (`team-a`, `team-b`) by a hash of
+    the job id: the same jobs, more and smaller teams."""
+    demand: dict[str, float] = {}
+    for job in trace:
+        demand[job.team] = demand.get(job.team, 0.0) + job.gpus * job.duration_s
+    split = set(sorted(demand, key=lambda team: (-demand[team], team))[:count])
+    return [
+        replace(job, team=f"{job.team}-{'ab'[zlib.crc32(job.job_id.encode()) % 2]}") if job.team in split else job
+        for job in trace
+    ]
+
+
+def skewed(quotas: QuotaSpec, factor: float, seed: int) -> QuotaSpec:
+    """Each guarantee multiplied by a factor drawn log-uniformly in [1/factor, factor] (seeded), the
+    total kept (each rounded down to whole GPUs), borrowing up to the whole fleet as before."""
+    if factor <= 1.0:
+        return quotas
+    rng = random.Random(f"{seed}:guarantee-skew")
+    weights = [quota.guaranteed * factor ** rng.uniform(-1.0, 1.0) for quota in quotas.quotas]
+    total, drawn = sum(quota.guaranteed for quota in quotas.quotas), sum(weights) or 1.0
+    changed = []
+    for quota, weight in zip(quotas.quotas, weights, strict=True):
+        guaranteed = int(total * weight / drawn)
+        capacity = quota.guaranteed + quota.borrow_limit
+        changed.append(replace(quota, guaranteed=guaranteed, borrow_limit=capacity - guaranteed))
+    return replace(quotas, quotas=tuple(changed))
 
 
 def shaped(trace: list[TraceJob], checkpoint_s: float | None, estimate: str, seed: int) -> list[TraceJob]:
@@ -177,6 +214,7 @@ def run_case(
 ) -> dict[str, Any]:
     fleet = fleet_for_load(trace, load)
     quotas = quotas_by_demand(trace, fleet, guaranteed_share=GUARANTEED_SHARE)
+    quotas = skewed(quotas, options.guarantee_skew, options.seed)
     jobs = shaped(trace, CHECKPOINTS[checkpoint], estimate, options.seed)
     factor = None if estimate == "exact" or estimate.startswith(NOISY_PREFIX) else float(estimate)
     extra = variants(options.order or [], options.reclaim_share or [])
@@ -305,6 +343,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", help="START_DAY:DAYS of the merged trace")
     parser.add_argument("--sample", type=float, default=1.0, help="keep this fraction of the jobs (seeded)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split-teams", type=int, default=0, help="split the N teams offering the most work in two")
+    parser.add_argument(
+        "--guarantee-skew", type=float, default=1.0, help="guarantees times a seeded factor in [1/F, F], same total"
+    )
     parser.add_argument(
         "--tick", type=float, default=TICK_S, help="plan on ticks of this many fleet seconds (0: at every event)"
     )
@@ -316,6 +358,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         options.checkpoint = options.checkpoint or ["none"]
         options.estimate = options.estimate or ["exact"]
         options.policy = options.policy or ["easy", "fleetline"]
+    if options.split_teams < 0:
+        parser.error(f"--split-teams {options.split_teams}: a number of teams, 0 or more")
+    if not 1.0 <= options.guarantee_skew < math.inf:
+        parser.error(f"--guarantee-skew {options.guarantee_skew}: a factor of at least 1")
     if not 0.0 <= options.tick < math.inf:
         parser.error(f"--tick {options.tick}: a number of seconds, 0 or more")
     for estimate in options.estimate or ():
@@ -352,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             "window": options.window,
             "sample": options.sample,
             "seed": options.seed,
+            "split_teams": options.split_teams,
+            "guarantee_skew": options.guarantee_skew,
             "tick_s": options.tick,
             "guaranteed_share": GUARANTEED_SHARE,
             "contract_keys": list(CONTRACT_KEYS),

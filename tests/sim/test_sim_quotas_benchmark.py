@@ -53,3 +53,36 @@ def test_quick_runs_replay_easy_and_fleetline_on_one_case_of_the_first_3000_jobs
     options = bench.parse(["--quick"])
     assert (options.limit, options.load, options.checkpoint, options.estimate) == (3000, [1.07], ["none"], ["exact"])
     assert options.policy == ["easy", "fleetline"]
+
+
+def test_splitting_teams_splits_the_ones_offering_most_work_in_two_keeping_every_job(bench) -> None:
+    trace = [
+        TraceJob(f"j{i}", float(i), 100.0, gpus, team) for i, (gpus, team) in enumerate([(8, "big"), (1, "small")] * 50)
+    ]
+    split = bench.select(trace, bench.parse(["--split-teams", "1"]))
+    assert [job.job_id for job in split] == [job.job_id for job in trace]
+    assert {job.team for job in split} == {"big-a", "big-b", "small"}
+    assert all(job.team.startswith("big") == (job.gpus == 8) for job in split)
+    assert split == bench.select(trace, bench.parse(["--split-teams", "1"]))
+    assert bench.select(trace, bench.parse([])) == trace
+
+
+def test_skewed_guarantees_keep_their_total_and_each_team_the_whole_fleet_to_borrow(bench) -> None:
+    from scheduling.engine.model import Quota
+    from scheduling.sim.fleet import QuotaSpec
+
+    quotas = QuotaSpec(tuple(Quota(f"t{i}", "gpu", 90, 1000 - 90) for i in range(10)), ())
+    skewed = bench.skewed(quotas, 3.0, seed=1)
+    guaranteed = [quota.guaranteed for quota in skewed.quotas]
+    assert 900 - len(guaranteed) < sum(guaranteed) <= 900
+    assert 1 < max(guaranteed) / min(guaranteed) <= 9.5  # each drawn within 3x either way
+    assert all(quota.guaranteed + quota.borrow_limit == 1000 for quota in skewed.quotas)
+    assert bench.skewed(quotas, 3.0, seed=1) == skewed and bench.skewed(quotas, 3.0, seed=2) != skewed
+    assert bench.skewed(quotas, 1.0, seed=1) == quotas
+
+
+@pytest.mark.parametrize("argv", [["--split-teams", "-1"], ["--guarantee-skew", "0.5"], ["--guarantee-skew", "inf"]])
+def test_workload_shapes_out_of_range_are_refused(bench, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        bench.parse(argv)
+    assert refused.value.code == 2
