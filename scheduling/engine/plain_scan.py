@@ -28,7 +28,7 @@ def schedule_plain_scan(snapshot: Snapshot, now: float) -> Plan:
 class _PlainScanCycle(_Cycle):
     def _consider_all(self, queue: list[Job]) -> None:
         """Within each priority level, the jobs within their guarantee first, then the borrowers
-        (those of teams that borrow less first, with `Policy.least_borrowed_first`, when some team
+        (in `QuotaLedger.borrowers_rank` order with `Policy.least_borrowed_first`, when some team
         had guarantee left as the level began)."""
         deferred: list[tuple[int, Job]] = []
         priority, headroom = None, False
@@ -42,7 +42,7 @@ class _PlainScanCycle(_Cycle):
 
     def _consider_borrowers(self, deferred: list[tuple[int, Job]], headroom: bool) -> None:
         if headroom and self.policy.least_borrowed_first:
-            deferred.sort(key=lambda waiting: self.ledger.borrowed(waiting[1].team, waiting[1].accelerator))
+            deferred.sort(key=lambda waiting: self.ledger.borrowers_rank(waiting[1]))
         for waiting in deferred:
             self._consider(*waiting)
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .model import Quota, Running, Team
+from .model import Job, Quota, Running, Team
 from .plan import REASON_CAPACITY, REASON_GUARANTEE, REASON_QUOTA
 
 
@@ -163,6 +163,20 @@ class QuotaLedger:
         """GPUs `team` uses beyond its guarantee of `accelerator`."""
         return self._ledger(accelerator).account(team).borrowed()
 
+    def guarantee_left(self, team: str, accelerator: str) -> int:
+        """GPUs of its guarantee of `accelerator` that `team` does not use."""
+        account = self._ledger(accelerator).account(team)
+        return max(0, account.guaranteed - account.used)
+
+    def borrowers_rank(self, job: Job) -> tuple[int, float]:
+        """Where `job` goes among the jobs that would borrow, with `Policy.least_borrowed_first`:
+        first the teams that borrow the fewest GPUs of its accelerator (a team below its guarantee
+        borrows none), then, among equals, the larger share of its size within what is left of its
+        team's guarantee (its plain definition; the queue scan looks each team up once)."""
+        return borrowers_rank(
+            self.borrowed(job.team, job.accelerator), self.guarantee_left(job.team, job.accelerator), job.gpus
+        )
+
     def limit(self, team: str, accelerator: str) -> float:
         return self._ledger(accelerator).account(team).limit
 
@@ -245,3 +259,11 @@ class QuotaLedger:
     def release(self, team: str, accelerator: str, gpus: int) -> None:
         self.version += 1
         self._ledger(accelerator).change(team, -gpus)
+
+
+def borrowers_rank(borrowed: int, guarantee_left: int, gpus: int) -> tuple[int, float]:
+    """`QuotaLedger.borrowers_rank` from its parts: fewest GPUs borrowed by the team first, then the
+    largest share of the job's `gpus` within its team's `guarantee_left`. A gang that is mostly
+    owed goes before one of a team with a sliver of guarantee left: the unmet guarantee counts for
+    as long as either waits, and a smaller gang collects its GPUs sooner."""
+    return borrowed, -guarantee_left / gpus if gpus > 0 else 0.0

@@ -268,14 +268,15 @@ class _ReferenceCycle:
     def consider_level(self, level: list[tuple[int, Job]]) -> None:
         """Within a priority class, while some team has guarantee left as the class begins, jobs that
         fit their team's guarantee go first and those that would borrow after them, in order (with
-        `least_borrowed_first`, those of the teams that borrow fewer GPUs first)."""
+        `least_borrowed_first`, those of the teams that borrow fewer GPUs first, then those with more
+        of their size within what is left of their team's guarantee)."""
         if not self.ledger.any_headroom():
             for position, job in level:
                 self.consider(position, job, defer=False)
             return
         deferred = [(position, job) for position, job in level if not self.consider(position, job, defer=True)]
-        if self.policy.least_borrowed_first:  # the borrowers of teams that borrow less first
-            deferred.sort(key=lambda waiting: self.ledger.borrowed(waiting[1].team, waiting[1].accelerator))
+        if self.policy.least_borrowed_first:  # the borrowers of teams that borrow less first, then the most owed
+            deferred.sort(key=lambda waiting: self.ledger.borrowers_rank(waiting[1]))
         for position, job in deferred:
             self.consider(position, job, defer=False)
 

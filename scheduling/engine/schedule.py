@@ -128,7 +128,7 @@ from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
 from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
-from .quota import Admission, QuotaLedger
+from .quota import Admission, QuotaLedger, borrowers_rank
 from .reclaim import Reclaiming
 
 
@@ -234,22 +234,35 @@ class _Cycle(Reclaiming):
         preemption, and the owner has to reclaim them again, forever. When no team has guarantee
         left as a level begins (on a busy fleet, or when nobody is guaranteed anything), every job
         of it would borrow, and the level is taken in order in one pass. With
-        `Policy.least_borrowed_first`, the borrowers of teams that borrow less go first."""
+        `Policy.least_borrowed_first`, the borrowers of teams that borrow less go first, and among
+        equals those with more of their size within their team's guarantee
+        (`QuotaLedger.borrowers_rank`)."""
         # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
-        borrowed, least_borrowed_first = self.ledger.borrowed, self.policy.least_borrowed_first
+        least_borrowed_first = self.policy.least_borrowed_first
         start = 0
         while start < len(queue):
             priority = queue[start].priority
             deferred: list[int] | None = [] if self.ledger.any_headroom() else None
             end = self._scan(queue, range(start, len(queue)), priority, stop, deferred)
             if deferred and least_borrowed_first:
-                teams = {(queue[position].team, queue[position].accelerator) for position in deferred}
-                of_team = {key: borrowed(*key) for key in teams}  # once per team, however many jobs wait
-                deferred.sort(key=lambda position: of_team[queue[position].team, queue[position].accelerator])
+                self._rank_borrowers(queue, deferred)
             if end < 0 or (deferred and self._scan(queue, deferred, priority, stop, None) < 0):
                 return
             start = end
+
+    def _rank_borrowers(self, queue: list[Job], deferred: list[int]) -> None:
+        """Sort the put-off positions of `queue` by `QuotaLedger.borrowers_rank` (fast path: each
+        team looked up once, however many of its jobs wait; plain: per job, as the reference sorts)."""
+        ledger = self.ledger
+        keys = {(queue[position].team, queue[position].accelerator) for position in deferred}
+        of_team = {key: (ledger.borrowed(*key), ledger.guarantee_left(*key)) for key in keys}
+
+        def rank(position: int) -> tuple[int, float]:
+            job = queue[position]
+            return borrowers_rank(*of_team[job.team, job.accelerator], job.gpus)
+
+        deferred.sort(key=rank)
 
     def _scan(
         self, queue: list[Job], positions: Iterable[int], priority: int, stop: int, deferred: list[int] | None

@@ -153,3 +153,19 @@ def test_an_owner_whose_unused_guarantee_is_lent_out_is_admitted_only_once_the_l
     assert ledger.refusal("alpha", "a100", 8, free_gpus=16) == "capacity"  # reclaiming the loans helps
     ledger.release("gamma", "a100", 8)
     assert ledger.admit("alpha", "a100", 8) is not None
+
+
+@pytest.mark.parametrize(("least_borrowed_first", "starts"), [(False, "sliver"), (True, "owed")])
+def test_among_teams_that_borrow_nothing_the_job_mostly_within_its_guarantee_goes_first(
+    least_borrowed_first: bool, starts: str
+) -> None:
+    # 16 GPUs: gamma runs on its own 8; alpha (6 guaranteed) and beta (2) use nothing and each wait
+    # with an 8-GPU job that would borrow the rest. One node is free, for one of them: alpha's job
+    # is three quarters within its guarantee, beta's one quarter, though beta's is first in the queue.
+    scenario = Scenario(fleet("1x1x2x8")).policy(least_borrowed_first=least_borrowed_first, preemption=False)
+    scenario.quotas(quota("alpha", 6, 16), quota("beta", 2, 16), quota("gamma", 8, 16))
+    scenario.with_running(running(job("own", 8, team="gamma"), on="p0-r0-n0"))
+    plan = scenario.pending(job("sliver", 8, team="beta", submit_s=0), job("owed", 8, submit_s=5)).plan()
+
+    assert set(started(plan)) == {starts}
+    assert plan.starts()[0].borrowing is True
