@@ -4,7 +4,7 @@
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
         [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
         [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--split-teams N]
-        [--guarantee-skew FACTOR] [--tick SECONDS] [--quick] > out.json
+        [--guarantee-skew FACTOR] [--priority-share SHARE] [--tick SECONDS] [--quick] > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
 guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
@@ -39,7 +39,10 @@ five teams that offer the most work in two each, by a hash of the job id (fiftee
 smaller guarantee, which fewer of its gangs fit); `--guarantee-skew 3` makes guarantees no longer
 proportional to demand: each team's is multiplied by a factor drawn log-uniformly between 1/3 and 3
 (seeded by `--seed`), the guarantees still adding up to the same total, so that some teams borrow
-all the time and others own more than they use.
+all the time and others own more than they use. `--priority-share 0.2` puts a seeded fifth of the
+jobs in a higher priority class (priority 10, the rest 0), which may preempt the others: each
+policy's results then also hold the mean and p99 JCT of those jobs (`jct_mean_s_high`,
+`jct_p99_s_high`).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduling.engine import Policy  # noqa: E402
 from scheduling.engine.model import WITHIN_TEAM_ORDERS  # noqa: E402
 from scheduling.sim.fleet import Fleet, QuotaSpec  # noqa: E402
+from scheduling.sim.formulas import mean, percentile  # noqa: E402
 from scheduling.sim.metrics import CONTRACT_KEYS  # noqa: E402
 from scheduling.sim.progress import ProgressBar  # noqa: E402
 from scheduling.sim.runner import PRESETS, Preset, compare_policies  # noqa: E402
@@ -76,6 +80,7 @@ CHECKPOINTS = {"none": None, "30m": 1800.0}
 ESTIMATES = ("exact", "2")
 POLICIES = ("fifo", "easy", "fleetline", "sjf-oracle")
 GUARANTEED_SHARE = 0.9
+HIGH_PRIORITY = 10  # the priority of the jobs `--priority-share` picks (the others keep 0)
 NOISY_PREFIX = "noisy"
 QUICK_LIMIT = 3000
 TICK_S = 60.0  # the live cycle's tick in fleet time at its default settings
@@ -90,6 +95,8 @@ TABLE = (
     ("jct_mean_s", "JCT h", 3600.0, "{:.2f}"),
     ("jct_p99_s", "p99 h", 3600.0, "{:.1f}"),
     ("wait_mean_s", "wait h", 3600.0, "{:.2f}"),
+    ("jct_mean_s_high", "hi JCT h", 3600.0, "{:.2f}"),
+    ("jct_p99_s_high", "hi p99 h", 3600.0, "{:.1f}"),
     ("jain_fairness", "Jain", 1.0, "{:.3f}"),
     ("preemptions", "preempt", 1.0, "{:.0f}"),
     ("preemption_lost_gpu_hours", "lost GPU-h", 1.0, "{:.0f}"),
@@ -118,7 +125,7 @@ def select(trace: list[TraceJob], options: argparse.Namespace) -> list[TraceJob]
         trace = trace[: options.limit]
     if len(trace) < 2:
         raise SystemExit("the selection holds fewer than two jobs")
-    return split_teams(trace, options.split_teams)
+    return prioritised(split_teams(trace, options.split_teams), options.priority_share, options.seed)
 
 
 def split_teams(trace: list[TraceJob], count: int) -> list[TraceJob]:
@@ -132,6 +139,22 @@ def split_teams(trace: list[TraceJob], count: int) -> list[TraceJob]:
         replace(job, team=f"{job.team}-{'ab'[zlib.crc32(job.job_id.encode()) % 2]}") if job.team in split else job
         for job in trace
     ]
+
+
+def prioritised(trace: list[TraceJob], share: float, seed: int) -> list[TraceJob]:
+    """A seeded `share` of the jobs in the higher priority class (`HIGH_PRIORITY`)."""
+    if share <= 0.0:
+        return trace
+    rng = random.Random(f"{seed}:priority")
+    return [replace(job, priority=HIGH_PRIORITY) if rng.random() < share else job for job in trace]
+
+
+def high_priority_jct(jobs: list[TraceJob], jct_by_job: dict[str, float]) -> dict[str, float | None]:
+    """Mean and p99 JCT of the jobs of the higher priority class (None without any)."""
+    jcts = [jct_by_job[job.job_id] for job in jobs if job.priority == HIGH_PRIORITY and job.job_id in jct_by_job]
+    if not jcts:
+        return {}
+    return {"jct_mean_s_high": mean(jcts), "jct_p99_s_high": percentile(jcts, 99)}
 
 
 def skewed(quotas: QuotaSpec, factor: float, seed: int) -> QuotaSpec:
@@ -242,7 +265,9 @@ def run_case(
             continue
         meta = comparison.meta
         # CPU time as well as wall time: on a shared box the wall time of a replay varies with the load.
-        results.append({**comparison.results[0].metrics, "replay_cpu_s": time.process_time() - cpu_start})
+        cpu_s = time.process_time() - cpu_start
+        result = comparison.results[0]
+        results.append({**result.metrics, **high_priority_jct(jobs, result.jct_by_job), "replay_cpu_s": cpu_s})
     return {
         "case": f"load {load:g}, checkpoints {checkpoint}, estimate {estimate}",
         "load": load,
@@ -348,6 +373,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--guarantee-skew", type=float, default=1.0, help="guarantees times a seeded factor in [1/F, F], same total"
     )
     parser.add_argument(
+        "--priority-share", type=float, default=0.0, help=f"this share of the jobs at priority {HIGH_PRIORITY}"
+    )
+    parser.add_argument(
         "--tick", type=float, default=TICK_S, help="plan on ticks of this many fleet seconds (0: at every event)"
     )
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_LIMIT} jobs, easy and fleetline, one case")
@@ -362,6 +390,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--split-teams {options.split_teams}: a number of teams, 0 or more")
     if not 1.0 <= options.guarantee_skew < math.inf:
         parser.error(f"--guarantee-skew {options.guarantee_skew}: a factor of at least 1")
+    if not 0.0 <= options.priority_share <= 1.0:
+        parser.error(f"--priority-share {options.priority_share}: a share between 0 and 1")
     if not 0.0 <= options.tick < math.inf:
         parser.error(f"--tick {options.tick}: a number of seconds, 0 or more")
     for estimate in options.estimate or ():
@@ -400,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": options.seed,
             "split_teams": options.split_teams,
             "guarantee_skew": options.guarantee_skew,
+            "priority_share": options.priority_share,
             "tick_s": options.tick,
             "guaranteed_share": GUARANTEED_SHARE,
             "contract_keys": list(CONTRACT_KEYS),

@@ -81,8 +81,30 @@ def test_skewed_guarantees_keep_their_total_and_each_team_the_whole_fleet_to_bor
     assert bench.skewed(quotas, 1.0, seed=1) == quotas
 
 
-@pytest.mark.parametrize("argv", [["--split-teams", "-1"], ["--guarantee-skew", "0.5"], ["--guarantee-skew", "inf"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--split-teams", "-1"], ["--guarantee-skew", "0.5"], ["--guarantee-skew", "inf"], ["--priority-share", "1.5"]],
+)
 def test_workload_shapes_out_of_range_are_refused(bench, argv: list[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         bench.parse(argv)
     assert refused.value.code == 2
+
+
+def test_a_priority_share_puts_a_seeded_share_of_the_jobs_in_the_higher_class(bench) -> None:
+    picked = bench.select(TRACE, bench.parse(["--priority-share", "0.25", "--seed", "1"]))
+    high = [job.job_id for job in picked if job.priority == bench.HIGH_PRIORITY]
+    assert 60 < len(high) < 140 and {job.priority for job in picked} == {0, bench.HIGH_PRIORITY}
+    assert high == [
+        job.job_id
+        for job in bench.select(TRACE, bench.parse(["--priority-share", "0.25", "--seed", "1"]))
+        if job.priority
+    ]
+    assert bench.select(TRACE, bench.parse([])) == TRACE
+
+
+def test_the_higher_class_jct_is_of_its_finished_jobs_only(bench) -> None:
+    jobs = [TraceJob("a", 0.0, 10.0, 1, "t", priority=bench.HIGH_PRIORITY), TraceJob("b", 0.0, 10.0, 1, "t")]
+    jobs.append(TraceJob("c", 0.0, 10.0, 1, "t", priority=bench.HIGH_PRIORITY))
+    assert bench.high_priority_jct(jobs, {"a": 100.0, "b": 5.0}) == {"jct_mean_s_high": 100.0, "jct_p99_s_high": 100.0}
+    assert bench.high_priority_jct(jobs[1:2], {"b": 5.0}) == {}
