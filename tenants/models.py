@@ -239,8 +239,9 @@ class FleetPolicy(models.Model):
         default=ENGINE_DEFAULTS.reclaim_after_s,
         validators=[MinValueValidator(0.0)],
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves; "
-        "once it has waited this long, any cost pays (taking back another team's loans with a bound on the "
-        "credit below: that many times all it has waited). Empty: only when it pays.",
+        "once it has waited this long, all it has waited counts as saved (taking back another team's loans: "
+        "any cost pays, or with a bound on the credit below, that many times all it has waited). Empty: only "
+        "the wait to its natural start.",
     )
     reclaim_wait_credit = models.FloatField(
         null=True,

@@ -141,7 +141,10 @@ class Policy:
     # Eviction only when it pays (see `reclaim.credited_wait_s`): the work it destroys must be worth
     # less than the wait it saves the preemptor. A reclaim of loans is credited no more than the
     # preemptor has already waited (rent or buy: limits overstate waits); once it has waited this
-    # long, all of that wait (None: never by age). An eviction by priority pays any cost past it.
+    # long, all of that wait (None: never by age). An eviction by priority is credited the wait to
+    # its natural start, and past this bound all it has waited (rent or buy): with any cost paid
+    # past it, a fifth of the jobs at a higher priority lost 3.0 % of capacity at load 1.07 without
+    # checkpoints (benchmarks/README.md, "Evictions by priority priced as rent or buy").
     # Chosen on benchmarks/sim_quotas.py, days 20-30, load 1.07, no checkpoints (lost GPU-h as a
     # share of capacity x window / guarantee violation GPU-h, easy 4,500), when any cost paid past
     # it: 300 s 3.2 % / 5,557; 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637.

@@ -19,8 +19,9 @@ The plain rule (`eviction_pays`): an eviction pays when the preemptor could not 
 without it, and either it destroys nothing (shrinks only), or the preemptor is serving (its wait
 costs a service, not GPU-seconds), or its cost is smaller than the wait it is credited with
 (`credited_wait_s`): for an eviction by priority (every victim of lower priority) the wait to the
-natural start, or any cost once the preemptor has waited `Policy.reclaim_after_s`; for a reclaim
-of loans the same, unless `reclaim_wait_credit` bounds the credit by the wait so far (rent or buy).
+natural start, or all it has waited once it has waited `Policy.reclaim_after_s` (rent or buy);
+for a reclaim of loans the same, but any cost past that bound unless `reclaim_wait_credit` bounds
+the credit by the wait so far.
 A victim that would end by the end of the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
@@ -115,7 +116,9 @@ def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, poli
     `natural_s`; inf: any cost pays).
 
     Victims all of lower priority (`terms.outranks`): the wait to its natural start, or, once it
-    has waited `reclaim_after_s` (when `terms.by_age`), any cost.
+    has waited `reclaim_after_s` (when `terms.by_age`), all it has waited, wherever its natural
+    start (rent or buy, as below: a higher-priority gang that waited two hours may destroy two
+    hours of its size, not a day's work of a big job without checkpoints).
 
     Otherwise (a reclaim of loans): the wait to its natural start, but no more than
     `Policy.reclaim_wait_credit` times what it has already waited (None: no such bound); once it has
@@ -133,7 +136,7 @@ def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, poli
     to_natural_s = natural_s - start_s
     past_bound = waited_past_bound(job, now, policy, terms.by_age)
     if terms.outranks:
-        return math.inf if past_bound else to_natural_s
+        return max(0.0, now - job.submit_s) if past_bound else to_natural_s
     factor = policy.reclaim_wait_credit
     if factor is None:
         return math.inf if past_bound else max(0.0, to_natural_s)

@@ -318,6 +318,31 @@ def test_an_eviction_never_pays_when_the_preemptor_would_start_as_soon_without_i
     handover=st.sampled_from((0.0, 30.0)),
     natural=st.floats(0.0, 1e6) | st.just(math.inf),
     waited=st.floats(0.0, 1e5),
+    bound=st.none() | st.floats(0.0, 1e5),
+)
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_eviction_by_priority_is_credited_the_wait_to_its_natural_start_then_all_it_has_waited(
+    cost: float, handover: float, natural: float, waited: float, bound: float | None
+) -> None:
+    now = 0.0
+    preemptor = job("p", 8, submit_s=now - waited)
+    policy = Policy(reclaim_after_s=bound)
+    pays = eviction_pays(preemptor, 8, cost, handover, now + natural, now, policy, Terms(True, True))
+
+    if natural <= handover:
+        assert not pays
+    elif bound is not None and waited >= bound:
+        # Rent or buy past the bound, wherever the natural start: never any cost.
+        assert pays == (cost <= 0.0 or cost < 8 * waited)
+    else:
+        assert pays == (cost <= 0.0 or cost < 8 * (natural - handover))
+
+
+@given(
+    cost=st.floats(0.0, 1e7),
+    handover=st.sampled_from((0.0, 30.0)),
+    natural=st.floats(0.0, 1e6) | st.just(math.inf),
+    waited=st.floats(0.0, 1e5),
     pricing=st.tuples(st.none() | st.floats(0.0, 1e5), st.none() | st.sampled_from((0.0, 1.0, 4.0))),
     kind=st.sampled_from(("training", "serving")),
     gpus=st.sampled_from((1, 8, 24)),
