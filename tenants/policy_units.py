@@ -115,8 +115,10 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
     PolicyField(
         "reclaim_after_s",
         "Evict anyway after waiting",
-        "A job evicts running work only when the work lost is worth less than the wait it saves, or once it "
-        "has waited this long. Empty: only when it pays.",
+        "A job evicts running work only when the work lost is worth less than the wait it saves. Once it has "
+        "waited this long, taking back another team's loans it evicts anyway (or, with the credit below, "
+        "for that many times all it has waited), and a job of higher priority counts all it has waited as "
+        "saved. Empty: only the wait to its natural start counts.",
         HOURS,
     ),
     PolicyField(
