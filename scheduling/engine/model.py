@@ -248,7 +248,8 @@ class Policy:
     # easy's, with them 10 -> 9 % / 13 -> 11 %) and mean JCT at load 1.07 by 0.4-1.3 h; on three
     # held-out half samples mean JCT 12.8-13.2 -> 11.2-11.5 h, violation 27-34 -> 24-28 %; with the
     # five biggest teams split in two (fifteen teams) 25.8 -> 24.2 % and 14.2 -> 11.2 h. With noisy
-    # limits at load 1.07 the violation rose, 20 -> 25.5 %, and mean JCT fell 12.8 -> 10.8 h.
+    # limits at load 1.07 the violation rose, 20 -> 25.5 %, and mean JCT fell 12.8 -> 10.8 h (with
+    # another draw of the noise it fell, 25 -> 19 %).
     least_borrowed_first: bool = True
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
