@@ -162,7 +162,7 @@ class Memo:
     owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict)
     # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.
     candidates: dict[str, Victims] = field(default_factory=dict)
-    # Accelerators where no job left in the queue may take anything (priorities only fall along it).
+    # Accelerators where no job left in the pass may take anything (priorities only fall along it).
     victimless: set[str] = field(default_factory=set)
     # Accelerators with no preemption or reservation attempt left (`_Cycle._settled`).
     settled: set[str] = field(default_factory=set)
@@ -170,6 +170,13 @@ class Memo:
     def invalidate(self) -> None:
         """The working state changed: every answer found so far may be wrong now."""
         self.generation += 1
+
+    def new_pass(self) -> None:
+        """A pass over jobs of higher priority than the last one's lowest begins (the borrowers'
+        after the owners' of every class): `victimless` and what it settled held only for the
+        priorities seen so far."""
+        self.victimless.clear()
+        self.settled.clear()
 
 
 @dataclass(slots=True)

@@ -228,11 +228,13 @@ class Policy:
     # of three held-out samples it loses more than 1 % of capacity to preemption (README,
     # "Borrowers of the teams that borrow least first").
     queue_order: str = "fair_share"
-    # Within a priority class, while some team has guarantee left, the jobs within their team's
-    # guarantee go first and the borrowers after them; with this, the borrowers of the teams that
-    # borrow the fewest GPUs of the accelerator as that pass begins go first (a team within its
-    # guarantee borrows none), each team's in queue order (as Kueue's fair sharing admits the
-    # queue with the lowest share of the borrowed capacity first); off: in queue order.
+    # While some team has guarantee left, the jobs within their team's guarantee go first, whatever
+    # their priority class, and the borrowers after them by class (as Kueue admits within nominal
+    # quota before borrowing; README, "Owners of every class before borrowers of any"); with this,
+    # within a class the borrowers of the teams that borrow the fewest GPUs of the accelerator as
+    # that pass begins go first (a team within its guarantee borrows none), each team's in queue
+    # order (as Kueue's fair sharing admits the queue with the lowest share of the borrowed capacity
+    # first); off: in queue order.
     # On, chosen on benchmarks/sim_quotas.py (README, "Borrowers of the teams that borrow least
     # first"): on the full trace the guarantee violation fell to 0.2-21 % of easy's in all eight
     # cases (from 1.4-36 %; at load 1.07 without checkpoints 35 -> 20 % exact, 36 -> 21 % x2), mean

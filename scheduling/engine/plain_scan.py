@@ -27,22 +27,19 @@ def schedule_plain_scan(snapshot: Snapshot, now: float) -> Plan:
 
 class _PlainScanCycle(_Cycle):
     def _consider_all(self, queue: list[Job]) -> None:
-        """Within each priority level, the jobs within their guarantee first, then the borrowers
-        (in `QuotaLedger.borrowers_rank` order with `Policy.least_borrowed_first`, when some team
-        had guarantee left as the level began)."""
-        deferred: list[tuple[int, Job]] = []
-        priority, headroom = None, False
-        for position, job in enumerate(queue):
-            if job.priority != priority:
-                self._consider_borrowers(deferred, headroom)
-                deferred, priority, headroom = [], job.priority, self.ledger.any_headroom()
-            if not self._consider(position, job, defer_borrowers=True):
-                deferred.append((position, job))
-        self._consider_borrowers(deferred, headroom)
-
-    def _consider_borrowers(self, deferred: list[tuple[int, Job]], headroom: bool) -> None:
-        if headroom and self.policy.least_borrowed_first:
-            deferred.sort(key=lambda waiting: self.ledger.borrowers_rank(waiting[1]))
+        """The jobs within their guarantee first, whatever their class, then the borrowers by class
+        (and `QuotaLedger.borrowers_rank` with `Policy.least_borrowed_first`), when some team had
+        guarantee left as the cycle began; otherwise every job in queue order."""
+        headroom = self.ledger.any_headroom()
+        deferred = [
+            (position, job)
+            for position, job in enumerate(queue)
+            if not self._consider(position, job, defer_borrowers=headroom)
+        ]
+        if self.policy.least_borrowed_first:
+            deferred.sort(key=lambda waiting: (-waiting[1].priority, *self.ledger.borrowers_rank(waiting[1])))
+        if deferred and queue[0].priority != queue[-1].priority:
+            self.memo.new_pass()
         for waiting in deferred:
             self._consider(*waiting)
 

@@ -129,26 +129,13 @@ def schedule_reference(snapshot: Snapshot, now: float, *, explain: bool = True) 
     queue = cycle.queue()
     if not snapshot.policy.topology_aware:
         cycle.keep_domains_for_gangs(queue)
-    for level in _priority_levels(queue):
-        cycle.consider_level(level)
+    cycle.consider_all(list(enumerate(queue)))
     if snapshot.policy.elastic:
         cycle.grow()
     if not explain:
         topology = [job for position, job in enumerate(queue) if cycle.reasons.get(position) == REASON_TOPOLOGY]
         return Plan(tuple(cycle.actions), tuple(PendingStatus(job.id, REASON_TOPOLOGY, None) for job in topology))
     return Plan(tuple(cycle.actions), cycle.explain(queue))
-
-
-def _priority_levels(queue: list[Job]) -> Iterator[list[tuple[int, Job]]]:
-    """The queue's positions and jobs, one priority class at a time (classes are contiguous)."""
-    level: list[tuple[int, Job]] = []
-    for position, job in enumerate(queue):
-        if level and level[0][1].priority != job.priority:
-            yield level
-            level = []
-        level.append((position, job))
-    if level:
-        yield level
 
 
 @dataclass(slots=True)
@@ -265,18 +252,19 @@ class _ReferenceCycle:
 
     # Step 4 ------------------------------------------------------------------------------------
 
-    def consider_level(self, level: list[tuple[int, Job]]) -> None:
-        """Within a priority class, while some team has guarantee left as the class begins, jobs that
-        fit their team's guarantee go first and those that would borrow after them, in order (with
-        `least_borrowed_first`, those of the teams that borrow fewer GPUs first, then those with more
-        of their size within what is left of their team's guarantee)."""
+    def consider_all(self, queue: list[tuple[int, Job]]) -> None:
+        """While some team has guarantee left as the cycle begins, jobs that fit their team's
+        guarantee go first, whatever their class, and those that would borrow after them, by class
+        in queue order (with `least_borrowed_first`, within a class those of the teams that borrow
+        fewer GPUs first, then those with more of their size within what is left of their team's
+        guarantee); otherwise every job in queue order."""
         if not self.ledger.any_headroom():
-            for position, job in level:
+            for position, job in queue:
                 self.consider(position, job, defer=False)
             return
-        deferred = [(position, job) for position, job in level if not self.consider(position, job, defer=True)]
-        if self.policy.least_borrowed_first:  # the borrowers of teams that borrow less first, then the most owed
-            deferred.sort(key=lambda waiting: self.ledger.borrowers_rank(waiting[1]))
+        deferred = [(position, job) for position, job in queue if not self.consider(position, job, defer=True)]
+        if self.policy.least_borrowed_first:  # by class, then the teams that borrow less, then the most owed
+            deferred.sort(key=lambda waiting: (-waiting[1].priority, *self.ledger.borrowers_rank(waiting[1])))
         for position, job in deferred:
             self.consider(position, job, defer=False)
 

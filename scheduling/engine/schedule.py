@@ -229,47 +229,53 @@ class _Cycle(Reclaiming):
         return Plan(tuple(decided.actions), pending)
 
     def _consider_all(self, queue: list[Job]) -> None:
-        """Within each priority level, jobs that fit their own guarantee go before the rest, which
-        would borrow (as in Kueue): otherwise a borrower takes the GPUs an owner just reclaimed by
-        preemption, and the owner has to reclaim them again, forever. When no team has guarantee
-        left as a level begins (on a busy fleet, or when nobody is guaranteed anything), every job
-        of it would borrow, and the level is taken in order in one pass. With
-        `Policy.least_borrowed_first`, the borrowers of teams that borrow less go first, and among
-        equals those with more of their size within their team's guarantee
-        (`QuotaLedger.borrowers_rank`)."""
+        """Jobs that fit their own guarantee go before the rest, which would borrow, whatever their
+        priority class (as Kueue admits within nominal quota before borrowing, and Run:ai in-quota
+        work before over-quota): otherwise a borrower takes the GPUs an owner just reclaimed by
+        preemption, and the owner has to reclaim them again, forever; and a class's borrowers would
+        take freed GPUs before a lower class's owners, who then evict loans to get their guarantee.
+        Each pass goes in queue order, so by class; with `Policy.least_borrowed_first` the
+        borrowers of each class go by `QuotaLedger.borrowers_rank`. When no team has guarantee left
+        as the cycle begins (on a busy fleet, or when nobody is guaranteed anything), every job
+        would borrow, and the queue is taken in order in one pass."""
         # Without explanations, nothing is left to find out once every accelerator is blocked.
         stop = -1 if self.explain else len(self.index.pools)
-        least_borrowed_first = self.policy.least_borrowed_first
-        start = 0
-        while start < len(queue):
-            priority = queue[start].priority
-            deferred: list[int] | None = [] if self.ledger.any_headroom() else None
-            end = self._scan(queue, range(start, len(queue)), priority, stop, deferred)
-            if deferred and least_borrowed_first:
-                self._rank_borrowers(queue, deferred)
-            if end < 0 or (deferred and self._scan(queue, deferred, priority, stop, None) < 0):
-                return
-            start = end
+        if not queue:
+            return
+        if not self.ledger.any_headroom():
+            self._scan(queue, range(len(queue)), stop, None)
+            return
+        # The borrowers' pass starts again from the highest class: what the owners' pass found for
+        # lower classes only (no victims, settled, hence blocked) does not hold for it.
+        classes = queue[0].priority != queue[-1].priority
+        deferred: list[int] = []
+        if self._scan(queue, range(len(queue)), -1 if classes else stop, deferred) < 0 or not deferred:
+            return
+        self._rank_borrowers(queue, deferred)
+        if classes:
+            self.memo.new_pass()
+        self._scan(queue, deferred, stop, None)
 
     def _rank_borrowers(self, queue: list[Job], deferred: list[int]) -> None:
-        """Sort the put-off positions of `queue` by `QuotaLedger.borrowers_rank` (fast path: each
-        team looked up once, however many of its jobs wait; plain: per job, as the reference sorts)."""
+        """Sort the put-off positions of `queue` by class, highest first, then (with
+        `Policy.least_borrowed_first`) by `QuotaLedger.borrowers_rank` (fast path: each team looked
+        up once, however many of its jobs wait; plain: per job, as the reference sorts)."""
+        if not self.policy.least_borrowed_first:
+            return  # already by class: the queue is
         ledger = self.ledger
         keys = {(queue[position].team, queue[position].accelerator) for position in deferred}
         of_team = {key: (ledger.borrowed(*key), ledger.guarantee_left(*key)) for key in keys}
 
-        def rank(position: int) -> tuple[int, float]:
+        def rank(position: int) -> tuple[int, int, float]:
             job = queue[position]
-            return borrowers_rank(*of_team[job.team, job.accelerator], job.gpus)
+            return (-job.priority, *borrowers_rank(*of_team[job.team, job.accelerator], job.gpus))
 
         deferred.sort(key=rank)
 
-    def _scan(
-        self, queue: list[Job], positions: Iterable[int], priority: int, stop: int, deferred: list[int] | None
-    ) -> int:
-        """Step 4 for the jobs at `positions` of `queue` up to the first of another `priority`: its
-        position (or the queue's length) is returned, -1 once `stop` accelerators are blocked. Jobs
-        beyond their guarantee are put off into `deferred` unless it is None.
+    def _scan(self, queue: list[Job], positions: Iterable[int], stop: int, deferred: list[int] | None) -> int:
+        """Step 4 for the jobs at `positions` of `queue`: the queue's length is returned, or -1 once
+        `stop` accelerators are blocked. Jobs beyond their guarantee are put off into `deferred`
+        unless it is None.
 
         Fast path (module docstring): runs once per job, so the cheap answers (unknown, blocked, over
         quota, a settled verdict) are inlined here, with the working state in local names, and a job
@@ -288,8 +294,6 @@ class _Cycle(Reclaiming):
         run_verdict, run_size, run_level = Verdict(0, ANY_END_S, ""), 0, None
         for position in positions:
             job = queue[position]
-            if job.priority != priority:
-                return position
             if (
                 run_shape is not None
                 and shape_of(job) == run_shape

@@ -169,3 +169,17 @@ def test_among_teams_that_borrow_nothing_the_job_mostly_within_its_guarantee_goe
 
     assert set(started(plan)) == {starts}
     assert plan.starts()[0].borrowing is True
+
+
+def test_an_owner_of_a_lower_class_goes_before_a_borrower_of_a_higher_one() -> None:
+    # 8 GPUs: gamma runs on its own 4; alpha (4 guaranteed, none used) and beta (nothing guaranteed)
+    # each wait with a 4-GPU job, beta's in a higher class. The 4 free GPUs are alpha's guarantee:
+    # alpha's job takes them, and beta's would have borrowed them only to be reclaimed.
+    scenario = Scenario(fleet("1x1x1x8")).policy(preemption=False)
+    scenario.quotas(quota("alpha", 4, 8), quota("beta", 0, 8), quota("gamma", 4, 8))
+    scenario.with_running(running(job("own", 4, team="gamma"), on="p0-r0-n0"))
+    plan = scenario.pending(job("loan", 4, team="beta", priority=10), job("owed", 4, submit_s=5)).plan()
+
+    assert set(started(plan)) == {"owed"}
+    assert plan.starts()[0].borrowing is False
+    assert reason_of(plan, "loan") == "capacity"
