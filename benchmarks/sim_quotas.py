@@ -70,7 +70,7 @@ from scheduling.sim.metrics import CONTRACT_KEYS  # noqa: E402
 from scheduling.sim.progress import ProgressBar  # noqa: E402
 from scheduling.sim.runner import PRESETS, Preset, compare_policies  # noqa: E402
 from scheduling.sim.simulator import SimulationStalled  # noqa: E402
-from scheduling.sim.sizing import fleet_for_load, quotas_by_demand  # noqa: E402
+from scheduling.sim.sizing import demand_by_team, fleet_for_load, quotas_by_demand  # noqa: E402
 from scheduling.sim.trace import TraceJob, load_itp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,9 +131,7 @@ def select(trace: list[TraceJob], options: argparse.Namespace) -> list[TraceJob]
 def split_teams(trace: list[TraceJob], count: int) -> list[TraceJob]:
     """The `count` teams offering the most GPU-seconds split in two (`team-a`, `team-b`) by a hash of
     the job id: the same jobs, more and smaller teams."""
-    demand: dict[str, float] = {}
-    for job in trace:
-        demand[job.team] = demand.get(job.team, 0.0) + job.gpus * job.duration_s
+    demand = demand_by_team(trace)
     split = set(sorted(demand, key=lambda team: (-demand[team], team))[:count])
     return [
         replace(job, team=f"{job.team}-{'ab'[zlib.crc32(job.job_id.encode()) % 2]}") if job.team in split else job
@@ -150,7 +148,7 @@ def prioritised(trace: list[TraceJob], share: float, seed: int) -> list[TraceJob
 
 
 def high_priority_jct(jobs: list[TraceJob], jct_by_job: dict[str, float]) -> dict[str, float | None]:
-    """Mean and p99 JCT of the jobs of the higher priority class (None without any)."""
+    """Mean and p99 JCT of the finished jobs of the higher priority class (nothing without any)."""
     jcts = [jct_by_job[job.job_id] for job in jobs if job.priority == HIGH_PRIORITY and job.job_id in jct_by_job]
     if not jcts:
         return {}

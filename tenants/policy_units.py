@@ -162,11 +162,10 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "Borrowers of teams that borrow least first",
         "Jobs within their team's guarantee always go first, whatever their priority class; the jobs that "
         "would borrow come after them, by class. On: within a class they go in order of how many GPUs "
-        "their team already borrows, fewest first (a team "
-        "below its guarantee borrows none), and among equals the job with the larger share of its size "
-        "within what is left of its team's guarantee first; off: in queue order. On keeps guarantees "
-        "better at overload (about half the violations on the benchmark) for about 1 % of the fleet's "
-        "goodput.",
+        "their team already borrows, fewest first (a team below its guarantee borrows none), and among "
+        "equals the job with the larger share of its size within what is left of its team's guarantee "
+        "first; off: in queue order. On keeps guarantees better at overload (about half the violations on "
+        "the benchmark) for about 1 % of the fleet's goodput.",
     ),
     PolicyField(
         "within_team_order",

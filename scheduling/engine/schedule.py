@@ -261,7 +261,7 @@ class _Cycle(Reclaiming):
         `Policy.least_borrowed_first`) by `QuotaLedger.borrowers_rank` (fast path: each team looked
         up once, however many of its jobs wait; plain: per job, as the reference sorts)."""
         if not self.policy.least_borrowed_first:
-            return  # already by class: the queue is
+            return  # in queue order, which is by class already
         ledger = self.ledger
         keys = {(queue[position].team, queue[position].accelerator) for position in deferred}
         of_team = {key: (ledger.borrowed(*key), ledger.guarantee_left(*key)) for key in keys}

@@ -21,6 +21,14 @@ def offered_gpu_s(trace: Sequence[TraceJob]) -> float:
     return sum(job.gpus * job.duration_s for job in trace)
 
 
+def demand_by_team(trace: Sequence[TraceJob]) -> dict[str, float]:
+    """GPU-seconds each team offers, in the order its first job comes."""
+    demand: dict[str, float] = {}
+    for job in trace:
+        demand[job.team] = demand.get(job.team, 0.0) + job.gpus * job.duration_s
+    return demand
+
+
 def fleet_for_load(trace: Sequence[TraceJob], load: float) -> Fleet:
     """The fleet on which `trace` offers about `load`: total GPU-seconds / window / load, rounded up
     to whole nodes of 8 GPUs, shaped into racks of 10 nodes and pods of 8 racks (the last pod and
@@ -49,9 +57,7 @@ def quotas_by_demand(
     GPUs), and borrowing up to the whole fleet (`borrow_limit` = capacity - guarantee). All teams in
     one department, no lend limit."""
     capacity = fleet.capacity_of(accelerator)
-    demand: dict[str, float] = {}
-    for job in trace:
-        demand[job.team] = demand.get(job.team, 0.0) + job.gpus * job.duration_s
+    demand = demand_by_team(trace)
     total = sum(demand.values()) or 1.0
     quotas = []
     for team in sorted(demand):
