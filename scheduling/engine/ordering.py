@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import compress, count, islice
-from operator import attrgetter, eq
+from itertools import chain, compress, count, islice, repeat
+from operator import add, attrgetter, eq, ne
 from typing import Any, TypeVar
 
 from .model import Job, Policy
 
 T = TypeVar("T")
-
-
-def within_team_key(policy: Policy) -> Callable[[Job], float]:
-    if policy.within_team_order == "shortest_limit":
-        return lambda job: job.estimate_s
-    if policy.within_team_order == "las":
-        return lambda job: job.attained_gpu_s
-    return lambda job: job.submit_s
 
 
 def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job]:
@@ -61,20 +53,16 @@ def sort_by_number(
     # The positions sorted by their numbers, keyed by a C-level lookup (a Python key function per
     # item cost more than the sort); stable, even reversed: equal numbers keep their order.
     order = sorted(range(len(items)), key=numbers.__getitem__, reverse=reverse)
-    items[:] = [items[position] for position in order]
-    numbers = [numbers[position] for position in order]  # now the number of each position
-    # The positions whose number equals the next one's, found in one C-level pass: only the runs
-    # of equal numbers they make up are sorted again.
+    items[:] = map(items.__getitem__, order)
+    numbers = list(map(numbers.__getitem__, order))  # now the number of each position
+    # The positions whose number equals the next one's, and the runs of equal numbers they make up
+    # (a tied position not right after another begins one), found in C-level passes (at overload
+    # most of a queue ties): only those runs are sorted again.
     tied = list(compress(count(), map(eq, numbers, islice(numbers, 1, None))))
-    start = end = -2
-    for position in tied:
-        if position != end:  # a new run of equal numbers begins
-            if start >= 0:
-                items[start : end + 1] = sorted(items[start : end + 1], key=tiebreak)
-            start = position
-        end = position + 1
-    if start >= 0:
-        items[start : end + 1] = sorted(items[start : end + 1], key=tiebreak)
+    begins = list(map(ne, tied, map(add, chain((-2,), tied), repeat(1))))
+    lasts = compress(tied, chain(islice(begins, 1, None), (True,)))
+    for first, last in zip(compress(tied, begins), lasts, strict=True):
+        items[first : last + 2] = sorted(items[first : last + 2], key=tiebreak)
     return numbers
 
 
@@ -102,7 +90,8 @@ def _tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
     """Within-team order (the time limit for shortest limit first), then submit time, then job id."""
     if policy.queue_order == "shortest_limit":
         return attrgetter("estimate_s", "submit_s", "id")
-    if policy.within_team_order == "submit":
-        return attrgetter("submit_s", "id")
-    within = within_team_key(policy)
-    return lambda job: (within(job), job.submit_s, job.id)
+    if policy.within_team_order == "shortest_limit":
+        return attrgetter("estimate_s", "submit_s", "id")
+    if policy.within_team_order == "las":
+        return attrgetter("attained_gpu_s", "submit_s", "id")
+    return attrgetter("submit_s", "id")

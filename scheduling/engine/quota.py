@@ -98,7 +98,7 @@ class _AcceleratorLedger:
 class QuotaLedger:
     """Per-accelerator GPU usage by team, charged as the cycle starts jobs."""
 
-    __slots__ = ("ledgers", "department", "version")
+    __slots__ = ("ledgers", "department", "version", "releases")
 
     def __init__(
         self,
@@ -120,8 +120,9 @@ class QuotaLedger:
             for accelerator in sorted(set(capacity) | set(by_accelerator))
         }
         self.department = {team.id: team.department for team in teams}
-        # Bumped on every charge or release, so callers can cache admissions between changes.
-        self.version = 0
+        # Bumped on every charge or release, so callers can cache admissions between changes; and on
+        # every release (the only change that gives a team guarantee back).
+        self.version = self.releases = 0
         if usage is None:
             usage, pinned = {}, {}
             for run in running:
@@ -162,6 +163,13 @@ class QuotaLedger:
     def borrowed(self, team: str, accelerator: str) -> int:
         """GPUs `team` uses beyond its guarantee of `accelerator`."""
         return self._ledger(accelerator).account(team).borrowed()
+
+    def unused_guarantee(self, team: str, accelerator: str) -> int:
+        """`team`'s guarantee of `accelerator` less what it uses: negative when it borrows (no
+        account is made for a team without one: 0)."""
+        ledger = self.ledgers.get(accelerator)
+        account = None if ledger is None else ledger.accounts.get(team)
+        return 0 if account is None else account.guaranteed - account.used
 
     def guarantee_left(self, team: str, accelerator: str) -> int:
         """GPUs of its guarantee of `accelerator` that `team` does not use."""
@@ -258,6 +266,7 @@ class QuotaLedger:
 
     def release(self, team: str, accelerator: str, gpus: int) -> None:
         self.version += 1
+        self.releases += 1
         self._ledger(accelerator).change(team, -gpus)
 
 

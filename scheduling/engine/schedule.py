@@ -54,6 +54,16 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 - Whether a candidate's team stays covered, from what each team may lose looked up once per
   search (`reclaim.spare_gpus`); plain: `keeps_guarantees` for the one victim
   (`test_fast_paths.py::test_what_a_team_may_lose_and_stay_covered_answers_as_keeping_its_guarantee_does`).
+- The owners' pass looks only at the jobs whose smallest size fits in what is left of their
+  team's guarantee, found by shape (`QueueShapes`, `_Cycle._maybe_owners`), every job after an
+  eviction; plain: every job looked at, the borrowers put off (`plain_scan`;
+  `test_fast_paths.py::test_the_owners_pass_looks_at_every_job_after_an_eviction_gives_a_team_guarantee_back`).
+  The borrowers' order from the rank of each shape (`_Cycle._rank_borrowers`); plain: the rank
+  per job (`reference.py`, `plain_scan`).
+- Without explanations, past the last job that might evict or shrink anything, an accelerator with
+  nothing free or held and no reservation attempt left is blocked (`_Cycle._last_pass`); plain: the
+  scan to the end (`test_queue_tail.py::test_without_explanations_the_actions_and_topology_waits_are_the_same`,
+  `test_fast_paths.py::test_without_explanations_the_scan_ends_once_nothing_is_free_and_no_job_left_may_preempt`).
 - What preemption could take, memoised (`prepare.Takeable.upper`); plain: `Takeable.plain_upper`
   (`test_fast_paths.py::test_what_preemption_could_take_is_the_plain_sum_over_victims`).
 - One pass over the running jobs (`prepare.running_totals`), and its time-free part kept between
@@ -101,8 +111,9 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from operator import attrgetter
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress, count
+from operator import attrgetter, not_
 
 from .backfill import Reservation, ReservationStart, reservation_start, worst_penalty, worst_runtime_s
 from .capacity import AcceleratorPool, CapacityIndex
@@ -130,6 +141,28 @@ from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserv
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger, borrowers_rank
 from .reclaim import Reclaiming
+
+
+class QueueShapes:
+    """The queue's jobs by shape: what the owners' pass, the borrowers' order and the end of the
+    preemptors read of a job (class, team, accelerator, size, smallest size), read in one pass over
+    the jobs. Reading a long queue's jobs costs about a cache miss each, which several such passes
+    per cycle made a tenth of a cycle at overload; what is worked out per shape (few) is then
+    looked up per job by the shape's number."""
+
+    __slots__ = ("shapes", "ids")
+    SHAPE = attrgetter("priority", "team", "accelerator", "gpus", "min_gpus")
+
+    def __init__(self, queue: list[Job]) -> None:
+        keys = list(map(self.SHAPE, queue))
+        self.shapes: list[tuple[int, str, str, int, int | None]] = list(dict.fromkeys(keys))
+        number = {shape: index for index, shape in enumerate(self.shapes)}
+        self.ids: list[int] = list(map(number.__getitem__, keys))
+
+
+def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
+    """The smallest size a job of `gpus` GPUs (at least `low` when elastic) may start at."""
+    return max(1, low) if elastic and low is not None and low < gpus else gpus
 
 
 def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
@@ -178,6 +211,7 @@ class _Cycle(Reclaiming):
         # Without topology awareness: per accelerator, the nodes single-node jobs leave to the
         # waiting gangs with a required level when they can (`placement.kept_for_gangs`).
         self.kept: dict[str, frozenset[str]] = {}
+        self.queue_shapes: QueueShapes | None = None
 
     def run(self) -> Plan:
         self._prepare(prepare_cycle(self.snapshot, self.now))  # Steps 1-2: health, the index.
@@ -243,39 +277,120 @@ class _Cycle(Reclaiming):
         if not queue:
             return
         if not self.ledger.any_headroom():
-            self._scan(queue, range(len(queue)), stop, None)
+            self._last_pass(queue, range(len(queue)), stop)
             return
         # The borrowers' pass starts again from the highest class: what the owners' pass found for
         # lower classes only (no victims, settled, hence blocked) does not hold for it.
         classes = queue[0].priority != queue[-1].priority
         deferred: list[int] = []
-        if self._scan(queue, range(len(queue)), -1 if classes else stop, deferred) < 0 or not deferred:
+        if (
+            self._scan(queue, self._maybe_owners(queue, deferred), -1 if classes else stop, deferred) < 0
+            or not deferred
+        ):
             return
+        deferred.sort()  # queue order
         self._rank_borrowers(queue, deferred)
         if classes:
             self.memo.new_pass()
-        self._scan(queue, deferred, stop, None)
+        self._last_pass(queue, deferred, stop)
+
+    def _last_pass(self, queue: list[Job], positions: Sequence[int], stop: int) -> None:
+        """The pass that ends the scan. Without explanations (`stop` > 0), once past the last job
+        that might evict or shrink anything (`_preemptors_end`), an accelerator with nothing free,
+        nothing held and no reservation attempt left has nothing more to do, whoever waits there:
+        it is blocked, and the scan ends once every accelerator is (fast path: plain, the scan to
+        the end; the actions and the topology waits are the same, `test_queue_tail.py`)."""
+        end = len(positions) if stop < 0 else self._preemptors_end(queue, positions)
+        if end >= len(positions):
+            self._scan(queue, positions, stop, None)
+            return
+        releases = self.ledger.releases
+        if self._scan(queue, positions[:end], stop, None) < 0:
+            return
+        # (An eviction may have given a team guarantee back: its jobs may reclaim after all.)
+        closing = self.ledger.releases == releases
+        if closing:
+            decided = self.decided
+            for accelerator, pool in self.index.pools.items():
+                if self._closed(accelerator, pool):
+                    decided.blocked.add(accelerator)
+                    decided.waiting.add(accelerator)
+        self._scan(queue, positions[end:], stop, None, closing)
+
+    def _preemptors_end(self, queue: list[Job], positions: Sequence[int]) -> int:
+        """The index along `positions` just past the last job that might evict or shrink running
+        work: of a team with guarantee left (it may reclaim), or of a class above some preemptible
+        or leaving work of its accelerator (`Takeable.upper`). Starts change neither."""
+        if not self.policy.preemption:
+            return 0
+        ledger, upper, shapes = self.ledger, self.prepared.takeable.upper, self._shapes(queue)
+        might = [
+            ledger.unused_guarantee(team, accelerator) > 0 or upper(accelerator, priority, False) > 0
+            for priority, team, accelerator, _, _ in shapes.shapes
+        ]
+        flags = list(map(might.__getitem__, map(shapes.ids.__getitem__, reversed(positions))))
+        return len(flags) - flags.index(True) if True in flags else 0
+
+    def _maybe_owners(self, queue: list[Job], deferred: list[int]) -> Iterator[int]:
+        """The positions of `queue` the owners' pass looks at: the jobs whose smallest size fits in
+        what was left of their team's guarantee as the pass began. The others would borrow, so
+        `_scan` would put them off: they go to `deferred` unlooked at. What is left of a guarantee
+        only shrinks as jobs start; should an eviction give some team GPUs back, every job after
+        it is looked at.
+
+        Fast path: at overload nearly every job would borrow, and the owners' pass picks out the
+        few that would not from their shapes (`QueueShapes`; plain: every position looked at,
+        `plain_scan`; `test_queue_tail.py`)."""
+        ledger, elastic, shapes = self.ledger, self.policy.elastic, self._shapes(queue)
+        releases = ledger.releases
+        fit = [
+            smallest_size(gpus, low, elastic) <= ledger.unused_guarantee(team, accelerator)
+            for _, team, accelerator, gpus, low in shapes.shapes
+        ]
+        fits = list(map(fit.__getitem__, shapes.ids))
+        for position in compress(count(), fits):
+            yield position
+            if ledger.releases != releases:
+                deferred.extend(compress(range(position), map(not_, fits)))
+                yield from range(position + 1, len(queue))
+                return
+        deferred.extend(compress(count(), map(not_, fits)))
 
     def _rank_borrowers(self, queue: list[Job], deferred: list[int]) -> None:
-        """Sort the put-off positions of `queue` by class, highest first, then (with
-        `Policy.least_borrowed_first`) by `QuotaLedger.borrowers_rank` (fast path: each team looked
-        up once, however many of its jobs wait; plain: per job, as the reference sorts)."""
+        """Sort the put-off positions of `queue`, in queue order, by class, highest first, then
+        (with `Policy.least_borrowed_first`) by `QuotaLedger.borrowers_rank`, stably.
+
+        Fast path: the rank of each shape of job (`QueueShapes`) is worked out once, however many
+        jobs of that shape wait, and the positions sorted on the rank's place among the shapes'
+        (plain: the rank per job, as the reference sorts)."""
         if not self.policy.least_borrowed_first:
             return  # in queue order, which is by class already
-        ledger = self.ledger
-        keys = {(queue[position].team, queue[position].accelerator) for position in deferred}
-        of_team = {key: (ledger.borrowed(*key), ledger.guarantee_left(*key)) for key in keys}
+        ledger, shapes = self.ledger, self._shapes(queue)
+        ranks = [
+            (
+                -priority,
+                *borrowers_rank(ledger.borrowed(team, accelerator), ledger.guarantee_left(team, accelerator), gpus),
+            )
+            for priority, team, accelerator, gpus, _ in shapes.shapes
+        ]
+        place = {rank: number for number, rank in enumerate(sorted(set(ranks)))}
+        places = [place[rank] for rank in ranks]
+        numbers = list(map(places.__getitem__, map(shapes.ids.__getitem__, deferred)))
+        deferred[:] = map(deferred.__getitem__, sorted(range(len(deferred)), key=numbers.__getitem__))
 
-        def rank(position: int) -> tuple[int, int, float]:
-            job = queue[position]
-            return (-job.priority, *borrowers_rank(*of_team[job.team, job.accelerator], job.gpus))
+    def _shapes(self, queue: list[Job]) -> QueueShapes:
+        if self.queue_shapes is None:
+            self.queue_shapes = QueueShapes(queue)
+        return self.queue_shapes
 
-        deferred.sort(key=rank)
-
-    def _scan(self, queue: list[Job], positions: Iterable[int], stop: int, deferred: list[int] | None) -> int:
+    def _scan(
+        self, queue: list[Job], positions: Iterable[int], stop: int, deferred: list[int] | None, closing: bool = False
+    ) -> int:
         """Step 4 for the jobs at `positions` of `queue`: the queue's length is returned, or -1 once
         `stop` accelerators are blocked. Jobs beyond their guarantee are put off into `deferred`
-        unless it is None.
+        unless it is None. With `closing` (no job at `positions` may evict or shrink anything), an
+        accelerator is blocked as soon as nothing is free or held there and no reservation
+        attempt is left (`_last_pass`).
 
         Fast path (module docstring): runs once per job, so the cheap answers (unknown, blocked, over
         quota, a settled verdict) are inlined here, with the working state in local names, and a job
@@ -360,7 +475,8 @@ class _Cycle(Reclaiming):
             decided.at = position
             self._consider_sized(job, pool, size, admission, key, level)
             if stop > 0 and not pool.total_free and not decided.book.held_max_free.get(accelerator):
-                if self._settled(accelerator):  # nothing free, held, to preempt or reserve: all wait
+                # Nothing free, held, to preempt or reserve: all wait.
+                if (closing and self._closed(accelerator, pool)) or self._settled(accelerator):
                     blocked.add(accelerator)
                     waiting.add(accelerator)
             if len(blocked) == stop:
@@ -439,6 +555,16 @@ class _Cycle(Reclaiming):
         beyond = not ledger.within_guarantee(team, accelerator, size)
         admissions[key] = CachedAdmission(ledger.version, pool.total_free, admission, refused, beyond)
         return admission, refused
+
+    def _closed(self, accelerator: str, pool: AcceleratorPool) -> bool:
+        """Nothing free or held on `accelerator`, and no reservation attempt left there: no job
+        that may not preempt can start or reserve anything."""
+        budgets = self.budgets
+        return (
+            not pool.total_free
+            and not self.decided.book.held_max_free.get(accelerator)
+            and budgets.reservation_attempts.get(accelerator, 0) >= budgets.reservation_cap
+        )
 
     def _settled(self, accelerator: str) -> bool:
         """No more preemption or reservation attempts this cycle that could treat jobs differently.

@@ -860,3 +860,61 @@ def test_a_search_with_a_lower_cost_cap_is_answered_by_one_that_found_nothing_wi
     # are 800, 680, 560 and 440: the first three searches visit the pinned jobs and two loans, the
     # last one loan only, whether made or answered from the memo.
     assert fast_left == plain_left == [8187, 8182, 8177, 8173]
+
+
+def test_the_owners_pass_looks_at_every_job_after_an_eviction_gives_a_team_guarantee_back() -> None:
+    # alpha is guaranteed 8 GPUs and uses them: its jobs would borrow, so the owners' pass puts them
+    # off without a look, and only gamma's job (within gamma's guarantee) is looked at. Once an
+    # eviction gives alpha GPUs back, every job after the one that evicted is looked at, and only
+    # alpha's job before it stays put off.
+    own = builders.running(builders.job("own", 8), on="p0-r0-n0")
+    pending = (
+        builders.job("a-first", 4, submit_s=1.0),
+        builders.job("owner", 8, team="gamma", submit_s=2.0),
+        builders.job("a-second", 4, submit_s=3.0),
+    )
+    scenario = builders.Scenario(builders.fleet("1x1x2x8")).with_running(own).pending(*pending)
+    snapshot = scenario.quotas(builders.quota("alpha", 8), builders.quota("gamma", 8)).policy(fairshare=False).build()
+
+    def owners_pass(release_after_first: bool) -> tuple[list[str], list[str]]:
+        cycle = _Cycle(snapshot, 10.0)
+        cycle._prepare(prepare_cycle(snapshot, 10.0))
+        queue = cycle._order()
+        deferred: list[int] = []
+        looked = []
+        for position in cycle._maybe_owners(queue, deferred):
+            looked.append(queue[position].id)
+            if release_after_first:
+                cycle.ledger.release("alpha", "a100", 8)
+                release_after_first = False
+        return looked, [queue[position].id for position in sorted(deferred)]
+
+    assert owners_pass(False) == (["owner"], ["a-first", "a-second"])
+    assert owners_pass(True) == (["owner", "a-second"], ["a-first"])
+
+
+def test_without_explanations_the_scan_ends_once_nothing_is_free_and_no_job_left_may_preempt() -> None:
+    # A full fleet on loan from gamma, which waits for nothing; alpha's jobs would all borrow. A
+    # reclaim is still possible on the accelerator (so it never settles), but none of alpha's jobs
+    # may reclaim: the first reserves the node, and with its one reservation made nothing is left
+    # for the others to do. Without explanations they are not looked at; the actions are the same.
+    loan = builders.running(builders.job("loan", 8, duration_s=1e4), on="p0-r0-n0", borrowing=True)
+    queue = [builders.job(f"wait-{n}", 1 + n % 8, submit_s=float(n)) for n in range(12)]
+    scenario = builders.Scenario(builders.fleet("1x1x1x8")).with_running(loan).pending(*queue)
+    snapshot = scenario.quotas(builders.quota("gamma", 8)).build()
+    looked: list[str] = []
+    consider_sized = _Cycle._consider_sized
+
+    def recorded(self: _Cycle, job: Job, *args: object) -> None:
+        looked.append(job.id)
+        consider_sized(self, job, *args)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Cycle, "_consider_sized", recorded)
+        full = schedule(snapshot, 100.0)
+        looked_explaining = list(looked)
+        looked.clear()
+        lean = schedule(snapshot, 100.0, explain=False)
+
+    assert lean.actions == full.actions and [type(action).__name__ for action in full.actions] == ["Reserve"]
+    assert len(looked_explaining) > 1 and looked == looked_explaining[:1]
