@@ -16,7 +16,7 @@ from .model import Job, Snapshot
 from .placement import could_fit_by_shape
 from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan
 from .quota import Admission
-from .schedule import _Cycle
+from .schedule import _Cycle, smallest_size
 
 
 def schedule_plain_scan(snapshot: Snapshot, now: float) -> Plan:
@@ -44,9 +44,7 @@ class _PlainScanCycle(_Cycle):
             self._consider(*waiting)
 
     def _smallest_size(self, job: Job) -> int:
-        if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
-            return max(1, job.min_gpus)
-        return job.gpus
+        return smallest_size(job.gpus, job.min_gpus, self.policy.elastic)
 
     def _consider(self, position: int, job: Job, defer_borrowers: bool = False) -> bool:
         """False, having done nothing, for a job beyond its guarantee when `defer_borrowers`."""

@@ -173,8 +173,7 @@ class QuotaLedger:
 
     def guarantee_left(self, team: str, accelerator: str) -> int:
         """GPUs of its guarantee of `accelerator` that `team` does not use."""
-        account = self._ledger(accelerator).account(team)
-        return max(0, account.guaranteed - account.used)
+        return max(0, self.unused_guarantee(team, accelerator))
 
     def borrowers_rank(self, job: Job) -> tuple[int, float]:
         """Where `job` goes among the jobs that would borrow, with `Policy.least_borrowed_first`:

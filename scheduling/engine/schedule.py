@@ -146,9 +146,9 @@ from .reclaim import Reclaiming
 class QueueShapes:
     """The queue's jobs by shape: what the owners' pass, the borrowers' order and the end of the
     preemptors read of a job (class, team, accelerator, size, smallest size), read in one pass over
-    the jobs. Reading a long queue's jobs costs about a cache miss each, which several such passes
-    per cycle made a tenth of a cycle at overload; what is worked out per shape (few) is then
-    looked up per job by the shape's number."""
+    the jobs. Each pass that reads a long queue's jobs into keys costs about 0.2 us a job, which
+    several such passes per cycle made a tenth of a cycle at overload; what is worked out per shape
+    (few) is then looked up per job by the shape's number."""
 
     __slots__ = ("shapes", "ids")
     SHAPE = attrgetter("priority", "team", "accelerator", "gpus", "min_gpus")
@@ -434,7 +434,7 @@ class _Cycle(Reclaiming):
                 # A blocked accelerator stays blocked (and is already `waiting`).
                 reasons[position] = REASON_PRIORITY
                 continue
-            low = job.min_gpus  # the smallest size the job may start at:
+            low = job.min_gpus  # the smallest size the job may start at (`smallest_size`, inlined):
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
             pinned = not job.preemptible
             admission_key = (job.team, accelerator, size, pinned)
