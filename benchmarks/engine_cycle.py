@@ -16,6 +16,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -83,14 +84,10 @@ def build_running(rng: random.Random, nodes: tuple[Node, ...], now: float) -> tu
 def _running(rng: random.Random, job_id: str, allocation: tuple[tuple[str, int], ...], now: float) -> Running:
     gpus = sum(count for _, count in allocation)
     job = build_job(rng, job_id, now)
-    job = Job(**{**_fields(job), "gpus": gpus, "min_gpus": None, "max_gpus": None, "required_level": None})
+    job = replace(job, gpus=gpus, min_gpus=None, max_gpus=None, required_level=None)
     progress = rng.uniform(0, job.duration_s)
     checkpoint = progress * rng.uniform(0.5, 1.0)
     return Running(job, allocation, now - progress, progress, checkpoint, rng.random() < 0.3)
-
-
-def _fields(job: Job) -> dict[str, object]:
-    return {name: getattr(job, name) for name in job.__dataclass_fields__}
 
 
 def build_snapshot(node_count: int, pending: int, seed: int = 7) -> Snapshot:

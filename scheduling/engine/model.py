@@ -48,6 +48,10 @@ class Node:
         return 0 if self.cordoned else max(0, min(self.gpus, self.healthy_gpus))
 
 
+# One tuple object per shape of job (`Job.shape`), kept for the life of the process.
+_SHAPES: dict[tuple[int, str, str, int, int | None], tuple[int, str, str, int, int | None]] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     id: str
@@ -76,6 +80,14 @@ class Job:
     # PreemptLowerPriority); False is `Never`: it waits for room instead. Either way it may itself
     # be a victim, as its own priority, preemptibility and borrowing say.
     may_preempt: bool = True
+    # (priority, team, accelerator, gpus, min_gpus): what the queue's order of owners and borrowers
+    # reads of a job (`schedule.QueueShapes`), made once per job, one object for every job of the
+    # shape (an unpickled job brings its own copy, which only counts as a shape of its own).
+    shape: tuple[int, str, str, int, int | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        shape = (self.priority, self.team, self.accelerator, self.gpus, self.min_gpus)
+        object.__setattr__(self, "shape", _SHAPES.setdefault(shape, shape))
 
     @property
     def is_elastic(self) -> bool:

@@ -145,19 +145,25 @@ from .reclaim import Reclaiming
 
 class QueueShapes:
     """The queue's jobs by shape: what the owners' pass, the borrowers' order and the end of the
-    preemptors read of a job (class, team, accelerator, size, smallest size), read in one pass over
-    the jobs. Each pass that reads a long queue's jobs into keys costs about 0.2 us a job, which
-    several such passes per cycle made a tenth of a cycle at overload; what is worked out per shape
-    (few) is then looked up per job by the shape's number."""
+    preemptors read of a job (class, team, accelerator, size, smallest size: `Job.shape`), read in
+    one pass over the jobs. Each pass that reads a long queue's jobs into keys costs about 0.2 us a
+    job, which several such passes per cycle made a tenth of a cycle at overload; what is worked
+    out per shape (few) is then looked up per job by the shape's number.
+
+    Fast path: the shapes are told apart by the identity of `Job.shape`, one object per shape, so
+    no tuple is built or hashed per job (plain: by value; a shape of two objects, as an unpickled
+    job's, is then two shapes alike, which only costs their lookups twice)."""
 
     __slots__ = ("shapes", "ids")
-    SHAPE = attrgetter("priority", "team", "accelerator", "gpus", "min_gpus")
+    SHAPE = attrgetter("shape")
 
     def __init__(self, queue: list[Job]) -> None:
         keys = list(map(self.SHAPE, queue))
-        self.shapes: list[tuple[int, str, str, int, int | None]] = list(dict.fromkeys(keys))
-        number = {shape: index for index, shape in enumerate(self.shapes)}
-        self.ids: list[int] = list(map(number.__getitem__, keys))
+        objects = list(map(id, keys))
+        shapes = dict(zip(objects, keys, strict=True))
+        number = {key: index for index, key in enumerate(shapes)}
+        self.shapes: list[tuple[int, str, str, int, int | None]] = list(shapes.values())
+        self.ids: list[int] = list(map(number.__getitem__, objects))
 
 
 def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:

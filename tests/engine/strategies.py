@@ -62,14 +62,7 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 
         if free[node_id] < gpus:
             continue
         free[node_id] -= gpus
-        job = Job(
-            **{
-                **{f: getattr(job, f) for f in job.__dataclass_fields__},
-                "gpus": gpus,
-                "min_gpus": None,
-                "max_gpus": None,
-            }
-        )
+        job = replace(job, gpus=gpus, min_gpus=None, max_gpus=None)
         progress = draw(st.floats(0.0, job.duration_s))
         running.append(Running(job, ((node_id, gpus),), 0.0, progress, progress * 0.5, draw(st.booleans())))
     pending = tuple(draw(jobs(f"j{index}", float(index))) for index in range(draw(st.integers(0, 8))))
