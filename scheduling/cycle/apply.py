@@ -93,12 +93,13 @@ def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_
         }
         reason = evicted[-1].reason if evicted else "requeued"
         lost_h = sum(e.lost_gpu_s for e in evicted) / 3600
+        back_to = "its last checkpoint" if fields["saved_progress_s"] else "its start"
         return _Target(
             fields,
             {"restarts": len(evicted)},
             (),
             SchedulerEvent.Kind.EVICTED,
-            f"Evicted ({reason}); {lost_h:.1f} GPU-h rolled back to checkpoint",
+            f"Evicted ({reason}); {lost_h:.1f} GPU-h rolled back to {back_to}",
         )
     timed_out = any(isinstance(e, engine.TimedOut) for e in history)
     fields = {

@@ -251,6 +251,22 @@ def test_serving_growth_preempts_training_which_hands_its_gpus_over_during_its_g
     assert "restoring" not in started.message
 
 
+@pytest.mark.parametrize(
+    ("checkpoint_interval_s", "rolled_back_to"), [(None, "rolled back to its start"), (60.0, "its last checkpoint")]
+)
+def test_an_eviction_says_whether_the_work_went_back_to_a_checkpoint_or_to_the_start(
+    fleet: Fleet, checkpoint_interval_s: float | None, rolled_back_to: str
+) -> None:
+    training = fleet.submit(gpus=32, duration_s=36000.0, checkpoint_interval_s=checkpoint_interval_s)
+    for _ in range(4):
+        fleet.tick()
+    fleet.submit(gpus=8, kind="serving", priority_class_id=fleet.serving.pk, name="api")
+    fleet.tick()
+
+    evicted = SchedulerEvent.objects.get(job=training, kind=SchedulerEvent.Kind.EVICTED)
+    assert rolled_back_to in evicted.message
+
+
 def test_serving_of_a_class_that_may_not_preempt_waits_until_an_admin_lets_it_preempt(fleet: Fleet) -> None:
     training = fleet.submit(gpus=32, duration_s=36000.0, checkpoint_interval_s=600.0, name="pretrain")
     fleet.tick()
