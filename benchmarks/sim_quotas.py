@@ -4,7 +4,8 @@
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
         [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
         [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--split-teams N]
-        [--guarantee-skew FACTOR] [--priority-share SHARE] [--tick SECONDS] [--quick] > out.json
+        [--guarantee-skew FACTOR] [--priority-share SHARE] [--borrow-limit SHARE] [--tick SECONDS]
+        [--quick] > out.json
 
 Each team is guaranteed a share of the fleet proportional to its demand (GPU-seconds offered), the
 guarantees adding up to about 90 % of the fleet, and may borrow up to the whole fleet. A case is one
@@ -43,6 +44,12 @@ all the time and others own more than they use. `--priority-share 0.2` puts a se
 jobs in a higher priority class (priority 10, the rest 0), which may preempt the others: each
 policy's results then also hold the mean and p99 JCT of those jobs (`jct_mean_s_high`,
 `jct_p99_s_high`).
+
+`--borrow-limit 0.25` lets each team borrow at most a quarter of the fleet beyond its guarantee (but
+always enough for its largest job), so that team limits bind, as they do on a real fleet where a
+team's quota is guarantee plus a borrow limit (the live demo's teams borrow at most half their
+guarantee): what `Policy.quota_holds` (a team's first waiting job keeps its size within the
+team's limit) is for.
 """
 
 from __future__ import annotations
@@ -171,6 +178,21 @@ def skewed(quotas: QuotaSpec, factor: float, seed: int) -> QuotaSpec:
     return replace(quotas, quotas=tuple(changed))
 
 
+def limited(quotas: QuotaSpec, share: float | None, trace: list[TraceJob], capacity: int) -> QuotaSpec:
+    """Each team's borrow limit `share` of the fleet (None: as before, the whole fleet), but never
+    below what its largest job needs beyond its guarantee: every job can still start."""
+    if share is None:
+        return quotas
+    largest: dict[str, int] = {}
+    for job in trace:
+        largest[job.team] = max(largest.get(job.team, 0), job.gpus)
+    changed = [
+        replace(quota, borrow_limit=max(int(share * capacity), largest.get(quota.team, 0) - quota.guaranteed, 0))
+        for quota in quotas.quotas
+    ]
+    return replace(quotas, quotas=tuple(changed))
+
+
 def shaped(trace: list[TraceJob], checkpoint_s: float | None, estimate: str, seed: int) -> list[TraceJob]:
     """The trace with the case's checkpoints and, for `noisyF`, per-job time limits."""
     if checkpoint_s is not None:
@@ -236,6 +258,7 @@ def run_case(
     fleet = fleet_for_load(trace, load)
     quotas = quotas_by_demand(trace, fleet, guaranteed_share=GUARANTEED_SHARE)
     quotas = skewed(quotas, options.guarantee_skew, options.seed)
+    quotas = limited(quotas, options.borrow_limit, trace, fleet.capacity_gpus)
     jobs = shaped(trace, CHECKPOINTS[checkpoint], estimate, options.seed)
     factor = None if estimate == "exact" or estimate.startswith(NOISY_PREFIX) else float(estimate)
     extra = variants(options.order or [], options.reclaim_share or [])
@@ -374,6 +397,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--priority-share", type=float, default=0.0, help=f"this share of the jobs at priority {HIGH_PRIORITY}"
     )
     parser.add_argument(
+        "--borrow-limit", type=float, help="each team borrows at most this share of the fleet (default: all of it)"
+    )
+    parser.add_argument(
         "--tick", type=float, default=TICK_S, help="plan on ticks of this many fleet seconds (0: at every event)"
     )
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_LIMIT} jobs, easy and fleetline, one case")
@@ -390,6 +416,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--guarantee-skew {options.guarantee_skew}: a factor of at least 1")
     if not 0.0 <= options.priority_share <= 1.0:
         parser.error(f"--priority-share {options.priority_share}: a share between 0 and 1")
+    if options.borrow_limit is not None and not 0.0 <= options.borrow_limit <= 1.0:
+        parser.error(f"--borrow-limit {options.borrow_limit}: a share of the fleet between 0 and 1")
     if not 0.0 <= options.tick < math.inf:
         parser.error(f"--tick {options.tick}: a number of seconds, 0 or more")
     for estimate in options.estimate or ():
@@ -429,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             "split_teams": options.split_teams,
             "guarantee_skew": options.guarantee_skew,
             "priority_share": options.priority_share,
+            "borrow_limit": options.borrow_limit,
             "tick_s": options.tick,
             "guaranteed_share": GUARANTEED_SHARE,
             "contract_keys": list(CONTRACT_KEYS),

@@ -274,6 +274,7 @@ class FleetPolicy(models.Model):
     )
     queue_order = models.CharField(max_length=20, choices=QueueOrder.choices, default=ENGINE_DEFAULTS.queue_order)
     least_borrowed_first = models.BooleanField(default=ENGINE_DEFAULTS.least_borrowed_first)
+    quota_holds = models.BooleanField(default=ENGINE_DEFAULTS.quota_holds)
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )

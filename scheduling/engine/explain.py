@@ -221,12 +221,14 @@ def _quota_estimate(
     team_releases: dict[tuple[str, str], list[tuple[float, int]]],
     elastic: bool,
 ) -> float | None:
-    """Not before the team's own running work has ended enough to admit the job."""
+    """Not before the team's own running work has ended enough to admit the job, after the size its
+    team's limit keeps for another job that waits (`QuotaLedger.hold`)."""
     size = job.min_gpus if elastic and job.is_elastic and job.min_gpus is not None else job.gpus
     limit = ledger.limit(job.team, job.accelerator)
     if size > limit:
         return None
     excess = ledger.used(job.team, job.accelerator) + size - limit
+    excess += ledger.held_ahead(job.team, job.accelerator, job.id)
     if excess <= 0:
         return estimate
     freed = 0

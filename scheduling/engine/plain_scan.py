@@ -14,7 +14,7 @@ from .collector import collector_paused
 from .cycle_state import ANY_END_S
 from .model import Job, Snapshot
 from .placement import could_fit_by_shape
-from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan
+from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Plan
 from .quota import Admission
 from .schedule import _Cycle, smallest_size
 
@@ -74,6 +74,8 @@ class _PlainScanCycle(_Cycle):
             return
         if refused:
             decided.reason = refused
+            if refused == REASON_QUOTA:
+                self.ledger.hold(job.team, accelerator, size, job.id)
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else self._gang_level(pool, job)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
@@ -82,6 +84,7 @@ class _PlainScanCycle(_Cycle):
             if verdict.worst_end_s == ANY_END_S or self._worst_end_s(job, size, level) >= verdict.worst_end_s:
                 decided.reason = verdict.reason
                 decided.waiting.add(accelerator)
+                self.ledger.hold(job.team, accelerator, size, job.id)
                 return
         generation = memo.generation
         shaped = could_fit_by_shape(pool, size)

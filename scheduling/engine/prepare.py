@@ -498,7 +498,10 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         totals = running_totals(running, now, penalty)
         index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
-    ledger = QuotaLedger(snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned)
+    holds = snapshot.policy.quota_holds
+    ledger = QuotaLedger(
+        snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, holds=holds
+    )
     profiles: dict[str, ReleaseProfile] = {}
     for name in index.pools:
         profiles[name] = profile = ReleaseProfile(now)

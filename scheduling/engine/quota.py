@@ -16,6 +16,13 @@ pool, the borrowers are reclaimed first (the admission is refused as "capacity")
 
 Work nobody may preempt ("pinned") could never be reclaimed from: beyond its team's guarantee it
 may only use capacity nobody is guaranteed, together with the other pinned work doing so.
+
+With `Policy.quota_holds`, a team's quota is reserved as nodes are: the first of its jobs on an
+accelerator that waits in a cycle, for its limit or for capacity, keeps its size within the team's
+limit, and the team's later jobs are admitted only within the limit less that size, never less
+than the guarantee (`QuotaLedger.hold`). Without, the team's smaller jobs take whatever its
+quota has left, and a large job waits until the team's load happens to leave it room. What the
+team leaves idle meanwhile is lent to other teams. A job larger than its team's limit keeps nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ class _Account:
     limit: float
     lend_cap: float
     used: int = 0
+    # While the team's first waiting job of the cycle keeps its size within the limit (`hold`):
+    # the limit less that size, the most its other work is admitted to (inf: no such hold).
+    cap: float = math.inf
 
     def lendable(self) -> float:
         return min(self.lend_cap, max(0, self.guaranteed - self.used))
@@ -98,7 +108,7 @@ class _AcceleratorLedger:
 class QuotaLedger:
     """Per-accelerator GPU usage by team, charged as the cycle starts jobs."""
 
-    __slots__ = ("ledgers", "department", "version", "releases")
+    __slots__ = ("ledgers", "department", "version", "releases", "holders", "holds")
 
     def __init__(
         self,
@@ -109,9 +119,12 @@ class QuotaLedger:
         *,
         usage: dict[tuple[str, str], int] | None = None,
         pinned: dict[tuple[str, str], int] | None = None,
+        holds: bool = False,
     ) -> None:
         """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`; `pinned`
-        then gives the GPUs of borrowing work nobody may preempt per (team, accelerator)."""
+        then gives the GPUs of borrowing work nobody may preempt per (team, accelerator). With
+        `holds` (`Policy.quota_holds`), a team's first waiting job keeps its size within the team's
+        limit (`hold`)."""
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -123,6 +136,12 @@ class QuotaLedger:
         # Bumped on every charge or release, so callers can cache admissions between changes; and on
         # every release (the only change that gives a team guarantee back).
         self.version = self.releases = 0
+        # (team, accelerator) -> the team's first job that waits this cycle there (`hold`).
+        self.holders: dict[tuple[str, str], str] = {}
+        # (only where some team's limit lies within its accelerator's capacity can a hold matter)
+        self.holds = holds and any(
+            account.limit < ledger.capacity for ledger in self.ledgers.values() for account in ledger.accounts.values()
+        )
         if usage is None:
             usage, pinned = {}, {}
             for run in running:
@@ -205,6 +224,8 @@ class QuotaLedger:
         ledger = self._ledger(accelerator)
         account = ledger.account(team)
         new_used = account.used + gpus
+        if new_used > account.cap:
+            return None
         lendable = account.lendable()
         if new_used <= account.guaranteed:
             # The team's own GPUs, unless they are lent out: what its unused guarantee still lends
@@ -241,7 +262,7 @@ class QuotaLedger:
         teams' loans hold the pool: reclaiming or waiting for them helps)."""
         ledger = self._ledger(accelerator)
         account = ledger.account(team)
-        if account.used + gpus > account.limit:
+        if account.used + gpus > account.limit or account.used + gpus > account.cap:
             return REASON_QUOTA
         if account.used + gpus <= account.guaranteed:
             return REASON_CAPACITY
@@ -254,6 +275,33 @@ class QuotaLedger:
         if (never < gpus <= ledger.capacity) or free_gpus >= gpus:
             return REASON_QUOTA
         return REASON_CAPACITY
+
+    def hold(self, team: str, accelerator: str, gpus: int, job_id: str) -> bool:
+        """`job_id`, of `gpus` GPUs (its smallest size), waits: if it is the first of `team`'s jobs
+        on `accelerator` to wait this cycle, it keeps its size within the team's limit, as a
+        reservation keeps nodes for the first blocked job. The team's other work is then admitted
+        only within the limit less that size, but always within the team's guarantee, so what the
+        team's running work frees beyond its guarantee goes to the job first; the GPUs the team
+        leaves idle go to other teams' loans. Nothing is kept for a job larger than the limit, nor
+        where the limit lies beyond the accelerator's capacity (it never refuses anything there).
+        True when it lowered what the team may be admitted to."""
+        key = (team, accelerator)
+        if not self.holds or key in self.holders:
+            return False
+        ledger = self._ledger(accelerator)
+        account = ledger.account(team)
+        if gpus > account.limit or account.limit >= ledger.capacity:
+            return False
+        self.holders[key] = job_id
+        account.cap = max(account.limit - gpus, account.guaranteed)
+        self.version += 1
+        return True
+
+    def held_ahead(self, team: str, accelerator: str, job_id: str) -> float:
+        """The GPUs `team`'s limit keeps for a waiting job other than `job_id` (`hold`)."""
+        account = self._ledger(accelerator).account(team)
+        holder = self.holders.get((team, accelerator))
+        return 0.0 if holder is None or holder == job_id or account.cap == math.inf else account.limit - account.cap
 
     def charge(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> None:
         """Charge `gpus` started GPUs to `team` (of work nobody may preempt, when `pinned`)."""

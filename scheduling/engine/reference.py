@@ -179,7 +179,8 @@ class _ReferenceCycle:
         }
         empty = {node.id: node.usable_gpus for node in snapshot.nodes}
         self.shape_of = {accelerator: self._pool(accelerator, empty) for accelerator in self.accelerators}
-        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity)
+        holds = snapshot.policy.quota_holds
+        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity, holds=holds)
         self.releases: dict[str, _Release] = {}
         for run in self.running:
             end_s = max(now, expected_end_s(run, now, self._penalty(run.allocation)))
@@ -290,6 +291,8 @@ class _ReferenceCycle:
             refused = self.ledger.refusal(job.team, accelerator, size, self._total_free(accelerator), pinned)
             if refused != REASON_CAPACITY:
                 self.reasons[position] = refused
+                if refused == REASON_QUOTA:  # the team's limit: the job keeps its size within it
+                    self.ledger.hold(job.team, accelerator, size, job.id)
                 return True
         self.at = position
         if admission is not None and self._start(job, size):
@@ -303,6 +306,8 @@ class _ReferenceCycle:
             self._reserve(job)
         if not self.policy.backfill:
             self.blocked.add(accelerator)  # strict FIFO: the blocked head holds back everyone behind
+        if self.reasons[position] != STARTED:  # (a gang may start at a wider level instead)
+            self.ledger.hold(job.team, accelerator, size, job.id)
         return True
 
     def _gang_level(self, job: Job) -> str:
@@ -723,12 +728,14 @@ class _ReferenceCycle:
 
     def _quota_estimate(self, job: Job, estimate: float) -> float | None:
         """Not before the team's own running work (and this cycle's starts) has ended enough to admit
-        the job at its smallest size; never when that size is beyond the team's limit."""
+        the job at its smallest size, after the size its team's limit keeps for another job that
+        waits (`QuotaLedger.hold`); never when that size is beyond the team's limit."""
         size = self._smallest_quota_size(job)
         limit = self.ledger.limit(job.team, job.accelerator)
         if size > limit:
             return None
         excess = self.ledger.used(job.team, job.accelerator) + size - limit
+        excess += self.ledger.held_ahead(job.team, job.accelerator, job.id)
         if excess <= 0:
             return estimate
         ends = sorted(

@@ -137,7 +137,7 @@ from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
-from .plan import REASON_CAPACITY, REASON_PRIORITY, Plan, Reserve, Start, reserved_for
+from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger, borrowers_rank
 from .reclaim import Reclaiming
@@ -164,6 +164,11 @@ class QueueShapes:
         number = {key: index for index, key in enumerate(shapes)}
         self.shapes: list[tuple[int, str, str, int, int | None]] = list(shapes.values())
         self.ids: list[int] = list(map(number.__getitem__, objects))
+
+
+def _no_hold(team: str, accelerator: str, gpus: int, job_id: str) -> bool:
+    """`QuotaLedger.hold` where no hold can matter (`QuotaLedger.holds` False)."""
+    return False
 
 
 def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
@@ -409,6 +414,7 @@ class _Cycle(Reclaiming):
         pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
         verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
         now, shape_of, topology_aware = self.now, self.shape_of, self.policy.topology_aware
+        hold = ledger.hold if ledger.holds else _no_hold
         # The run: the shape of the last job answered from a verdict, with that verdict, its size
         # and level, while no full look has changed the working state since (None: no run).
         run_shape: object = None
@@ -455,6 +461,9 @@ class _Cycle(Reclaiming):
                 continue
             if refused:
                 reasons[position] = refused
+                # (a job refused by its team's limit keeps its size within it: `QuotaLedger.hold`)
+                held = refused == REASON_QUOTA and hold(job.team, accelerator, size, job.id)
+                run_shape = None if held else run_shape
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else self._gang_level(pool, job)
@@ -473,7 +482,10 @@ class _Cycle(Reclaiming):
             ):
                 reasons[position] = verdict.reason
                 waiting.add(accelerator)
-                if gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving":
+                # A hold changes what the team's jobs are admitted to: no run of answers goes past it.
+                held = hold(job.team, accelerator, size, job.id)
+                run_shape = None if held else run_shape
+                if not held and (gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving"):
                     # (the level is the shape's: `_gang_level` reads a gang's wait only otherwise)
                     run_shape, run_verdict, run_size, run_level = shape_of(job), verdict, size, level
                 continue
@@ -517,6 +529,7 @@ class _Cycle(Reclaiming):
             if not backfill:
                 decided.blocked.add(accelerator)
             self.memo.verdicts[key] = Verdict(generation, ANY_END_S, reason)
+            self.ledger.hold(job.team, accelerator, size, job.id)
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
@@ -541,6 +554,8 @@ class _Cycle(Reclaiming):
             decided.blocked.add(accelerator)
         worst_end_s = self._worst_end_s(job, size, level) if blocker else ANY_END_S
         self.memo.verdicts[key] = Verdict(generation, worst_end_s, reason)
+        if reasons[at] is not STARTED:  # (a gang may have started at a wider level instead)
+            self.ledger.hold(job.team, accelerator, size, job.id)
 
     def _admission(
         self, team: str, accelerator: str, size: int, pool: AcceleratorPool, pinned: bool = False

@@ -56,7 +56,7 @@ REASON_RESERVED_PREFIX = "reserved-for:"  # + the job whose reservation holds th
 REASON_NEW = "new"
 
 REASON_TEXTS: dict[str, str] = {
-    REASON_QUOTA: "over the team's quota (guarantee plus borrow limit)",
+    REASON_QUOTA: "the team's quota (guarantee plus borrow limit) is in use, or kept for its first waiting job",
     REASON_CAPACITY: "waiting for free GPUs",
     REASON_TOPOLOGY: "GPUs are free but not in one domain of the required shape",
     REASON_GUARANTEE: "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",

@@ -183,3 +183,72 @@ def test_an_owner_of_a_lower_class_goes_before_a_borrower_of_a_higher_one() -> N
     assert set(started(plan)) == {"owed"}
     assert plan.starts()[0].borrowing is False
     assert reason_of(plan, "loan") == "capacity"
+
+
+def _estimate_of(plan, job_id: str) -> float | None:  # type: ignore[no-untyped-def]
+    return next(status.estimated_start_s for status in plan.pending if status.job_id == job_id)
+
+
+def test_a_job_waiting_for_its_teams_limit_is_not_overtaken_by_its_teams_later_jobs() -> None:
+    # alpha may use 16 GPUs and uses 12: "big" (8) waits for its limit and keeps its 8 GPUs within
+    # it, so "small" (2), which the limit alone would admit, waits behind it; beta (no quota row)
+    # borrows the idle GPUs meanwhile.
+    lent = running(job("lent", 12, time_limit_s=3600.0), (("p0-r0-n0", 8), ("p0-r0-n1", 4)), borrowing=True)
+    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8)).with_running(lent)
+    small = job("small", 2, submit_s=2.0)
+    plan = scenario.pending(job("big", 8, submit_s=1.0), small, job("other", 8, team="beta", submit_s=3.0)).plan(10.0)
+
+    assert set(started(plan)) == {"other"}
+    assert reason_of(plan, "big") == reason_of(plan, "small") == "quota"
+    # Alone, or with quota holds off (the default), the small job starts: the limit admits it.
+    alone = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8, 8)).with_running(lent).pending(small).plan(10.0)
+    assert set(started(alone)) == {"small"}
+    behind = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", 8, 8)).with_running(lent)
+    assert set(started(behind.pending(job("big", 8, submit_s=1.0), small).plan(10.0))) == {"small"}
+
+
+def test_a_job_waiting_for_capacity_keeps_its_size_within_its_teams_limit() -> None:
+    # alpha may use 12 GPUs and uses 2; "whole" (8) fits the limit but no node has 8 GPUs free.
+    # "four" (4) would fit node n1 and the limit, but would leave "whole" beyond the limit once a
+    # node frees: it waits.
+    runs = (
+        running(job("beta-run", 8, team="beta", time_limit_s=3600.0), on="p0-r0-n0"),
+        running(job("mine", 2, time_limit_s=7200.0), (("p0-r0-n1", 2),)),
+    )
+    scenario = Scenario(fleet("1x1x2x8")).policy(quota_holds=True).quotas(quota("alpha", 0, 12)).with_running(*runs)
+    plan = scenario.pending(job("whole", 8, submit_s=1.0), job("four", 4, submit_s=2.0)).plan(10.0)
+
+    assert started(plan) == {}
+    assert reason_of(plan, "four") == "quota"
+
+
+def test_the_estimate_of_a_job_held_back_by_its_teams_limit_comes_after_the_job_it_waits_behind() -> None:
+    # alpha may use 16 and uses 12 (8 free at 3,600 s, 4 more at 7,200 s): "big" (8) needs 4 of
+    # them, at 3,600 s; "six" (6) comes after big's 8, so it needs 10, at 7,200 s.
+    runs = (
+        running(job("first", 8, time_limit_s=3600.0), on="p0-r0-n0", borrowing=True),
+        running(job("second", 4, time_limit_s=7200.0), (("p0-r0-n1", 4),)),
+    )
+    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8)).with_running(*runs)
+    plan = scenario.pending(job("big", 8, submit_s=1.0), job("six", 6, submit_s=2.0)).plan(10.0)
+
+    assert _estimate_of(plan, "big") == 3600.0
+    assert _estimate_of(plan, "six") == 7200.0
+
+
+def test_a_job_larger_than_its_teams_limit_keeps_nothing() -> None:
+    # 24 GPUs can never fit alpha's 16: the small job starts.
+    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8))
+    plan = scenario.pending(job("huge", 24, submit_s=1.0), job("small", 2, submit_s=2.0)).plan(10.0)
+
+    assert set(started(plan)) == {"small"}
+
+
+def test_a_job_that_keeps_quota_never_keeps_its_team_from_its_guarantee() -> None:
+    # alpha is guaranteed 10 and may use 12; "ten" waits for two free nodes and keeps 10 of the 12,
+    # but "four" lies within alpha's guarantee, and starts on the free half of n1.
+    runs = (running(job("beta-run", 12, team="beta"), (("p0-r0-n0", 8), ("p0-r0-n1", 4))),)
+    scenario = Scenario(fleet("1x1x2x8")).policy(quota_holds=True, preemption=False).quotas(quota("alpha", 10, 2))
+    plan = scenario.with_running(*runs).pending(job("ten", 10, submit_s=1.0), job("four", 4, submit_s=2.0)).plan(10.0)
+
+    assert set(started(plan)) == {"four"}

@@ -81,9 +81,31 @@ def test_skewed_guarantees_keep_their_total_and_each_team_the_whole_fleet_to_bor
     assert bench.skewed(quotas, 1.0, seed=1) == quotas
 
 
+def test_a_borrow_limit_caps_each_teams_loans_at_a_share_of_the_fleet_but_never_below_its_largest_job(bench) -> None:
+    from scheduling.engine.model import Quota
+    from scheduling.sim.fleet import QuotaSpec
+
+    quotas = QuotaSpec((Quota("small", "gpu", 10, 990), Quota("big", "gpu", 400, 600)), ())
+    trace = [
+        TraceJob("a", 0.0, 10.0, 8, "small"),
+        TraceJob("b", 0.0, 10.0, 512, "small"),
+        TraceJob("c", 0.0, 10.0, 1, "big"),
+    ]
+    limited = bench.limited(quotas, 0.25, trace, 1000)
+    assert [(quota.team, quota.borrow_limit) for quota in limited.quotas] == [("small", 502), ("big", 250)]
+    assert bench.limited(quotas, None, trace, 1000) == quotas
+
+
 @pytest.mark.parametrize(
     "argv",
-    [["--split-teams", "-1"], ["--guarantee-skew", "0.5"], ["--guarantee-skew", "inf"], ["--priority-share", "1.5"]],
+    [
+        ["--split-teams", "-1"],
+        ["--guarantee-skew", "0.5"],
+        ["--guarantee-skew", "inf"],
+        ["--priority-share", "1.5"],
+        ["--borrow-limit", "-0.1"],
+        ["--borrow-limit", "2"],
+    ],
 )
 def test_workload_shapes_out_of_range_are_refused(bench, argv: list[str]) -> None:
     with pytest.raises(SystemExit) as refused:
