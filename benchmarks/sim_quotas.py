@@ -48,8 +48,8 @@ policy's results then also hold the mean and p99 JCT of those jobs (`jct_mean_s_
 `--borrow-limit 0.25` lets each team borrow at most a quarter of the fleet beyond its guarantee (but
 always enough for its largest job), so that team limits bind, as they do on a real fleet where a
 team's quota is guarantee plus a borrow limit (the live demo's teams borrow at most half their
-guarantee): what `Policy.quota_holds` (a team's first waiting job keeps its size within the
-team's limit) is for.
+guarantee): what `Policy.quota_hold_after_s` (a team's first waiting job keeps its size within
+the team's limit) is for.
 """
 
 from __future__ import annotations

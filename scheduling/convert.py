@@ -144,7 +144,7 @@ POLICY_FIELDS: dict[str, str] = {
     "guarantee_spread_after_s": "guarantee_spread_after_s",
     "queue_order": "queue_order",
     "least_borrowed_first": "least_borrowed_first",
-    "quota_holds": "quota_holds",
+    "quota_hold_after_s": "quota_hold_after_s",
     "within_team_order": "within_team_order",
 }
 # FleetPolicy field -> the level of `Policy.level_penalty` it sets.

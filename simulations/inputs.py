@@ -62,7 +62,7 @@ POLICY_SETTINGS: dict[str, Setting] = {
     "max_age_s": Setting(float, 0, 30 * DAY_S),
     "queue_order": Setting(str, choices=QUEUE_ORDERS),
     "least_borrowed_first": Setting(bool),
-    "quota_holds": Setting(bool),
+    "quota_hold_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
     "within_team_order": Setting(str, choices=WITHIN_TEAM_ORDERS),
     "elastic": Setting(bool),
     "gang_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),

@@ -274,7 +274,15 @@ class FleetPolicy(models.Model):
     )
     queue_order = models.CharField(max_length=20, choices=QueueOrder.choices, default=ENGINE_DEFAULTS.queue_order)
     least_borrowed_first = models.BooleanField(default=ENGINE_DEFAULTS.least_borrowed_first)
-    quota_holds = models.BooleanField(default=ENGINE_DEFAULTS.quota_holds)
+    quota_hold_after_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=ENGINE_DEFAULTS.quota_hold_after_s,
+        validators=[MinValueValidator(0.0)],
+        help_text="Once the first of a team's waiting jobs has waited this long, it keeps its size within the "
+        "team's quota limit: the team's later jobs start only within the rest (always within the guarantee). "
+        "Empty: later jobs take whatever the team's quota has left.",
+    )
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )

@@ -168,14 +168,14 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "the benchmark) for about 1 % of the fleet's goodput.",
     ),
     PolicyField(
-        "quota_holds",
-        "Keep quota for each team's first waiting job",
-        "On: the first of a team's jobs that waits (for its quota limit or for free GPUs) keeps its size "
-        "within the team's limit, and the team's later jobs start only within the rest (always within the "
-        "guarantee), so a large job is not overtaken by its own team's smaller ones; what the team leaves "
-        "idle meanwhile is lent to other teams. Off: later jobs take whatever the team's quota has left. "
-        "Off by default: where team limits bind, on made mean turnaround about a third longer on the "
-        "benchmark, for fewer guarantee violations.",
+        "quota_hold_after_s",
+        "Keep quota for a team's job waiting longer than",
+        "Once the first of a team's waiting jobs (for its quota limit or for free GPUs) has waited this long, "
+        "it keeps its size within the team's limit, and the team's later jobs start only within the rest "
+        "(always within the guarantee), so a large job is not overtaken for ever by its own team's smaller "
+        "ones; what the team leaves idle meanwhile is lent to other teams. Empty: later jobs take whatever "
+        "the team's quota has left.",
+        HOURS,
     ),
     PolicyField(
         "within_team_order",

@@ -265,18 +265,19 @@ class Policy:
     # limits at load 1.07 the violation rose, 20 -> 25.5 %, and mean JCT fell 12.8 -> 10.8 h (with
     # another draw of the noise it fell, 25 -> 19 %).
     least_borrowed_first: bool = True
-    # On: a team's first job that waits in a cycle (for its quota limit or for capacity) keeps its
-    # size within the team's limit, and the team's later jobs are admitted only within the rest (never
-    # less than its guarantee), as a reservation keeps nodes for a blocked head (`quota.QuotaLedger.hold`;
-    # close to Kueue's StrictFIFO). Off: they take whatever the team's quota has left (BestEffortFIFO),
-    # and a large job of a team at its limit waits until the team's load happens to leave it room.
-    # Off, chosen on benchmarks/sim_quotas.py with team limits that bind (`--borrow-limit`, days
-    # 20-30, load 1.07, no checkpoints, exact; README, "Quota kept for a team's first waiting job"):
-    # on, at a borrow limit of 5 % of the fleet, mean JCT 5.53 -> 7.22 h, p99 46.7 -> 77.4 h,
-    # utilisation 0.842 -> 0.831, estimate_error_p90 1.49 -> 3.14, for a violation of 1,009 -> 574
-    # GPU-h; at 10 % mean 5.07 -> 5.58 h; at 25 % (and the default benchmark, where teams may borrow
-    # the whole fleet) the same plans.
-    quota_holds: bool = False
+    # Once a team's first job that waits in a cycle (for its quota limit or for capacity) has
+    # waited this long, it keeps its size within the team's limit, and the team's later jobs are
+    # admitted only within the rest, never below its guarantee, as a reservation keeps nodes for a
+    # blocked head (`quota.QuotaLedger.hold`; 0: at once, close to Kueue's StrictFIFO). None: they
+    # take whatever the team's quota has left (BestEffortFIFO), and a large job of a team at its
+    # limit waits until the team's load happens to leave it room. None, chosen on
+    # benchmarks/sim_quotas.py with team limits that bind (`--borrow-limit`, days 20-30, load 1.07,
+    # no checkpoints, exact; README, "Quota kept for a team's first waiting job"): at a borrow limit
+    # of 5 % of the fleet, mean JCT 5.53 h none, 7.22 at once, 6.72 after 6 h or a day, 6.45 after
+    # two days (p99 wait 15.3 h none, 48-54 with any); at 10 %, 5.07 none, 5.20-5.58 with any; at
+    # 25 % (and the default benchmark, where teams may borrow the whole fleet) the same plans. What
+    # a team leaves idle for its held job goes only partly to other teams' loans.
+    quota_hold_after_s: float | None = None
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
     # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota

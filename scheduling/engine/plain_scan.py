@@ -75,7 +75,7 @@ class _PlainScanCycle(_Cycle):
         if refused:
             decided.reason = refused
             if refused == REASON_QUOTA:
-                self.ledger.hold(job.team, accelerator, size, job.id)
+                self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
             return
         level = job.required_level if job.gpus <= pool.gpus_per_node else self._gang_level(pool, job)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
@@ -84,7 +84,7 @@ class _PlainScanCycle(_Cycle):
             if verdict.worst_end_s == ANY_END_S or self._worst_end_s(job, size, level) >= verdict.worst_end_s:
                 decided.reason = verdict.reason
                 decided.waiting.add(accelerator)
-                self.ledger.hold(job.team, accelerator, size, job.id)
+                self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
                 return
         generation = memo.generation
         shaped = could_fit_by_shape(pool, size)

@@ -498,9 +498,9 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         totals = running_totals(running, now, penalty)
         index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
-    holds = snapshot.policy.quota_holds
+    after_s = snapshot.policy.quota_hold_after_s
     ledger = QuotaLedger(
-        snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, holds=holds
+        snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, hold_after_s=after_s
     )
     profiles: dict[str, ReleaseProfile] = {}
     for name in index.pools:

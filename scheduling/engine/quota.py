@@ -17,12 +17,13 @@ pool, the borrowers are reclaimed first (the admission is refused as "capacity")
 Work nobody may preempt ("pinned") could never be reclaimed from: beyond its team's guarantee it
 may only use capacity nobody is guaranteed, together with the other pinned work doing so.
 
-With `Policy.quota_holds`, a team's quota is reserved as nodes are: the first of its jobs on an
-accelerator that waits in a cycle, for its limit or for capacity, keeps its size within the team's
-limit, and the team's later jobs are admitted only within the limit less that size, never less
-than the guarantee (`QuotaLedger.hold`). Without, the team's smaller jobs take whatever its
-quota has left, and a large job waits until the team's load happens to leave it room. What the
-team leaves idle meanwhile is lent to other teams. A job larger than its team's limit keeps nothing.
+With `Policy.quota_hold_after_s`, a team's quota is reserved as nodes are: the first of its jobs
+on an accelerator that waits in a cycle, for its limit or for capacity, having waited that long,
+keeps its size within the team's limit, and the team's later jobs are admitted only within the
+limit less that size, never less than the guarantee (`QuotaLedger.hold`). Without, the team's
+smaller jobs take whatever its quota has left, and a large job waits until the team's load
+happens to leave it room. What the team leaves idle meanwhile is lent to other teams. A job
+larger than its team's limit keeps nothing.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class _AcceleratorLedger:
 class QuotaLedger:
     """Per-accelerator GPU usage by team, charged as the cycle starts jobs."""
 
-    __slots__ = ("ledgers", "department", "version", "releases", "holders", "holds")
+    __slots__ = ("ledgers", "department", "version", "releases", "holders", "holds", "hold_after_s")
 
     def __init__(
         self,
@@ -119,12 +120,12 @@ class QuotaLedger:
         *,
         usage: dict[tuple[str, str], int] | None = None,
         pinned: dict[tuple[str, str], int] | None = None,
-        holds: bool = False,
+        hold_after_s: float | None = None,
     ) -> None:
         """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`; `pinned`
         then gives the GPUs of borrowing work nobody may preempt per (team, accelerator). With
-        `holds` (`Policy.quota_holds`), a team's first waiting job keeps its size within the team's
-        limit (`hold`)."""
+        `hold_after_s` (`Policy.quota_hold_after_s`), a team's first waiting job that has waited
+        that long keeps its size within the team's limit (`hold`)."""
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -138,8 +139,9 @@ class QuotaLedger:
         self.version = self.releases = 0
         # (team, accelerator) -> the team's first job that waits this cycle there (`hold`).
         self.holders: dict[tuple[str, str], str] = {}
+        self.hold_after_s = math.inf if hold_after_s is None else hold_after_s
         # (only where some team's limit lies within its accelerator's capacity can a hold matter)
-        self.holds = holds and any(
+        self.holds = hold_after_s is not None and any(
             account.limit < ledger.capacity for ledger in self.ledgers.values() for account in ledger.accounts.values()
         )
         if usage is None:
@@ -276,17 +278,18 @@ class QuotaLedger:
             return REASON_QUOTA
         return REASON_CAPACITY
 
-    def hold(self, team: str, accelerator: str, gpus: int, job_id: str) -> bool:
-        """`job_id`, of `gpus` GPUs (its smallest size), waits: if it is the first of `team`'s jobs
-        on `accelerator` to wait this cycle, it keeps its size within the team's limit, as a
-        reservation keeps nodes for the first blocked job. The team's other work is then admitted
+    def hold(self, team: str, accelerator: str, gpus: int, job_id: str, waited_s: float) -> bool:
+        """`job_id`, of `gpus` GPUs (its smallest size), waits, having waited `waited_s`: if it is
+        the first of `team`'s jobs on `accelerator` to wait this cycle that has waited
+        `hold_after_s`, it keeps its size within the team's limit, as a reservation keeps nodes
+        for the first blocked job. The team's other work is then admitted
         only within the limit less that size, but always within the team's guarantee, so what the
         team's running work frees beyond its guarantee goes to the job first; the GPUs the team
         leaves idle go to other teams' loans. Nothing is kept for a job larger than the limit, nor
         where the limit lies beyond the accelerator's capacity (it never refuses anything there).
         True when it lowered what the team may be admitted to."""
         key = (team, accelerator)
-        if not self.holds or key in self.holders:
+        if not self.holds or key in self.holders or waited_s < self.hold_after_s:
             return False
         ledger = self._ledger(accelerator)
         account = ledger.account(team)

@@ -179,8 +179,8 @@ class _ReferenceCycle:
         }
         empty = {node.id: node.usable_gpus for node in snapshot.nodes}
         self.shape_of = {accelerator: self._pool(accelerator, empty) for accelerator in self.accelerators}
-        holds = snapshot.policy.quota_holds
-        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity, holds=holds)
+        after_s = snapshot.policy.quota_hold_after_s
+        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity, hold_after_s=after_s)
         self.releases: dict[str, _Release] = {}
         for run in self.running:
             end_s = max(now, expected_end_s(run, now, self._penalty(run.allocation)))
@@ -292,7 +292,7 @@ class _ReferenceCycle:
             if refused != REASON_CAPACITY:
                 self.reasons[position] = refused
                 if refused == REASON_QUOTA:  # the team's limit: the job keeps its size within it
-                    self.ledger.hold(job.team, accelerator, size, job.id)
+                    self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
                 return True
         self.at = position
         if admission is not None and self._start(job, size):
@@ -307,7 +307,7 @@ class _ReferenceCycle:
         if not self.policy.backfill:
             self.blocked.add(accelerator)  # strict FIFO: the blocked head holds back everyone behind
         if self.reasons[position] != STARTED:  # (a gang may start at a wider level instead)
-            self.ledger.hold(job.team, accelerator, size, job.id)
+            self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
         return True
 
     def _gang_level(self, job: Job) -> str:

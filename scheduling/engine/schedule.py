@@ -166,7 +166,7 @@ class QueueShapes:
         self.ids: list[int] = list(map(number.__getitem__, objects))
 
 
-def _no_hold(team: str, accelerator: str, gpus: int, job_id: str) -> bool:
+def _no_hold(team: str, accelerator: str, gpus: int, job_id: str, waited_s: float) -> bool:
     """`QuotaLedger.hold` where no hold can matter (`QuotaLedger.holds` False)."""
     return False
 
@@ -462,7 +462,7 @@ class _Cycle(Reclaiming):
             if refused:
                 reasons[position] = refused
                 # (a job refused by its team's limit keeps its size within it: `QuotaLedger.hold`)
-                held = refused == REASON_QUOTA and hold(job.team, accelerator, size, job.id)
+                held = refused == REASON_QUOTA and hold(job.team, accelerator, size, job.id, now - job.submit_s)
                 run_shape = None if held else run_shape
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
@@ -483,7 +483,7 @@ class _Cycle(Reclaiming):
                 reasons[position] = verdict.reason
                 waiting.add(accelerator)
                 # A hold changes what the team's jobs are admitted to: no run of answers goes past it.
-                held = hold(job.team, accelerator, size, job.id)
+                held = hold(job.team, accelerator, size, job.id, now - job.submit_s)
                 run_shape = None if held else run_shape
                 if not held and (gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving"):
                     # (the level is the shape's: `_gang_level` reads a gang's wait only otherwise)
@@ -529,7 +529,7 @@ class _Cycle(Reclaiming):
             if not backfill:
                 decided.blocked.add(accelerator)
             self.memo.verdicts[key] = Verdict(generation, ANY_END_S, reason)
-            self.ledger.hold(job.team, accelerator, size, job.id)
+            self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
@@ -555,7 +555,7 @@ class _Cycle(Reclaiming):
         worst_end_s = self._worst_end_s(job, size, level) if blocker else ANY_END_S
         self.memo.verdicts[key] = Verdict(generation, worst_end_s, reason)
         if reasons[at] is not STARTED:  # (a gang may have started at a wider level instead)
-            self.ledger.hold(job.team, accelerator, size, job.id)
+            self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
 
     def _admission(
         self, team: str, accelerator: str, size: int, pool: AcceleratorPool, pinned: bool = False

@@ -22,7 +22,7 @@ from .workload import build_workload
 
 def sjf_oracle() -> Policy:
     """Shortest true duration first over the whole queue: no reservation holds anyone back (a
-    greedy scan, `reservation_depth=0`, `quota_holds=False`), no fair share, no preemption, no
+    greedy scan, `reservation_depth=0`, no quota hold), no fair share, no preemption, no
     elastic resizing, best-fit placement in the narrowest domain free now (gangs never wait for a
     narrower one). Unfair by design (long jobs and big gangs can starve): the bound the fair
     policies are measured against."""
@@ -30,7 +30,7 @@ def sjf_oracle() -> Policy:
         Policy(),
         backfill=True,
         reservation_depth=0,
-        quota_holds=False,
+        quota_hold_after_s=None,
         preemption=False,
         elastic=False,
         fairshare=False,

@@ -149,7 +149,7 @@ def contested_snapshots(draw: st.DrawFn) -> Snapshot:
         reclaim_guaranteed_share=draw(st.sampled_from((1.0, 0.5, 0.0))),
         partial_reclaim_young_s=draw(st.sampled_from((None, 150.0, 3600.0))),
         least_borrowed_first=draw(st.booleans()),
-        quota_holds=draw(st.booleans()),
+        quota_hold_after_s=draw(st.sampled_from((None, 0.0, 3.0))),
         max_preemption_attempts=draw(st.sampled_from((1, 2, 16))),
         preemption_scan_budget=draw(st.sampled_from((4, 16, 8192))),
     )

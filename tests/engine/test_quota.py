@@ -194,7 +194,7 @@ def test_a_job_waiting_for_its_teams_limit_is_not_overtaken_by_its_teams_later_j
     # it, so "small" (2), which the limit alone would admit, waits behind it; beta (no quota row)
     # borrows the idle GPUs meanwhile.
     lent = running(job("lent", 12, time_limit_s=3600.0), (("p0-r0-n0", 8), ("p0-r0-n1", 4)), borrowing=True)
-    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8)).with_running(lent)
+    scenario = Scenario(fleet("1x1x4x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 8, 8)).with_running(lent)
     small = job("small", 2, submit_s=2.0)
     plan = scenario.pending(job("big", 8, submit_s=1.0), small, job("other", 8, team="beta", submit_s=3.0)).plan(10.0)
 
@@ -215,7 +215,9 @@ def test_a_job_waiting_for_capacity_keeps_its_size_within_its_teams_limit() -> N
         running(job("beta-run", 8, team="beta", time_limit_s=3600.0), on="p0-r0-n0"),
         running(job("mine", 2, time_limit_s=7200.0), (("p0-r0-n1", 2),)),
     )
-    scenario = Scenario(fleet("1x1x2x8")).policy(quota_holds=True).quotas(quota("alpha", 0, 12)).with_running(*runs)
+    scenario = (
+        Scenario(fleet("1x1x2x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 0, 12)).with_running(*runs)
+    )
     plan = scenario.pending(job("whole", 8, submit_s=1.0), job("four", 4, submit_s=2.0)).plan(10.0)
 
     assert started(plan) == {}
@@ -229,7 +231,9 @@ def test_the_estimate_of_a_job_held_back_by_its_teams_limit_comes_after_the_job_
         running(job("first", 8, time_limit_s=3600.0), on="p0-r0-n0", borrowing=True),
         running(job("second", 4, time_limit_s=7200.0), (("p0-r0-n1", 4),)),
     )
-    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8)).with_running(*runs)
+    scenario = (
+        Scenario(fleet("1x1x4x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 8, 8)).with_running(*runs)
+    )
     plan = scenario.pending(job("big", 8, submit_s=1.0), job("six", 6, submit_s=2.0)).plan(10.0)
 
     assert _estimate_of(plan, "big") == 3600.0
@@ -238,7 +242,7 @@ def test_the_estimate_of_a_job_held_back_by_its_teams_limit_comes_after_the_job_
 
 def test_a_job_larger_than_its_teams_limit_keeps_nothing() -> None:
     # 24 GPUs can never fit alpha's 16: the small job starts.
-    scenario = Scenario(fleet("1x1x4x8")).policy(quota_holds=True).quotas(quota("alpha", 8, 8))
+    scenario = Scenario(fleet("1x1x4x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 8, 8))
     plan = scenario.pending(job("huge", 24, submit_s=1.0), job("small", 2, submit_s=2.0)).plan(10.0)
 
     assert set(started(plan)) == {"small"}
@@ -248,7 +252,7 @@ def test_a_job_that_keeps_quota_never_keeps_its_team_from_its_guarantee() -> Non
     # alpha is guaranteed 10 and may use 12; "ten" waits for two free nodes and keeps 10 of the 12,
     # but "four" lies within alpha's guarantee, and starts on the free half of n1.
     runs = (running(job("beta-run", 12, team="beta"), (("p0-r0-n0", 8), ("p0-r0-n1", 4))),)
-    scenario = Scenario(fleet("1x1x2x8")).policy(quota_holds=True, preemption=False).quotas(quota("alpha", 10, 2))
+    scenario = Scenario(fleet("1x1x2x8")).policy(quota_hold_after_s=0.0, preemption=False).quotas(quota("alpha", 10, 2))
     plan = scenario.with_running(*runs).pending(job("ten", 10, submit_s=1.0), job("four", 4, submit_s=2.0)).plan(10.0)
 
     assert set(started(plan)) == {"four"}

@@ -70,7 +70,7 @@ def test_every_admin_setting_reaches_the_engine() -> None:
         "guarantee_spread_after_s": 1800.0,
         "queue_order": "shortest_limit",
         "least_borrowed_first": False,
-        "quota_holds": True,
+        "quota_hold_after_s": 7200.0,
         "within_team_order": "las",
         "topology_penalty_node": 1.01,
         "topology_penalty_rack": 1.05,

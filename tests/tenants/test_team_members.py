@@ -117,11 +117,11 @@ def test_the_team_page_says_whether_the_borrowers_of_the_teams_that_borrow_least
     assert ("the teams that borrow the fewest GPUs go first" in page) is least_borrowed_first
 
 
-@pytest.mark.parametrize("quota_holds", [True, False])
-def test_the_team_page_says_whether_a_teams_first_waiting_job_keeps_its_quota(world: World, quota_holds: bool) -> None:
-    FleetPolicyFactory(quota_holds=quota_holds)
+@pytest.mark.parametrize("after_s", [3600.0, None])
+def test_the_team_page_says_whether_a_long_waiting_job_keeps_its_quota(world: World, after_s: float | None) -> None:
+    FleetPolicyFactory(quota_hold_after_s=after_s)
     page = client_for(world.member).get("/teams/language-models/").content.decode()
-    assert ("keeps its size within the team's quota" in page) is quota_holds
+    assert ("keeps its size within the team's quota" in page) is (after_s is not None)
 
 
 def test_admins_see_every_teams_quota_use_and_queue_on_the_team_list(world: World) -> None:
