@@ -414,7 +414,7 @@ class _Cycle(Reclaiming):
         pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
         verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
         now, shape_of, topology_aware = self.now, self.shape_of, self.policy.topology_aware
-        hold = ledger.hold if ledger.holds else _no_hold
+        holding, hold = ledger.holds, (ledger.hold if ledger.holds else _no_hold)
         # The run: the shape of the last job answered from a verdict, with that verdict, its size
         # and level, while no full look has changed the working state since (None: no run).
         run_shape: object = None
@@ -435,6 +435,12 @@ class _Cycle(Reclaiming):
                 )
             ):
                 reasons[position] = run_verdict.reason
+                # (a job of the run that has waited long enough to hold ends the run: `QuotaLedger.hold`)
+                run_shape = (
+                    None
+                    if holding and hold(job.team, job.accelerator, run_size, job.id, now - job.submit_s)
+                    else run_shape
+                )
                 continue
             accelerator = job.accelerator
             pool = pools.get(accelerator)
@@ -463,7 +469,7 @@ class _Cycle(Reclaiming):
                 reasons[position] = refused
                 # (a job refused by its team's limit keeps its size within it: `QuotaLedger.hold`)
                 held = refused == REASON_QUOTA and hold(job.team, accelerator, size, job.id, now - job.submit_s)
-                run_shape = None if held else run_shape
+                run_shape = None if held else run_shape  # (a hold ends the run)
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
             level = job.required_level if gpus <= pool.gpus_per_node else self._gang_level(pool, job)
