@@ -247,7 +247,7 @@ class FairshareStanding:
     factor: float  # Slurm's 2^(-U/S): 1.0 nothing used, 0.5 exactly its share, towards 0 beyond
     orders_queue: bool  # the policy orders the queue by fair share (else by shortest time limit)
     least_borrowed_first: bool  # the borrowers of the teams that borrow least go first
-    quota_hold_after_s: float | None  # a team's job waiting this long keeps its size within the limit
+    quota_hold_after_h: float | None  # a team's job waiting this many hours keeps its size within the limit
 
 
 def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
@@ -278,7 +278,7 @@ def fairshare_standings(*, sim_now_s: float) -> dict[int, FairshareStanding]:
             factor=priorities[team_id],
             orders_queue=policy.queue_order == "fair_share",
             least_borrowed_first=policy.least_borrowed_first,
-            quota_hold_after_s=policy.quota_hold_after_s,
+            quota_hold_after_h=None if policy.quota_hold_after_s is None else policy.quota_hold_after_s / 3600,
         )
         for team_id in order
     }

@@ -122,6 +122,7 @@ def test_the_team_page_says_whether_a_long_waiting_job_keeps_its_quota(world: Wo
     FleetPolicyFactory(quota_hold_after_s=after_s)
     page = client_for(world.member).get("/teams/language-models/").content.decode()
     assert ("keeps its size within the team's quota" in page) is (after_s is not None)
+    assert ("has waited 1 h, it keeps" in page) is (after_s is not None)
 
 
 def test_admins_see_every_teams_quota_use_and_queue_on_the_team_list(world: World) -> None:
