@@ -59,7 +59,9 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   eviction; plain: every job looked at, the borrowers put off (`plain_scan`;
   `test_fast_paths.py::test_the_owners_pass_looks_at_every_job_after_an_eviction_gives_a_team_guarantee_back`).
   The borrowers' order from the rank of each shape (`_Cycle._rank_borrowers`); plain: the rank
-  per job (`reference.py`, `plain_scan`).
+  per job (`reference.py`, `plain_scan`). Shapes told apart by the identity of `Job.shape`, one
+  object per shape, without a tuple built and hashed per job; plain: by value
+  (`test_fast_paths.py::test_queue_shapes_told_apart_by_identity_plan_as_shapes_told_apart_by_value`).
 - Without explanations, past the last job that might evict or shrink anything, an accelerator with
   nothing free or held and no reservation attempt left is blocked (`_Cycle._last_pass`); plain: the
   scan to the end (`test_queue_tail.py::test_without_explanations_the_actions_and_topology_waits_are_the_same`,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from bisect import bisect_right
 from dataclasses import fields, replace
 
@@ -33,7 +34,7 @@ from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prep
 from scheduling.engine.quota import QuotaLedger
 from scheduling.engine.reclaim import Reclaiming, keeps_guarantees, spare_gpus
 from scheduling.engine.runs import all_running_at, anchored_release_s
-from scheduling.engine.schedule import _Cycle
+from scheduling.engine.schedule import QueueShapes, _Cycle
 
 from . import builders
 from .strategies import contested_snapshots, gang_snapshots, jobs, snapshots
@@ -918,3 +919,19 @@ def test_without_explanations_the_scan_ends_once_nothing_is_free_and_no_job_left
 
     assert lean.actions == full.actions and [type(action).__name__ for action in full.actions] == ["Reserve"]
     assert len(looked_explaining) > 1 and looked == looked_explaining[:1]
+
+
+@SETTINGS
+@given(contested_snapshots(), st.floats(0.0, 5000.0))
+def test_queue_shapes_told_apart_by_identity_plan_as_shapes_told_apart_by_value(snapshot: Snapshot, now: float) -> None:
+    # A pickled copy of a job brings its own shape object: read by identity it is a shape of its
+    # own, whose answers are those of the shape it equals, so the plan is the same.
+    copies = tuple(pickle.loads(pickle.dumps(job)) for job in snapshot.pending)
+    assert all(
+        copy.shape == job.shape and copy.shape is not job.shape
+        for copy, job in zip(copies, snapshot.pending, strict=True)
+    )
+    shapes = QueueShapes(list(snapshot.pending + copies))
+    assert [shapes.shapes[number] for number in shapes.ids] == [job.shape for job in snapshot.pending + copies]
+
+    assert schedule(replace(snapshot, pending=copies), now) == schedule(snapshot, now)
