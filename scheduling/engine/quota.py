@@ -282,10 +282,10 @@ class QuotaLedger:
         """`job_id`, of `gpus` GPUs (its smallest size), waits, having waited `waited_s`: if it is
         the first of `team`'s jobs on `accelerator` to wait this cycle that has waited
         `hold_after_s`, it keeps its size within the team's limit, as a reservation keeps nodes
-        for the first blocked job. The team's other work is then admitted
-        only within the limit less that size, but always within the team's guarantee, so what the
-        team's running work frees beyond its guarantee goes to the job first; the GPUs the team
-        leaves idle go to other teams' loans. Nothing is kept for a job larger than the limit, nor
+        for the first blocked job. The team's other work is then admitted only within the limit
+        less that size, but always within the team's guarantee, so what the team's running work
+        frees beyond its guarantee goes to the job first; the GPUs the team leaves idle go to other
+        teams' loans. Nothing is kept for a job larger than the limit, nor
         where the limit lies beyond the accelerator's capacity (it never refuses anything there).
         True when it lowered what the team may be admitted to."""
         key = (team, accelerator)

@@ -168,11 +168,6 @@ class QueueShapes:
         self.ids: list[int] = list(map(number.__getitem__, objects))
 
 
-def _no_hold(team: str, accelerator: str, gpus: int, job_id: str, waited_s: float) -> bool:
-    """`QuotaLedger.hold` where no hold can matter (`QuotaLedger.holds` False)."""
-    return False
-
-
 def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
     """The smallest size a job of `gpus` GPUs (at least `low` when elastic) may start at."""
     return max(1, low) if elastic and low is not None and low < gpus else gpus
@@ -416,7 +411,7 @@ class _Cycle(Reclaiming):
         pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
         verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
         now, shape_of, topology_aware = self.now, self.shape_of, self.policy.topology_aware
-        holding, hold = ledger.holds, (ledger.hold if ledger.holds else _no_hold)
+        holding, hold = ledger.holds, ledger.hold  # (no call at all where no hold can matter)
         # The run: the shape of the last job answered from a verdict, with that verdict, its size
         # and level, while no full look has changed the working state since (None: no run).
         run_shape: object = None
@@ -470,7 +465,11 @@ class _Cycle(Reclaiming):
             if refused:
                 reasons[position] = refused
                 # (a job refused by its team's limit keeps its size within it: `QuotaLedger.hold`)
-                held = refused == REASON_QUOTA and hold(job.team, accelerator, size, job.id, now - job.submit_s)
+                held = (
+                    holding
+                    and refused == REASON_QUOTA
+                    and hold(job.team, accelerator, size, job.id, now - job.submit_s)
+                )
                 run_shape = None if held else run_shape  # (a hold ends the run)
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
@@ -491,7 +490,7 @@ class _Cycle(Reclaiming):
                 reasons[position] = verdict.reason
                 waiting.add(accelerator)
                 # A hold changes what the team's jobs are admitted to: no run of answers goes past it.
-                held = hold(job.team, accelerator, size, job.id, now - job.submit_s)
+                held = holding and hold(job.team, accelerator, size, job.id, now - job.submit_s)
                 run_shape = None if held else run_shape
                 if not held and (gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving"):
                     # (the level is the shape's: `_gang_level` reads a gang's wait only otherwise)
