@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
-from .capacity import AcceleratorPool, CapacityIndex
+from .capacity import AcceleratorPool, CapacityIndex, level_of
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
-from .placement import first_in_one_domain, fit_gang, gang_level, nodes_needed, patience_s
+from .placement import first_in_one_domain, fit_gang, gang_level, narrowest_level, nodes_needed, patience_s
 from .plan import Allocation
 from .progress import release_after_s
 from .progress import worst_runtime_s as progress_worst_runtime_s
@@ -194,6 +194,54 @@ def earliest_start(
     return _earliest_gang(pool, held, profile, nodes_needed(gpus, pool.gpus_per_node), max_level, topology_aware)
 
 
+def spreads_across_pods(pool: AcceleratorPool, job: Job, policy: Policy, level: str) -> bool:
+    """Whether `level` (the job's `gang_level`) lets a topology-aware training or batch gang that one
+    pod could hold spread across pods."""
+    if level != "fleet" or not policy.topology_aware or job.kind == "serving" or job.gpus <= pool.gpus_per_node:
+        return False
+    return narrowest_level(pool, job.gpus, level) != "fleet"
+
+
+def within_pod_start(
+    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
+) -> tuple[float, str] | None:
+    """When a gang of `gpus` GPUs starts earliest within one pod along the release profile, and the
+    level it gets there (a rack or the pod)."""
+    found = earliest_start(pool, held, profile, gpus, max_level="pod", topology_aware=True)
+    if found is None:
+        return None
+    return found.start_s, level_of(found.node_ids, pool.node_rack, pool.node_pod)
+
+
+def sooner_within_pod(job: Job, policy: Policy, now: float, within_pod: tuple[float, str] | None) -> bool:
+    """Whether a start within one pod (`within_pod`: when, and at what level) finishes `job` sooner
+    than a start across pods now: the start plus the job's runtime estimate slowed by that level's
+    topology penalty, against now plus the estimate slowed by the fleet's."""
+    if within_pod is None:
+        return False
+    start_s, level = within_pod
+    return start_s + job.estimate_s * policy.penalty(level) < now + job.estimate_s * policy.penalty("fleet")
+
+
+def gang_level_now(
+    pool: AcceleratorPool,
+    held: dict[str, int],
+    profile: ReleaseProfile,
+    job: Job,
+    policy: Policy,
+    now: float,
+    owed: bool = False,
+) -> str:
+    """`placement.gang_level`, except that a gang it lets spread across pods is held within one pod
+    while a start there, now or when the release profile frees one, finishes it sooner than a start
+    across pods now would (`sooner_within_pod`): the slowest placement is taken only when it pays."""
+    level = gang_level(pool, job, policy, now, owed)
+    if spreads_across_pods(pool, job, policy, level):
+        if sooner_within_pod(job, policy, now, within_pod_start(pool, held, profile, job.gpus)):
+            return "pod"
+    return level
+
+
 def reservation_start(
     pool: AcceleratorPool,
     held: dict[str, int],
@@ -204,20 +252,23 @@ def reservation_start(
     owed: bool = False,
 ) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
-    looked for at: the widest it may take now (`gang_level`).
+    looked for at: the widest it may take now (`gang_level_now`).
 
-    A gang held to a narrower domain than its own waits for it (the reservation drains the domain
-    that frees first) while that domain frees before its patience (`placement.patience_s`; `owed`:
-    its team uses less than its guarantee) runs out. Otherwise it is also looked for at its own
-    level, from when its patience runs out, or from now if no domain of the narrow level frees
-    within `HORIZON_S` (racks held by serving that never ends, or by failed nodes): whichever starts
-    first is its reservation (the start is `now` when the gang fits at its own level already and may
-    take it)."""
-    max_level = gang_level(pool, job, policy, now, owed)
+    A gang held within one pod because a start there finishes it sooner than one across pods now
+    waits for that pod. A gang held to a narrower domain than its own by its patience waits for it
+    (the reservation drains the domain that frees first) while that domain frees before its patience
+    (`placement.patience_s`; `owed`: its team uses less than its guarantee) runs out. Otherwise it
+    is also looked for at its own level, from when its patience runs out, or from now if no domain
+    of the narrow level frees within `HORIZON_S` (racks held by serving that never ends, or by
+    failed nodes): whichever starts first is its reservation (the start is `now` when the gang fits
+    at its own level already and may take it)."""
+    max_level = gang_level_now(pool, held, profile, job, policy, now, owed)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
     narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
     own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed)
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
+        return narrow
+    if max_level != gang_level(pool, job, policy, now, owed):  # held within one pod
         return narrow
     patience_end_s = job.submit_s + spread_after_s
     if narrow is not None and narrow.start_s <= patience_end_s:

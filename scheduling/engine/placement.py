@@ -7,7 +7,10 @@ free for gangs. Multi-node gangs take ceil(gpus / gpus_per_node) whole nodes (no
 `gpus_per_node` free GPUs), packed `gpus_per_node` per node with the remainder on the last; the
 remainder's unused GPUs stay available to single-node jobs. A gang is placed in one rack if any
 rack has enough whole nodes (the one with the fewest left over), else one pod, else the fleet,
-never wider than the job's `required_level`.
+never wider than the job's `required_level`. How wide a training or batch gang may go now is
+`gang_level`: its narrowest domain until its patience runs out, then its own level; one that would
+then start across pods is held within one pod while a start there, now or when the release profile
+frees one, finishes it sooner at that level's topology penalty (`backfill.gang_level_now`).
 
 Without topology awareness (the FIFO and EASY baselines) placement is first fit in node-id order,
 but a required level still holds: the gang takes the first domain of that level, in node-id order,

@@ -41,7 +41,14 @@ from collections.abc import Callable, Generator
 from operator import attrgetter
 from typing import NamedTuple
 
-from .backfill import ReleaseProfile, earliest_start, expected_end_s
+from .backfill import (
+    ReleaseProfile,
+    earliest_start,
+    expected_end_s,
+    sooner_within_pod,
+    spreads_across_pods,
+    within_pod_start,
+)
 from .capacity import AcceleratorPool, CapacityIndex, level_of
 from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
@@ -360,7 +367,9 @@ class Reclaiming:
         queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`). Else
         what `_owed` says is kept per team and accelerator while the ledger's version stays the
         same (`Memo.owed`: it reads only the ledger), and the two patiences are the cycle's
-        (`patience`); plain: `gang_level` with `_owed`
+        (`patience`), and when a gang is held within one pod, when it could start there is kept per
+        accelerator and size while the working state stays the same (`Memo.within_pod`); plain:
+        `backfill.gang_level_now` with `_owed`
         (`test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
         policy, level = self.policy, job.required_level or "fleet"
         if not policy.topology_aware or job.kind == "serving":
@@ -373,9 +382,17 @@ class Reclaiming:
                 kept = self.memo.owed[key] = (version, self._owed(job))
             owed = kept[1]
         spread_after_s = self.patience[owed]
-        if spread_after_s is not None and self.now - job.submit_s >= spread_after_s:
-            return level
-        return narrowest_level(pool, job.gpus, level)
+        if spread_after_s is None or self.now - job.submit_s < spread_after_s:
+            return narrowest_level(pool, job.gpus, level)
+        if spreads_across_pods(pool, job, policy, level):
+            memo, key = self.memo, (job.accelerator, job.gpus)
+            found = memo.within_pod.get(key)
+            if found is None or found[0] != memo.generation:
+                start = within_pod_start(pool, self.index.held, self.profiles[job.accelerator], job.gpus)
+                found = memo.within_pod[key] = (memo.generation, start)
+            if sooner_within_pod(job, policy, self.now, found[1]):
+                return "pod"
+        return level
 
     def _commit_start(
         self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0

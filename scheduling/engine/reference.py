@@ -61,7 +61,9 @@ from .backfill import (
     Reservation,
     earliest_start,
     expected_end_s,
+    gang_level_now,
     reservation_start,
+    spreads_across_pods,
     worst_penalty,
     worst_runtime_s,
 )
@@ -313,9 +315,16 @@ class _ReferenceCycle:
     def _gang_level(self, job: Job) -> str:
         """The widest level `job` may take now: its patience is `placement.patience_s`, shorter for
         a gang of a team that uses less than its guarantee at this point of the cycle
-        (`Policy.guarantee_spread_after_s`)."""
-        owed = self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
-        return gang_level(self.shape_of[job.accelerator], job, self.policy, self.now, owed)
+        (`Policy.guarantee_spread_after_s`); past it, a gang that one pod could hold stays within
+        one while a start there finishes it sooner than a start across pods now
+        (`backfill.gang_level_now`)."""
+        accelerator = job.accelerator
+        owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
+        level = gang_level(self.shape_of[accelerator], job, self.policy, self.now, owed)
+        if not spreads_across_pods(self.shape_of[accelerator], job, self.policy, level):
+            return level  # (the live pool and the release profile are built only where they are read)
+        pool, profile = self._pool(accelerator), self._profile(accelerator)
+        return gang_level_now(pool, self.held, profile, job, self.policy, self.now, owed)
 
     def _smallest_size(self, job: Job) -> int:
         if self.policy.elastic and job.is_elastic and job.min_gpus is not None:

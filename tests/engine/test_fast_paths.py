@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Grow, Plan, Policy, Preempt, Running, Shrink, Snapshot, Start, schedule
-from scheduling.engine.backfill import ReleaseProfile, expected_end_s, worst_runtime_s
+from scheduling.engine.backfill import ReleaseProfile, expected_end_s, gang_level_now, worst_runtime_s
 from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
 from scheduling.engine.cycle_state import SearchKey, Walked
 from scheduling.engine.elastic import grow_actions
@@ -27,7 +27,6 @@ from scheduling.engine.explain import (
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node, Quota
 from scheduling.engine.ordering import order_jobs
-from scheduling.engine.placement import gang_level
 from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
@@ -781,12 +780,14 @@ def test_a_job_after_a_run_of_another_shape_gets_its_own_answer() -> None:
 @given(st.one_of(gang_snapshots(), _crowded_snapshots(), contested_snapshots()), st.floats(0.0, 1e6))
 def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snapshot, now: float) -> None:
     """`Reclaiming._gang_level` (the patiences of the cycle, what `_owed` says kept per ledger
-    version) gives `gang_level` with `_owed` asked, wherever the cycle asks it."""
+    version, when a gang could start within one pod kept per working state) gives `gang_level_now`
+    with `_owed` asked, wherever the cycle asks it."""
     fast_level = Reclaiming._gang_level
 
     def checked(self: Reclaiming, pool: AcceleratorPool, job: Job) -> str:
         level = fast_level(self, pool, job)
-        assert level == gang_level(pool, job, self.policy, self.now, self._owed(job))
+        profile = self.profiles[job.accelerator]
+        assert level == gang_level_now(pool, self.index.held, profile, job, self.policy, self.now, self._owed(job))
         return level
 
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):

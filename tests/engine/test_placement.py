@@ -207,3 +207,28 @@ def test_a_serving_gang_takes_the_first_placement_it_can_get() -> None:
 
     (start,) = plan.starts()
     assert start.level == "pod"
+
+
+@pytest.mark.parametrize(("pod_frees_at_s", "starts_across_pods"), [(1000.0, False), (6000.0, True)])
+def test_a_gang_starts_across_pods_only_when_waiting_for_one_pod_would_finish_it_later(
+    pod_frees_at_s: float, starts_across_pods: bool
+) -> None:
+    # Two pods of one rack of two nodes; one node of each pod runs alpha's own work, so the 16-GPU
+    # gang (alpha is below its guarantee: it may spread at once) fits now only across the pods,
+    # where it runs 1.4 times slower: 10,000 s of work end at 14,000. Pod p0 frees at
+    # `pod_frees_at_s`, where the gang would end at that plus 10,000 s.
+    scenario = Scenario(fleet("2x1x2x8")).with_running(
+        running(job("soon", 8, time_limit_s=pod_frees_at_s), on="p0-r0-n0"),
+        running(job("late", 8, time_limit_s=86400.0), on="p1-r0-n0"),
+    )
+    scenario.quotas(quota("alpha", 32)).pending(job("gang", 16, duration_s=10_000.0, time_limit_s=10_000.0))
+    plan = scenario.plan(now=0.0)
+
+    if starts_across_pods:
+        (start,) = plan.starts()
+        assert (start.job_id, start.level) == ("gang", "fleet")
+    else:
+        assert plan.starts() == ()
+        assert reason_of(plan, "gang") == "topology"
+        (reservation,) = plan.of_type(Reserve)
+        assert (set(reservation.node_ids), reservation.start_s) == ({"p0-r0-n0", "p0-r0-n1"}, pod_frees_at_s)
