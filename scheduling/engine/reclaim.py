@@ -385,11 +385,11 @@ class Reclaiming:
         if spread_after_s is None or self.now - job.submit_s < spread_after_s:
             return narrowest_level(pool, job.gpus, level)
         if spreads_across_pods(pool, job, policy, level):
-            memo, key = self.memo, (job.accelerator, job.gpus)
-            found = memo.within_pod.get(key)
+            memo, sized = self.memo, (job.accelerator, job.gpus)
+            found = memo.within_pod.get(sized)
             if found is None or found[0] != memo.generation:
                 start = within_pod_start(pool, self.index.held, self.profiles[job.accelerator], job.gpus)
-                found = memo.within_pod[key] = (memo.generation, start)
+                found = memo.within_pod[sized] = (memo.generation, start)
             if sooner_within_pod(job, policy, self.now, found[1]):
                 return "pod"
         return level
