@@ -58,7 +58,7 @@ REASON_NEW = "new"
 REASON_TEXTS: dict[str, str] = {
     REASON_QUOTA: "the team's quota (guarantee plus borrow limit) is in use, or kept for its first waiting job",
     REASON_CAPACITY: "waiting for free GPUs",
-    REASON_TOPOLOGY: "GPUs are free but not in one domain of the required shape",
+    REASON_TOPOLOGY: "GPUs are free, but not together in the node, rack or pod it waits for",
     REASON_GUARANTEE: "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
     REASON_PRIORITY: "higher-priority work comes first",
     REASON_NEW: "waiting for the next scheduling cycle",
