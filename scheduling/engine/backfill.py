@@ -231,12 +231,15 @@ def gang_level_now(
     policy: Policy,
     now: float,
     owed: bool = False,
+    can_reserve: bool = True,
 ) -> str:
     """`placement.gang_level`, except that a gang it lets spread across pods is held within one pod
     while a start there, now or when the release profile frees one, finishes it sooner than a start
-    across pods now would (`sooner_within_pod`): the slowest placement is taken only when it pays."""
+    across pods now would (`sooner_within_pod`), and while it can reserve that pod (`can_reserve`: a
+    reservation is left to make on its accelerator this cycle), so that the pod drains for it: the
+    slowest placement is taken only when waiting surely pays."""
     level = gang_level(pool, job, policy, now, owed)
-    if spreads_across_pods(pool, job, policy, level):
+    if can_reserve and spreads_across_pods(pool, job, policy, level):
         if sooner_within_pod(job, policy, now, within_pod_start(pool, held, profile, job.gpus)):
             return "pod"
     return level
@@ -252,7 +255,7 @@ def reservation_start(
     owed: bool = False,
 ) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
-    looked for at: the widest it may take now (`gang_level_now`).
+    looked for at: the widest it may take now (`gang_level_now`; asked to reserve, so the job can).
 
     A gang held within one pod because a start there finishes it sooner than one across pods now
     waits for that pod. A gang held to a narrower domain than its own by its patience waits for it

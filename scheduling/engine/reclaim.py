@@ -359,6 +359,12 @@ class Reclaiming:
             return False
         return self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
 
+    def _can_reserve(self, accelerator: str) -> bool:
+        """Whether a reservation is left to make on `accelerator` this cycle."""
+        budgets = self.budgets
+        made, attempts = budgets.reservations_made.get(accelerator, 0), budgets.reservation_attempts.get(accelerator, 0)
+        return made < max(0, self.policy.reservation_depth) and attempts < budgets.reservation_cap
+
     def _gang_level(self, pool: AcceleratorPool, job: Job) -> str:
         """`gang_level` for `job`, with the patience of a gang of a team below its guarantee.
 
@@ -369,7 +375,7 @@ class Reclaiming:
         same (`Memo.owed`: it reads only the ledger), and the two patiences are the cycle's
         (`patience`), and when a gang is held within one pod, when it could start there is kept per
         accelerator and size while the working state stays the same (`Memo.within_pod`); plain:
-        `backfill.gang_level_now` with `_owed`
+        `backfill.gang_level_now` with `_owed` and `_can_reserve`
         (`test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
         policy, level = self.policy, job.required_level or "fleet"
         if not policy.topology_aware or job.kind == "serving":
@@ -384,7 +390,7 @@ class Reclaiming:
         spread_after_s = self.patience[owed]
         if spread_after_s is None or self.now - job.submit_s < spread_after_s:
             return narrowest_level(pool, job.gpus, level)
-        if spreads_across_pods(pool, job, policy, level):
+        if self._can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):
             memo, sized = self.memo, (job.accelerator, job.gpus)
             found = memo.within_pod.get(sized)
             if found is None or found[0] != memo.generation:

@@ -317,14 +317,26 @@ class _ReferenceCycle:
         a gang of a team that uses less than its guarantee at this point of the cycle
         (`Policy.guarantee_spread_after_s`); past it, a gang that one pod could hold stays within
         one while a start there finishes it sooner than a start across pods now
-        (`backfill.gang_level_now`)."""
+        (`backfill.gang_level_now`), and can reserve it."""
         accelerator = job.accelerator
         owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
         level = gang_level(self.shape_of[accelerator], job, self.policy, self.now, owed)
         if not spreads_across_pods(self.shape_of[accelerator], job, self.policy, level):
             return level  # (the live pool and the release profile are built only where they are read)
         pool, profile = self._pool(accelerator), self._profile(accelerator)
-        return gang_level_now(pool, self.held, profile, job, self.policy, self.now, owed)
+        can_reserve = self._can_reserve(accelerator)
+        return gang_level_now(pool, self.held, profile, job, self.policy, self.now, owed, can_reserve)
+
+    def _can_reserve(self, accelerator: str) -> bool:
+        """Whether a reservation is left to make on `accelerator` this cycle (as `_reserve` counts)."""
+        made = self.budgets.reservations_made.get(accelerator, 0)
+        attempts = self.budgets.reservation_attempts.get(accelerator, 0)
+        return made < max(0, self.policy.reservation_depth) and attempts < self._reservation_cap()
+
+    def _reservation_cap(self) -> int:
+        """Reservation attempts per accelerator and cycle: the depth and a few more, none at depth 0."""
+        depth = self.policy.reservation_depth
+        return depth + EXTRA_RESERVATION_ATTEMPTS if depth > 0 else 0
 
     def _smallest_size(self, job: Job) -> int:
         if self.policy.elastic and job.is_elastic and job.min_gpus is not None:
@@ -598,7 +610,7 @@ class _ReferenceCycle:
         heads of each accelerator. A gang whose narrow domain frees only after its patience starts
         at once at a wider level instead, when that fits now and quota admits it."""
         accelerator, budgets, depth = job.accelerator, self.budgets, max(0, self.policy.reservation_depth)
-        cap = self.policy.reservation_depth + EXTRA_RESERVATION_ATTEMPTS if self.policy.reservation_depth > 0 else 0
+        cap = self._reservation_cap()
         made = budgets.reservations_made.get(accelerator, 0)
         attempts = budgets.reservation_attempts.get(accelerator, 0)
         if made >= depth or attempts >= cap:

@@ -787,7 +787,8 @@ def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snap
     def checked(self: Reclaiming, pool: AcceleratorPool, job: Job) -> str:
         level = fast_level(self, pool, job)
         profile = self.profiles[job.accelerator]
-        assert level == gang_level_now(pool, self.index.held, profile, job, self.policy, self.now, self._owed(job))
+        owed, can_reserve = self._owed(job), self._can_reserve(job.accelerator)
+        assert level == gang_level_now(pool, self.index.held, profile, job, self.policy, self.now, owed, can_reserve)
         return level
 
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):

@@ -232,3 +232,17 @@ def test_a_gang_starts_across_pods_only_when_waiting_for_one_pod_would_finish_it
         assert reason_of(plan, "gang") == "topology"
         (reservation,) = plan.of_type(Reserve)
         assert (set(reservation.node_ids), reservation.start_s) == ({"p0-r0-n0", "p0-r0-n1"}, pod_frees_at_s)
+
+
+def test_a_gang_that_cannot_reserve_the_pod_it_would_wait_for_starts_across_pods() -> None:
+    # As above with p0 freeing at 1,000 s, but no reservation is left to make (depth 0): nothing
+    # would keep p0's nodes for the gang, so it is not held for them.
+    scenario = Scenario(fleet("2x1x2x8")).with_running(
+        running(job("soon", 8, time_limit_s=1000.0), on="p0-r0-n0"),
+        running(job("late", 8, time_limit_s=86400.0), on="p1-r0-n0"),
+    )
+    scenario.quotas(quota("alpha", 32)).policy(reservation_depth=0)
+    plan = scenario.pending(job("gang", 16, duration_s=10_000.0, time_limit_s=10_000.0)).plan(now=0.0)
+
+    (start,) = plan.starts()
+    assert (start.job_id, start.level) == ("gang", "fleet")
