@@ -610,12 +610,10 @@ class _ReferenceCycle:
         heads of each accelerator. A gang whose narrow domain frees only after its patience starts
         at once at a wider level instead, when that fits now and quota admits it."""
         accelerator, budgets, depth = job.accelerator, self.budgets, max(0, self.policy.reservation_depth)
-        cap = self._reservation_cap()
-        made = budgets.reservations_made.get(accelerator, 0)
-        attempts = budgets.reservation_attempts.get(accelerator, 0)
-        if made >= depth or attempts >= cap:
+        if not self._can_reserve(accelerator):
             return
-        budgets.reservation_attempts[accelerator] = attempts + 1
+        made = budgets.reservations_made.get(accelerator, 0)
+        budgets.reservation_attempts[accelerator] = budgets.reservation_attempts.get(accelerator, 0) + 1
         pool = self._pool(accelerator)
         owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
         found = reservation_start(pool, self.held, self._profile(accelerator), job, self.policy, self.now, owed)
@@ -626,7 +624,7 @@ class _ReferenceCycle:
             return
         budgets.reservations_made[accelerator] = made + 1
         if made + 1 >= depth:
-            budgets.reservation_attempts[accelerator] = cap
+            budgets.reservation_attempts[accelerator] = self._reservation_cap()
         for node_id in node_ids:
             self.held[node_id] = self.held.get(node_id, 0) + self.free[node_id]
             self.free[node_id] = 0

@@ -733,13 +733,12 @@ class _Cycle(Reclaiming):
         self.decided.reason = STARTED
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
+        if not self._can_reserve(job.accelerator):
+            return
         budgets, depth = self.budgets, max(0, self.policy.reservation_depth)
         made = budgets.reservations_made.get(job.accelerator, 0)
-        attempts = budgets.reservation_attempts.get(job.accelerator, 0)
-        if made >= depth or attempts >= budgets.reservation_cap:
-            return
         # Jobs that can never fit do not get to sweep the release profile over and over.
-        budgets.reservation_attempts[job.accelerator] = attempts + 1
+        budgets.reservation_attempts[job.accelerator] = budgets.reservation_attempts.get(job.accelerator, 0) + 1
         profile, owed = self.profiles[job.accelerator], self._owed(job)
         found = reservation_start(pool, self.index.held, profile, job, self.policy, self.now, owed)
         if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
