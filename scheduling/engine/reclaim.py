@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -218,6 +218,22 @@ def handover_fit(pool: AcceleratorPool, choice: VictimChoice, gpus: int) -> Fit:
     gpn, nodes = pool.gpus_per_node, list(choice.node_ids)
     allocation = ((nodes[0], gpus),) if gpus <= gpn else pack_whole_nodes(nodes, gpus, gpn)
     return Fit(allocation, level_of(nodes, pool.node_rack, pool.node_pod))
+
+
+def held_through_grace(
+    choice: VictimChoice, free: Mapping[str, int], held: Mapping[str, int]
+) -> tuple[tuple[str, int], ...]:
+    """The GPUs evicted victims leave that no job may use before their grace is over: on each node
+    they leave (unless held for a reservation, which keeps them out of placement anyway), what is
+    still free once the preemptor has started there, up to what they leave. The preemptor waits the
+    grace out as its handover; another start on those GPUs would share them with a victim still
+    writing its checkpoint."""
+    leaving: dict[str, int] = {}
+    for victim in choice.evict:
+        for node_id, gpus in victim.gpus_on:
+            if gpus > 0 and node_id not in held:
+                leaving[node_id] = leaving.get(node_id, 0) + gpus
+    return tuple((node_id, kept) for node_id, gpus in leaving.items() if (kept := min(gpus, free.get(node_id, 0))) > 0)
 
 
 def ends_by(run: Running, prepared: Prepared, time_s: float) -> bool:
@@ -652,6 +668,11 @@ class Reclaiming:
             decided.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
         replaces = tuple(victim.job_id for victim in choice.evict)
         self._commit_start(job, handover_fit(pool, choice, size), admission, False, replaces, wait_s)
+        if wait_s > 0.0:
+            grace = held_through_grace(choice, pool.free, self.index.held)
+            if grace:
+                self.index.take(grace)
+                self.profiles[job.accelerator].add(self.now + wait_s, grace)
         return True
 
     def _eligible(

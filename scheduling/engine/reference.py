@@ -115,6 +115,7 @@ from .reclaim import (
     eviction_pays,
     freed_quota,
     handover_s,
+    held_through_grace,
     keeps_guarantees,
     search_visits,
 )
@@ -588,6 +589,13 @@ class _ReferenceCycle:
             self.picked.add(victim.job_id)
             self.actions.append(Shrink(victim.job_id, allocation, sum(on_node for _, on_node in allocation)))
         self._commit_start(job, self._handover_fit(choice, gpus), admission, replaces=_ids(choice.evict))
+        if wait_s > 0.0:
+            # What the victims leave beside the preemptor comes free when their grace is over.
+            grace = held_through_grace(choice, self.free, self.held)
+            for node_id, gpus in grace:
+                self.free[node_id] -= gpus
+            if grace:
+                self.releases[f"{job.id} handover"] = _Release("", job.accelerator, self.now + wait_s, grace)
         return True
 
     def _give_back(self, released: tuple[tuple[str, int], ...]) -> None:

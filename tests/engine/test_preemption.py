@@ -135,6 +135,19 @@ def test_backfill_does_not_steal_gpus_freed_for_a_preemptor() -> None:
     assert reason_of(plan, "small") == "capacity"
 
 
+def test_gpus_a_victim_leaves_beside_its_preemptor_come_free_only_when_its_grace_is_over() -> None:
+    # The victim holds the whole node and stops within 30 s; the 4-GPU preemptor waits that out as
+    # its handover. The 1-GPU job may not start on the victim's other GPUs meanwhile: it is told
+    # they free at 40 (the grace over), not started at once beside a victim still checkpointing.
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("victim", 8, time_limit_s=200.0), on="p0-r0-n0"))
+    urgent, small = job("urgent", 4, priority=5, time_limit_s=10.0), job("small", 1, time_limit_s=10.0)
+    plan = scenario.pending(urgent, small).plan(now=10.0)
+
+    assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)
+    assert started(plan) == {"urgent": (("p0-r0-n0", 4),)}
+    assert plan.of_type(Reserve) == (Reserve("small", ("p0-r0-n0",), 40.0),)
+
+
 def test_preemption_off_means_no_victims() -> None:
     plan = _one_busy_node({"priority": 0}).policy(preemption=False).pending(job("urgent", 8, priority=10)).plan()
 
