@@ -251,8 +251,7 @@ class FleetPolicy(models.Model):
         help_text="Taking back another team's loans, a job counts as saved the wait until the running work "
         "would have made room anyway (read from time limits), but no more than this many times what it has "
         "already waited (once it has waited the bound above, that many times all it has waited). 1: each "
-        "owner waits about as long as the eviction would destroy; empty: no such bound (once it has waited the "
-        "bound above, any eviction pays).",
+        "owner waits about as long as the eviction would destroy; empty (the default): no such bound.",
     )
     reclaim_guaranteed_share = models.FloatField(
         default=ENGINE_DEFAULTS.reclaim_guaranteed_share,

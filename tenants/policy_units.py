@@ -70,8 +70,7 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
     PolicyField(
         "fairshare_max_age_s",
         "Waiting time at full weight",
-        "After waiting this long a job gets the whole waiting-time weight; with shortest limit first, it "
-        "goes ahead of every job that has waited less.",
+        "After waiting this long a job gets the whole waiting-time weight.",
         HOURS,
     ),
     PolicyField(
@@ -153,10 +152,10 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
     PolicyField(
         "queue_order",
         "Order across teams",
-        "Within a priority class: the jobs that waited the maximum age first, then the shortest time "
-        "limit whatever the team (the default: each team keeps its guarantee; shorter turnaround); or "
-        "the fair-share score with age, then the order within a team (closer to first come, first "
-        "served between teams).",
+        "Within a priority class: the fair-share score with age, then the order within a team; or the "
+        "jobs that waited the maximum age first, then the shortest time limit whatever the team (each "
+        "team keeps its guarantee; shorter turnaround at overload, less reliable estimates, a little "
+        "less of the fleet used).",
     ),
     PolicyField(
         "least_borrowed_first",

@@ -173,12 +173,8 @@ class Policy:
     # wait a reclaim is credited: none bounds it"): full trace without checkpoints, violation at
     # load 0.8 45 -> 22 % of easy's (exact limits) and 32 -> 6 % (x2), at load 1.07 43 -> 35 % and
     # 40 -> 36 %, work lost at most 0.62 % of capacity; its price is the evicted work re-run at
-    # load 1.07, mean JCT 12.86 -> 13.60 h and 11.90 -> 13.71 h (easy 23.43 / 20.61 h). Now 10,
-    # with shortest limit first (`queue_order`): with none, one eviction on a held-out sample
-    # rolled back 7,935 GPU-h (a 64-GPU job 124 h in, for an 8-GPU job that had waited 1.7 h), and
-    # the work lost came to 1.49 % of capacity there and 1.44 % with a fifth of the jobs at a higher
-    # priority; with 10, 0.65 % and 0.83 % (README, "Shortest limit first by default").
-    reclaim_wait_credit: float | None = 10.0
+    # load 1.07, mean JCT 12.86 -> 13.60 h and 11.90 -> 13.71 h (easy 23.43 / 20.61 h).
+    reclaim_wait_credit: float | None = None
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest
     # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,
@@ -230,25 +226,20 @@ class Policy:
     # Slurm-style age factor added to the fair-share priority (see `ordering.order_jobs`); the
     # weight was chosen on the full ITP replay (benchmarks/README.md).
     age_weight: float = 2.0
-    # The wait after which a job is aged: under shortest limit first it goes ahead of every job
-    # that waited less (so no job starves behind shorter ones, and later arrivals overtake a job for
-    # at most this long); under fair share it has the whole age weight. One hour, chosen with
-    # `queue_order` below: at load 0.8 with exact limits the first estimates' p90 error was 1.48 at
-    # one hour, 2.04 at four and 2.84 at two days (the bar is 2).
-    max_age_s: float = 3600.0
+    max_age_s: float = 2 * 86400.0
     # How a priority class is ordered across teams (`ordering.order_jobs`): "fair_share", the
     # fair-share score with age (when `fairshare`), then `within_team_order`; "shortest_limit", the
     # jobs that waited `max_age_s` first, then the shortest time limit whatever the team (fair
-    # share between teams is then what their guarantees give them: owners go first, and reclaim).
-    # Shortest limit first, with `max_age_s` one hour and `reclaim_wait_credit` 10, chosen on
-    # benchmarks/sim_quotas.py (README, "Shortest limit first by default", 2026-12-04): at load
-    # 1.07 mean JCT fell by 1.4-2.1 h (12-19 %) in the four cases and by 0.7-1.8 h on the held-out
-    # samples, fifteen teams and a fifth of the jobs at a higher priority; p99 by 5-9 h in the four
-    # cases (up 3.9 h with priorities); limit_ratio moved -0.5 to 0 points in the four cases (-0.8
-    # with priorities, -0.4 to +0.2 on the others). At load 0.8 mean JCT fell by 0.1 h and p99
-    # rose by 0.7-1.7 h. Fair share had cost it about 1 % of the fleet when last compared
-    # (2026-12-01); gangs now held within one pod left that cost behind.
-    queue_order: str = "shortest_limit"
+    # share between teams is then what their guarantees give them). On sim_quotas at load 1.07
+    # shortest limit first cut mean JCT by 2.8-3.6 h (a fifth to a quarter) and p99 by 0.3-26 h, but
+    # left about 1 % of the fleet idle more (utilisation 0.961 -> 0.952, limit_ratio 0.931 ->
+    # 0.923), and on a held-out sample its guarantee violation rose from 32 to 41 % of easy's:
+    # fair share stays the default (benchmarks/README.md, "Queue order across teams"). With
+    # `least_borrowed_first` on, the limit_ratio it gives up falls to 0.2-0.7 points, but its first
+    # estimates at load 0.8 with exact limits are off by more than 2x at p90 (2.41, 2.54) and on two
+    # of three held-out samples it loses more than 1 % of capacity to preemption (README,
+    # "Borrowers of the teams that borrow least first").
+    queue_order: str = "fair_share"
     # While some team has guarantee left, the jobs within their team's guarantee go first, whatever
     # their priority class, and the borrowers after them by class (as Kueue admits within nominal
     # quota before borrowing; README, "Owners of every class before borrowers of any"); with this,
@@ -315,7 +306,6 @@ class Policy:
             elastic=False,
             fairshare=False,
             within_team_order="submit",
-            queue_order="fair_share",
             least_borrowed_first=False,
         )
 
@@ -330,7 +320,6 @@ class Policy:
             elastic=False,
             fairshare=False,
             within_team_order="submit",
-            queue_order="fair_share",
             least_borrowed_first=False,
         )
 

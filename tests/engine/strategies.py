@@ -81,7 +81,6 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 
                 Policy.fifo(),
                 Policy(reservation_depth=2),
                 Policy(queue_order="shortest_limit", max_age_s=4.0),
-                Policy(queue_order="fair_share", max_age_s=2 * 86400.0, reclaim_wait_credit=None),
                 Policy(least_borrowed_first=False),
             )
         )

@@ -86,7 +86,7 @@ def test_jobs_that_cannot_start_within_the_horizon_add_no_wait_to_the_jobs_behin
 def test_a_queue_longer_than_the_horizon_is_what_the_last_job_waits_for() -> None:
     scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=100.0), on="p0-r0-n0"))
     ahead = [job(f"a{index}", 8, submit_s=index, time_limit_s=20 * 86400.0) for index in range(3)]
-    scenario.policy(within_team_order="submit", queue_order="fair_share")
+    scenario.policy(within_team_order="submit")
     status = _status(scenario.pending(*ahead, job("last", 8, submit_s=10.0, time_limit_s=60.0)), "last")
 
     assert (status.estimated_start_s, status.waits_for) == (None, "queue")

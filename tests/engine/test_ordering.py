@@ -25,22 +25,14 @@ def test_a_higher_priority_job_goes_first_whatever_its_submit_time() -> None:
 
 def test_within_a_priority_the_team_with_less_usage_per_entitlement_goes_first() -> None:
     scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 8), quota("beta", 8)).usage(alpha=1000.0, beta=10.0)
-    plan = (
-        scenario.policy(queue_order="fair_share")
-        .pending(job("a", 8, team="alpha"), job("b", 8, team="beta", submit_s=5))
-        .plan()
-    )
+    plan = scenario.pending(job("a", 8, team="alpha"), job("b", 8, team="beta", submit_s=5)).plan()
 
     assert set(started(plan)) == {"b"}
 
 
 def test_a_larger_entitlement_makes_the_same_usage_weigh_less() -> None:
     scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 64), quota("beta", 8)).usage(alpha=100.0, beta=100.0)
-    plan = (
-        scenario.policy(queue_order="fair_share")
-        .pending(job("a", 8, team="alpha", submit_s=5), job("b", 8, team="beta"))
-        .plan()
-    )
+    plan = scenario.pending(job("a", 8, team="alpha", submit_s=5), job("b", 8, team="beta")).plan()
 
     assert set(started(plan)) == {"a"}
 
@@ -60,7 +52,7 @@ def test_the_within_team_order_follows_policy(order: str, expected: list[str]) -
         job("fresh", submit_s=2, time_limit_s=100.0),
     ]
 
-    assert _ids(order_jobs(jobs, Policy(within_team_order=order, queue_order="fair_share"), {}, 0.0)) == expected
+    assert _ids(order_jobs(jobs, Policy(within_team_order=order), {}, 0.0)) == expected
 
 
 def test_ties_are_broken_by_job_id() -> None:
@@ -75,7 +67,7 @@ def test_an_age_weight_lifts_a_heavy_teams_long_waiting_job_above_a_light_teams_
 ) -> None:
     day = 86400.0
     scenario = Scenario(fleet("1x1x1x8")).quotas(quota("alpha", 8), quota("beta", 8)).usage(alpha=1e7, beta=0.0)
-    scenario.policy(age_weight=age_weight, max_age_s=2 * day, queue_order="fair_share")
+    scenario.policy(age_weight=age_weight, max_age_s=2 * day)
     jobs = (job("heavy", 8, team="alpha", submit_s=0.0), job("light", 8, team="beta", submit_s=3 * day))
     plan = scenario.pending(*jobs).plan(now=3 * day)
 
@@ -83,7 +75,7 @@ def test_an_age_weight_lifts_a_heavy_teams_long_waiting_job_above_a_light_teams_
 
 
 def test_the_age_term_grows_with_the_wait_up_to_max_age() -> None:
-    policy = Policy(age_weight=1.0, max_age_s=100.0, queue_order="fair_share")
+    policy = Policy(age_weight=1.0, max_age_s=100.0)
     priorities = {"alpha": 0.5, "beta": 0.7}
     jobs = [
         job("a-new", team="alpha", submit_s=990.0),  # 0.5 + 0.1

@@ -18,9 +18,7 @@ QUEUE = [job("a", 0, 8, 100), job("b", 10, 8, 50), job("c", 20, 8, 30), job("d",
 
 
 def _run(jobs, **options):
-    # In submit order (shortest limit first would put c before b).
-    policy = Policy(queue_order="fair_share")
-    return run_simulation(jobs, parse_fleet("1x1x1x8").nodes(), policy, **options)
+    return run_simulation(jobs, parse_fleet("1x1x1x8").nodes(), Policy(), **options)
 
 
 def test_exact_estimates_score_one_for_every_job_that_waited() -> None:

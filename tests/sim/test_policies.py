@@ -71,11 +71,10 @@ def test_fleetline_reclaims_the_guarantee_by_preemption_within_the_grace() -> No
     result = simulate("1x1x1x8", RECLAIM, "fleetline", RECLAIM_QUOTAS)
     assert result.metrics["guarantee_violation_gpu_hours"] == 0
     assert result.metrics["preemptions"] == 1
-    # b1 arrives at 10, credited the wait until a2 would end (990 s on 4 GPUs) but no more than ten
-    # times what it has waited: nothing as it arrives; at the next cycle (70) 600 s, far more than
-    # a2's handover costs (30 s on 4 GPUs, no work lost): a2 is preempted with a 30 s grace; b1
-    # starts at 100 and runs 10 s.
-    assert result.jct_by_job["b1"] == pytest.approx(100)
+    # b1 arrives at 10, credited the wait until a2 would end (990 s on 4 GPUs), far more than a2's
+    # handover costs (30 s on 4 GPUs, no work lost): a2 is preempted at once with a 30 s grace;
+    # b1 starts at 40 and runs 10 s.
+    assert result.jct_by_job["b1"] == pytest.approx(40)
     assert result.metrics["completed"] == 4
     assert result.metrics["preemption_lost_gpu_hours"] == 0  # a2 checkpointed at 10 s of work
 

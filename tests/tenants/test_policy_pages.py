@@ -30,7 +30,7 @@ POLICY = {
     "reclaim_wait_credit": "",
     "reclaim_guaranteed_share_percent": "25",
     "partial_reclaim_young_hours": "2",
-    "queue_order": "fair_share",
+    "queue_order": "shortest_limit",
     "within_team_order": "las",
     "topology_penalty_node_percent": "0",
     "topology_penalty_rack_percent": "0",
@@ -74,12 +74,11 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     assert event.actor == world.admin
     assert event.before == {
         "fairshare_age_weight": 2.0,
-        "fairshare_max_age_s": 3600.0,
+        "fairshare_max_age_s": 172800.0,
         "gang_spread_after_s": 604800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
-        "reclaim_wait_credit": 10.0,
-        "queue_order": "shortest_limit",
+        "queue_order": "fair_share",
         "least_borrowed_first": True,
         "within_team_order": "shortest_limit",
         "topology_penalty_pod": 1.15,
@@ -91,8 +90,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
         "gang_spread_after_s": 3600.0,
         "reservation_depth": 2,
         "preemption_grace_s": 60.0,
-        "reclaim_wait_credit": None,
-        "queue_order": "fair_share",
+        "queue_order": "shortest_limit",
         "least_borrowed_first": False,  # its box left unchecked
         "within_team_order": "las",
         "topology_penalty_pod": 1.2,
@@ -102,7 +100,7 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     engine_policy = policy_from_row(policy)
     assert (engine_policy.age_weight, engine_policy.max_age_s, engine_policy.within_team_order) == (1.5, 86400.0, "las")
     assert engine_policy.gang_spread_after_s == 3600.0
-    assert engine_policy.queue_order == "fair_share"
+    assert engine_policy.queue_order == "shortest_limit"
     assert engine_policy.least_borrowed_first is False
 
 
@@ -227,28 +225,11 @@ def test_a_stored_policy_at_the_old_reclaim_credit_default_takes_the_new_one_and
     migration = importlib.import_module("tenants.migrations.0021_reclaim_wait_credit_unbounded")
     FleetPolicyFactory(reclaim_wait_credit=1.0)
     migration.old_default_takes_the_new_one(django_apps, None)
-    assert FleetPolicy.objects.get().reclaim_wait_credit is None
+    assert FleetPolicy.objects.get().reclaim_wait_credit == engine.Policy().reclaim_wait_credit is None
 
     FleetPolicy.objects.update(reclaim_wait_credit=4.0)
     migration.old_default_takes_the_new_one(django_apps, None)
     assert FleetPolicy.objects.get().reclaim_wait_credit == 4.0
-
-
-def test_a_stored_policy_at_the_old_queue_order_defaults_takes_the_new_ones_and_a_chosen_order_stays() -> None:
-    migration = importlib.import_module("tenants.migrations.0026_shortest_limit_first_by_default")
-    FleetPolicyFactory(queue_order="fair_share", fairshare_max_age_s=2 * 86400.0, reclaim_wait_credit=None)
-    migration.old_defaults_take_the_new_ones(django_apps, None)
-    stored, defaults = FleetPolicy.objects.get(), engine.Policy()
-    assert (stored.queue_order, stored.fairshare_max_age_s, stored.reclaim_wait_credit) == (
-        defaults.queue_order,
-        defaults.max_age_s,
-        defaults.reclaim_wait_credit,
-    )
-
-    FleetPolicy.objects.update(queue_order="fair_share", fairshare_max_age_s=86400.0, reclaim_wait_credit=None)
-    migration.old_defaults_take_the_new_ones(django_apps, None)
-    stored = FleetPolicy.objects.get()
-    assert (stored.queue_order, stored.fairshare_max_age_s, stored.reclaim_wait_credit) == ("fair_share", 86400.0, None)
 
 
 def test_the_reclaim_share_set_on_the_policy_page_reaches_the_engine(world: World) -> None:

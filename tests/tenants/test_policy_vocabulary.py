@@ -68,7 +68,7 @@ def test_every_admin_setting_reaches_the_engine() -> None:
         "fairshare_max_age_s": 86400.0,
         "gang_spread_after_s": 3600.0,
         "guarantee_spread_after_s": 1800.0,
-        "queue_order": "fair_share",
+        "queue_order": "shortest_limit",
         "least_borrowed_first": False,
         "quota_hold_after_s": 7200.0,
         "within_team_order": "las",
