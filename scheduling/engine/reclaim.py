@@ -289,9 +289,10 @@ def release_quota(ledger: QuotaLedger, freed: list[tuple[str, str, int]], sign: 
 
 
 def hand_over(prepared: Prepared, index: CapacityIndex, choice: VictimChoice) -> None:
-    """The victims' GPUs come free now (those on nodes held for a reservation stay out of
-    placement), and their releases leave the profile and the team releases: an evicted job's
-    entirely, a shrunk one's move to when its smaller size ends."""
+    """The victims' GPUs come free now for the preemptor (those on nodes held for a reservation
+    stay out of placement; what evicted victims leave beside it is held until their grace is over,
+    `held_through_grace`), and their releases leave the profile and the team releases: an evicted
+    job's entirely, a shrunk one's move to when its smaller size ends."""
     now, penalty = prepared.now, prepared.penalty
     for victim in choice.evict:
         _free(index, victim.gpus_on)

@@ -599,8 +599,10 @@ class _ReferenceCycle:
         return True
 
     def _give_back(self, released: tuple[tuple[str, int], ...]) -> None:
-        """Victims' GPUs come free now, except on nodes held for a reservation: the reservation holds
-        what those nodes had free when it was made, and the rest stays out of this cycle's placement."""
+        """Victims' GPUs come free now (for the preemptor: `_hand_over` holds what evicted ones leave
+        beside it until their grace is over), except on nodes held for a reservation: the reservation
+        holds what those nodes had free when it was made, and the rest stays out of this cycle's
+        placement."""
         for node_id, gpus in released:
             if gpus > 0 and node_id not in self.held:
                 self.free[node_id] += gpus
