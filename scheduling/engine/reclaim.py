@@ -53,7 +53,7 @@ from .capacity import AcceleratorPool, CapacityIndex, level_of
 from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes
-from .plan import Preempt, Shrink
+from .plan import Allocation, Preempt, Shrink
 from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims, young_since_s
 from .prepare import Prepared
 from .quota import Admission, QuotaLedger
@@ -221,19 +221,20 @@ def handover_fit(pool: AcceleratorPool, choice: VictimChoice, gpus: int) -> Fit:
 
 
 def held_through_grace(
-    choice: VictimChoice, free: Mapping[str, int], held: Mapping[str, int]
+    choice: VictimChoice, allocation: Allocation, held: Mapping[str, int]
 ) -> tuple[tuple[str, int], ...]:
     """The GPUs evicted victims leave that no job may use before their grace is over: on each node
-    they leave (unless held for a reservation, which keeps them out of placement anyway), what is
-    still free once the preemptor has started there, up to what they leave. The preemptor waits the
-    grace out as its handover; another start on those GPUs would share them with a victim still
-    writing its checkpoint."""
+    they leave (unless held for a reservation, which keeps them out of placement anyway), those the
+    preemptor (starting on `allocation`) does not take, the victims' GPUs taken first. The preemptor
+    waits the grace out as its handover; another start on those GPUs would share them with a victim
+    still writing its checkpoint."""
+    taken = dict(allocation)
     leaving: dict[str, int] = {}
     for victim in choice.evict:
         for node_id, gpus in victim.gpus_on:
             if gpus > 0 and node_id not in held:
                 leaving[node_id] = leaving.get(node_id, 0) + gpus
-    return tuple((node_id, kept) for node_id, gpus in leaving.items() if (kept := min(gpus, free.get(node_id, 0))) > 0)
+    return tuple((node_id, left) for node_id, gpus in leaving.items() if (left := gpus - taken.get(node_id, 0)) > 0)
 
 
 def ends_by(run: Running, prepared: Prepared, time_s: float) -> bool:
@@ -668,9 +669,10 @@ class Reclaiming:
             decided.picked.add(victim.job_id)
             decided.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
         replaces = tuple(victim.job_id for victim in choice.evict)
-        self._commit_start(job, handover_fit(pool, choice, size), admission, False, replaces, wait_s)
+        fit = handover_fit(pool, choice, size)
+        self._commit_start(job, fit, admission, False, replaces, wait_s)
         if wait_s > 0.0:
-            grace = held_through_grace(choice, pool.free, self.index.held)
+            grace = held_through_grace(choice, fit.allocation, self.index.held)
             if grace:
                 self.index.take(grace)
                 self.profiles[job.accelerator].add(self.now + wait_s, grace)

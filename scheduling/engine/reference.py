@@ -588,10 +588,11 @@ class _ReferenceCycle:
             self.releases[victim.job_id] = _Release(victim.run.job.team, victim.run.job.accelerator, end_s, allocation)
             self.picked.add(victim.job_id)
             self.actions.append(Shrink(victim.job_id, allocation, sum(on_node for _, on_node in allocation)))
-        self._commit_start(job, self._handover_fit(choice, gpus), admission, replaces=_ids(choice.evict))
+        fit = self._handover_fit(choice, gpus)
+        self._commit_start(job, fit, admission, replaces=_ids(choice.evict))
         if wait_s > 0.0:
             # What the victims leave beside the preemptor comes free when their grace is over.
-            grace = held_through_grace(choice, self.free, self.held)
+            grace = held_through_grace(choice, fit.allocation, self.held)
             for node_id, gpus in grace:
                 self.free[node_id] -= gpus
             if grace:

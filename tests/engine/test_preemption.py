@@ -148,6 +148,17 @@ def test_gpus_a_victim_leaves_beside_its_preemptor_come_free_only_when_its_grace
     assert plan.of_type(Reserve) == (Reserve("small", ("p0-r0-n0",), 40.0),)
 
 
+def test_gpus_free_before_an_eviction_stay_free_for_others_during_its_grace() -> None:
+    # The victim holds 6 of the node's 8 GPUs; the 6-GPU preemptor takes the victim's, so the two
+    # GPUs that were free already stay free: the 1-GPU job starts on one at once.
+    scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("victim", 6, time_limit_s=200.0), on="p0-r0-n0"))
+    urgent, small = job("urgent", 6, priority=5, time_limit_s=10.0), job("small", 1, time_limit_s=10.0)
+    plan = scenario.pending(urgent, small).plan(now=10.0)
+
+    assert plan.of_type(Preempt) == (Preempt("victim", "preempted-by:urgent", 30.0),)
+    assert started(plan) == {"urgent": (("p0-r0-n0", 6),), "small": (("p0-r0-n0", 1),)}
+
+
 def test_preemption_off_means_no_victims() -> None:
     plan = _one_busy_node({"priority": 0}).policy(preemption=False).pending(job("urgent", 8, priority=10)).plan()
 
