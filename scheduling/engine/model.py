@@ -84,19 +84,18 @@ class Job:
     # reads of a job (`schedule.QueueShapes`), made once per job, one object for every job of the
     # shape (an unpickled job brings its own copy, which only counts as a shape of its own).
     shape: tuple[int, str, str, int, int | None] = field(init=False, repr=False, compare=False)
+    # The runtime the scheduler plans with: the time limit when given, else the duration (a field
+    # made once per job, read as a plain attribute where long queues are sorted by it).
+    estimate_s: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.priority, self.team, self.accelerator, self.gpus, self.min_gpus)
         object.__setattr__(self, "shape", _SHAPES.setdefault(shape, shape))
+        object.__setattr__(self, "estimate_s", self.duration_s if self.time_limit_s is None else self.time_limit_s)
 
     @property
     def is_elastic(self) -> bool:
         return self.min_gpus is not None and self.min_gpus < self.gpus
-
-    @property
-    def estimate_s(self) -> float:
-        """The runtime the scheduler plans with: the time limit when given, else the duration."""
-        return self.time_limit_s if self.time_limit_s is not None else self.duration_s
 
 
 @dataclass(frozen=True, slots=True)

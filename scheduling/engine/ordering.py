@@ -24,11 +24,13 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     the within-team order (submit time, shortest time limit, or least attained service), with
     submit time and finally the job id as explicit tie-breakers. With an age weight, the within-team
     order only ranks jobs of equal score (jobs of one team that have all waited `max_age_s`).
+    Without one (`age_weight` 0), a team's jobs share its score and the within-team order ranks
+    them all, after the jobs that waited `max_age_s` (so that none starves behind shorter ones).
 
     Class and score make one number per job, sorted by `sort_by_number`.
     """
     queue = list(jobs)
-    sort_by_number(queue, _score(policy, priorities, now), _tiebreak(policy), reverse=True)
+    sort_by_number(queue, _score(policy, priorities, now), _tiebreak(policy, now), reverse=True)
     return queue
 
 
@@ -86,8 +88,25 @@ def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Calla
     return lambda job: job.priority * span + team_priority(job.team, 1.0)
 
 
-def _tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
-    """Within-team order (the time limit for shortest limit first), then submit time, then job id."""
+def _tiebreak(policy: Policy, now: float) -> Callable[[Job], tuple[bool | float | str, ...]]:
+    """Within-team order (the time limit for shortest limit first), then submit time, then job id;
+    first of all, when the fair-share score has no age term, whether the job waited less than
+    `max_age_s` (the jobs that waited that long go first)."""
+    static = _static_tiebreak(policy)
+    if _aged_first(policy):
+        oldest = now - policy.max_age_s
+        return lambda job: (job.submit_s > oldest, *static(job))
+    return static
+
+
+def _aged_first(policy: Policy) -> bool:
+    """Whether a team's jobs that waited `max_age_s` go first within its fair-share score: with fair
+    share and no age term in the score (`age_weight` 0), which would otherwise put them first."""
+    fair_share = policy.queue_order == "fair_share" and policy.fairshare
+    return fair_share and policy.age_weight <= 0.0 and policy.max_age_s > 0.0
+
+
+def _static_tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
     if policy.queue_order == "shortest_limit":
         return attrgetter("estimate_s", "submit_s", "id")
     if policy.within_team_order == "shortest_limit":

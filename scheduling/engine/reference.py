@@ -217,7 +217,8 @@ class _ReferenceCycle:
         """Step 3: higher priority class first. Shortest limit first (`queue_order`): then the jobs
         that waited `max_age_s`, then the shortest time limit, submit time and id. Else (with fair
         share) the higher score: the team's fair-share priority plus `age_weight` x the wait over
-        `max_age_s` (at most the weight); then the within-team order, submit time and id."""
+        `max_age_s` (at most the weight); then, without an age weight, the jobs that waited
+        `max_age_s`; then the within-team order, submit time and id."""
         policy, now, snapshot = self.policy, self.now, self.snapshot
         if policy.queue_order == "shortest_limit":
             oldest = now - policy.max_age_s
@@ -243,7 +244,15 @@ class _ReferenceCycle:
                 return job.estimate_s
             return job.attained_gpu_s if policy.within_team_order == "las" else job.submit_s
 
-        return sorted(snapshot.pending, key=lambda job: (-score(job), within_team(job), job.submit_s, job.id))
+        # Without an age term in the score, a team's jobs that waited `max_age_s` go first within it.
+        aged_first = policy.fairshare and weight <= 0.0 and policy.max_age_s > 0.0
+
+        def young(job: Job) -> bool:
+            return aged_first and job.submit_s > now - policy.max_age_s
+
+        return sorted(
+            snapshot.pending, key=lambda job: (-score(job), young(job), within_team(job), job.submit_s, job.id)
+        )
 
     def keep_domains_for_gangs(self, queue: list[Job]) -> None:
         """Without topology awareness, single-node jobs first fit outside the domains that the

@@ -55,6 +55,22 @@ def test_the_within_team_order_follows_policy(order: str, expected: list[str]) -
     assert _ids(order_jobs(jobs, Policy(within_team_order=order), {}, 0.0)) == expected
 
 
+@pytest.mark.parametrize(
+    ("age_weight", "expected"), [(0.0, ["long-old", "short", "long"]), (2.0, ["long-old", "long", "short"])]
+)
+def test_without_an_age_weight_a_team_runs_its_shortest_limit_first_after_the_jobs_that_waited_the_max_age(
+    age_weight: float, expected: list[str]
+) -> None:
+    policy = Policy(age_weight=age_weight, max_age_s=100.0, within_team_order="shortest_limit")
+    jobs = [
+        job("long-old", submit_s=0.0, time_limit_s=900.0),  # has waited 1,000 s, more than the max age
+        job("long", submit_s=950.0, time_limit_s=800.0),
+        job("short", submit_s=990.0, time_limit_s=10.0),
+    ]
+
+    assert _ids(order_jobs(jobs, policy, {"alpha": 0.5}, 1000.0)) == expected
+
+
 def test_ties_are_broken_by_job_id() -> None:
     jobs = [job("b"), job("c"), job("a")]
 
