@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, compress, count, islice, repeat
-from operator import add, attrgetter, eq, ne
+from operator import add, attrgetter, eq, mul, ne, not_
 from typing import Any, TypeVar
 
 from .model import Job, Policy
 
 T = TypeVar("T")
+# Items of a run of equal numbers whose key exceeds the bound go after the others (`sort_by_numbers`).
+Later = tuple[Callable[[Any], float], float]
 
 
 def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job]:
@@ -27,30 +29,48 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     Without one (`age_weight` 0), a team's jobs share its score and the within-team order ranks
     them all, after the jobs that waited `max_age_s` (so that none starves behind shorter ones).
 
-    Class and score make one number per job, sorted by `sort_by_number`.
+    Class and score make one number per job, sorted by `sort_by_numbers`.
     """
     queue = list(jobs)
-    sort_by_number(queue, _score(policy, priorities, now), _tiebreak(policy, now), reverse=True)
+    later = (SUBMIT, float(now - policy.max_age_s)) if _aged_first(policy) else None
+    sort_by_numbers(queue, _numbers(queue, policy, priorities, now), _tiebreak(policy), reverse=True, later=later)
     return queue
+
+
+SUBMIT = attrgetter("submit_s")
+_PRIORITY, _TEAM = attrgetter("priority"), attrgetter("team")
 
 
 def sort_by_number(
     items: list[T], number: Callable[[T], float], tiebreak: Callable[[T], Any], *, reverse: bool = False
 ) -> list[float]:
-    """Sort `items` in place by `number`, then (ascending) by `tiebreak` among equal numbers, and
-    return the number of each position.
+    """`sort_by_numbers` with the number of each item given by `number`."""
+    return sort_by_numbers(items, list(map(number, items)), tiebreak, reverse=reverse)
 
-    Numbers are computed once each, as the items come: in the order they lie in memory, for
-    objects built in a row. On a long list, reading every item in any other order costs a cache
-    miss each, which made sorting key by key (stable sorts from the last key to the first) the
-    slowest part of ordering a long queue; and comparing numbers is much cheaper than comparing
-    tuples. Only runs of equal numbers are sorted again, by `tiebreak`.
+
+def sort_by_numbers(
+    items: list[T],
+    numbers: list[float],
+    tiebreak: Callable[[T], Any],
+    *,
+    reverse: bool = False,
+    later: Later | None = None,
+) -> list[float]:
+    """Sort `items` in place by their `numbers` (one per item, in order), then (ascending) by
+    `tiebreak` among equal numbers, and return the number of each position. With `later` (a key
+    and a bound), the items of a run of equal numbers whose key exceeds the bound go after the
+    others, before the tiebreak: a stable sort on (number, key > bound, tiebreak).
+
+    Numbers are computed as the items come: in the order they lie in memory, for objects built in
+    a row. On a long list, reading every item in any other order costs a cache miss each, which
+    made sorting key by key (stable sorts from the last key to the first) the slowest part of
+    ordering a long queue; and comparing numbers is much cheaper than comparing tuples. Only runs
+    of equal numbers are sorted again, by `tiebreak`.
     """
-    numbers = list(map(number, items))
     if numbers and numbers.count(numbers[0]) == len(numbers):
         # Fast path: one number for all (one priority class, no fair share): sorting by it keeps
         # the order, and the one run of equal numbers is sorted by `tiebreak` (plain: the lines below).
-        items.sort(key=tiebreak)
+        items[:] = _sorted_run(items, tiebreak, later)
         return numbers
     # The positions sorted by their numbers, keyed by a C-level lookup (a Python key function per
     # item cost more than the sort); stable, even reversed: equal numbers keep their order.
@@ -64,8 +84,38 @@ def sort_by_number(
     begins = list(map(ne, tied, map(add, chain((-2,), tied), repeat(1))))
     lasts = compress(tied, chain(islice(begins, 1, None), (True,)))
     for first, last in zip(compress(tied, begins), lasts, strict=True):
-        items[first : last + 2] = sorted(items[first : last + 2], key=tiebreak)
+        items[first : last + 2] = _sorted_run(items[first : last + 2], tiebreak, later)
     return numbers
+
+
+def _sorted_run(
+    run: list[T], tiebreak: Callable[[T], Any], later: tuple[Callable[[T], float], float] | None
+) -> list[T]:
+    """A run of equal numbers sorted by `tiebreak`, those past `later`'s bound after the others
+    (a stable partition of the sorted run: the same as sorting on (key > bound, tiebreak))."""
+    run = sorted(run, key=tiebreak)
+    if later is None:
+        return run
+    key, bound = later
+    past = list(map(bound.__lt__, map(key, run)))
+    if True not in past or False not in past:
+        return run
+    return [*compress(run, map(not_, past)), *compress(run, past)]
+
+
+def _numbers(queue: list[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[float]:
+    """The score of each job (`_score`). Fast path: without an age term, the class and the team's
+    priority read in C-level passes (plain: `_score` per job; `test_ordering.py`)."""
+    if policy.queue_order == "fair_share" and policy.fairshare and priorities and not _age_term(policy):
+        span = 2.0 + max(0.0, policy.age_weight)
+        classes = map(mul, map(_PRIORITY, queue), repeat(span))
+        return list(map(add, classes, map(priorities.get, map(_TEAM, queue), repeat(1.0))))
+    return list(map(_score(policy, priorities, now), queue))
+
+
+def _age_term(policy: Policy) -> bool:
+    """Whether the fair-share score adds the job's wait (`_score`)."""
+    return policy.age_weight > 0.0 and policy.max_age_s > 0.0
 
 
 def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Callable[[Job], float]:
@@ -78,7 +128,7 @@ def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Calla
         return lambda job: job.priority
     weight, max_age_s = max(0.0, policy.age_weight), policy.max_age_s
     span, team_priority = 2.0 + weight, priorities.get
-    if weight > 0.0 and max_age_s > 0.0:
+    if _age_term(policy):
         oldest, per_s = now - max_age_s, weight / max_age_s
         return lambda job: (
             job.priority * span
@@ -88,25 +138,8 @@ def _score(policy: Policy, priorities: Mapping[str, float], now: float) -> Calla
     return lambda job: job.priority * span + team_priority(job.team, 1.0)
 
 
-def _tiebreak(policy: Policy, now: float) -> Callable[[Job], tuple[bool | float | str, ...]]:
-    """Within-team order (the time limit for shortest limit first), then submit time, then job id;
-    first of all, when the fair-share score has no age term, whether the job waited less than
-    `max_age_s` (the jobs that waited that long go first)."""
-    static = _static_tiebreak(policy)
-    if _aged_first(policy):
-        oldest = now - policy.max_age_s
-        return lambda job: (job.submit_s > oldest, *static(job))
-    return static
-
-
-def _aged_first(policy: Policy) -> bool:
-    """Whether a team's jobs that waited `max_age_s` go first within its fair-share score: with fair
-    share and no age term in the score (`age_weight` 0), which would otherwise put them first."""
-    fair_share = policy.queue_order == "fair_share" and policy.fairshare
-    return fair_share and policy.age_weight <= 0.0 and policy.max_age_s > 0.0
-
-
-def _static_tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
+def _tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]:
+    """Within-team order (the time limit for shortest limit first), then submit time, then job id."""
     if policy.queue_order == "shortest_limit":
         return attrgetter("estimate_s", "submit_s", "id")
     if policy.within_team_order == "shortest_limit":
@@ -114,3 +147,10 @@ def _static_tiebreak(policy: Policy) -> Callable[[Job], tuple[float | str, ...]]
     if policy.within_team_order == "las":
         return attrgetter("attained_gpu_s", "submit_s", "id")
     return attrgetter("submit_s", "id")
+
+
+def _aged_first(policy: Policy) -> bool:
+    """Whether a team's jobs that waited `max_age_s` go first within its fair-share score: with fair
+    share and no age term in the score (`age_weight` 0), which would otherwise put them first."""
+    fair_share = policy.queue_order == "fair_share" and policy.fairshare
+    return fair_share and policy.age_weight <= 0.0 and policy.max_age_s > 0.0

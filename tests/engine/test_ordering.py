@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import Policy
 from scheduling.engine.fairshare import fairshare_priorities
-from scheduling.engine.ordering import order_jobs, sort_by_number
+from scheduling.engine.ordering import order_jobs, sort_by_number, sort_by_numbers
 
 from .builders import Scenario, fleet, job, quota, started
 
@@ -154,3 +154,21 @@ def test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_
     sign = -1 if reverse else 1
     assert fast == sorted(items, key=lambda item: (sign * item[0], item[1]))
     assert numbers == [float(item[0]) for item in fast]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 9)), max_size=40),
+    st.booleans(),
+    st.integers(-1, 10),
+)
+def test_sort_by_numbers_puts_the_items_past_the_bound_after_the_others_in_each_run_of_equal_numbers(
+    items: list[tuple[int, int, int]], reverse: bool, bound: int
+) -> None:
+    """With `later` (a key and a bound), `sort_by_numbers` is a stable sort on (number, key past the
+    bound, tiebreak)."""
+    fast = list(items)
+    numbers = [float(item[0]) for item in items]
+    key = lambda item: float(item[2])  # noqa: E731
+    sort_by_numbers(fast, numbers, lambda item: item[1], reverse=reverse, later=(key, float(bound)))
+    sign = -1 if reverse else 1
+    assert fast == sorted(items, key=lambda item: (sign * item[0], item[2] > bound, item[1]))
