@@ -201,7 +201,8 @@ class FleetPolicy(models.Model):
         default=ENGINE_DEFAULTS.age_weight,
         validators=[MinValueValidator(0.0)],
         help_text="Added to a team's fair-share priority (1 = unused, 0.5 = used its share) for a job "
-        "that has waited the max age, in proportion before; 0 orders by fair share alone.",
+        "that has waited the max age, in proportion before; 0: a team's jobs share its priority and go in the "
+        "order within a team, after those that waited the max age.",
     )
     fairshare_max_age_s = models.FloatField(default=ENGINE_DEFAULTS.max_age_s, validators=[validate_positive])
     gang_spread_after_s = models.FloatField(

@@ -64,13 +64,15 @@ POLICY_FIELDS: tuple[PolicyField, ...] = (
         "fairshare_age_weight",
         "Waiting-time weight",
         "Added to a team's fair-share priority (1 = nothing used, 0.5 = used its share) for a job that has "
-        "waited the full age below, in proportion before; 0 orders by fair share alone.",
+        "waited the full age below, in proportion before. 0 (the default): a team's jobs share its priority "
+        "and go in the order within a team, after those that waited the full age.",
         COUNT,
     ),
     PolicyField(
         "fairshare_max_age_s",
         "Waiting time at full weight",
-        "After waiting this long a job gets the whole waiting-time weight.",
+        "After waiting this long a job gets the whole waiting-time weight; without a weight, it goes ahead "
+        "of its team's jobs that waited less; with shortest limit first, ahead of every job that waited less.",
         HOURS,
     ),
     PolicyField(

@@ -18,7 +18,9 @@ QUEUE = [job("a", 0, 8, 100), job("b", 10, 8, 50), job("c", 20, 8, 30), job("d",
 
 
 def _run(jobs, **options):
-    return run_simulation(jobs, parse_fleet("1x1x1x8").nodes(), Policy(), **options)
+    # In submit order (shortest limit first within the team would put c before b).
+    policy = Policy(within_team_order="submit")
+    return run_simulation(jobs, parse_fleet("1x1x1x8").nodes(), policy, **options)
 
 
 def test_exact_estimates_score_one_for_every_job_that_waited() -> None:

@@ -73,8 +73,8 @@ def test_an_admin_updates_the_policy_and_only_the_changes_are_audited(world: Wor
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.FLEET_POLICY_UPDATED)
     assert event.actor == world.admin
     assert event.before == {
-        "fairshare_age_weight": 2.0,
-        "fairshare_max_age_s": 172800.0,
+        "fairshare_age_weight": 0.0,
+        "fairshare_max_age_s": 3600.0,
         "gang_spread_after_s": 604800.0,
         "reservation_depth": 1,
         "preemption_grace_s": 30.0,
