@@ -209,9 +209,11 @@ class Policy:
     # chosen with the share and `reclaim_after_s` above (figures there).
     partial_reclaim_young_s: float | None = 7200.0
     fairshare_half_life_s: float = 7 * 86400.0
-    # Among a team's jobs of equal fair-share score (all waited `max_age_s`): shortest time limit
-    # first cut the p99 JCT in all seven quota replays tried (exact, x2 and noisy limits; 5.6-29 h)
-    # and left the mean within about an hour (benchmarks/README.md, "Within-team order").
+    # Among a team's jobs of equal fair-share score (without an age weight, all its jobs, after
+    # those that waited `max_age_s`; with one, the jobs that all waited `max_age_s`): shortest time
+    # limit first cut the p99 JCT in all seven quota replays tried with a weight (exact, x2 and
+    # noisy limits; 5.6-29 h) and left the mean within about an hour (benchmarks/README.md,
+    # "Within-team order"); without one, see `age_weight`.
     within_team_order: str = "shortest_limit"
     level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY
     elastic: bool = True
@@ -230,7 +232,8 @@ class Policy:
     # (by 0.5-2.6 h; 10.93 -> 9.32 h on the full trace without checkpoints), p99 lower in seven
     # (120.5 -> 109.8 h), limit_ratio 0-0.7 points lower (0.930 -> 0.926); its price: guarantee
     # violation up by a tenth to a quarter in seven (down in the two cases without checkpoints), p90
-    # error of first estimates at load 0.8 up to 1.86 (from 1.19). An hour's maximum age: 30
+    # error of first estimates at load 0.8 up to 1.86 (from 1.19); without quotas (sim_itp, load
+    # 0.9) limit_ratio 0.998 -> 0.985 for mean JCT 7.0 -> 6.1 h. An hour's maximum age: 30
     # minutes lost more work with priorities (0.89 % of capacity against 0.60 %), four hours put
     # the estimates at 0.8 past 2x at p90 (2.09), two days left the mean at 10.29 h.
     age_weight: float = 0.0
