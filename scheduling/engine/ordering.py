@@ -10,8 +10,6 @@ from typing import Any, TypeVar
 from .model import Job, Policy
 
 T = TypeVar("T")
-# Items of a run of equal numbers whose key exceeds the bound go after the others (`sort_by_numbers`).
-Later = tuple[Callable[[Any], float], float]
 
 
 def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job]:
@@ -29,11 +27,14 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     Without one (`age_weight` 0), a team's jobs share its score and the within-team order ranks
     them all, after the jobs that waited `max_age_s` (so that none starves behind shorter ones).
 
-    Class and score make one number per job, sorted by `sort_by_numbers`.
+    Class and score make one number per job, sorted by `sort_by_numbers`; without an age term, by
+    `_sort_by_team_score`.
     """
     queue = list(jobs)
-    later = (SUBMIT, float(now - policy.max_age_s)) if _aged_first(policy) else None
-    sort_by_numbers(queue, _numbers(queue, policy, priorities, now), _tiebreak(policy), reverse=True, later=later)
+    if _aged_first(policy):
+        _sort_by_team_score(queue, policy, priorities, now)
+    else:
+        sort_by_numbers(queue, _numbers(queue, policy, priorities, now), _tiebreak(policy), reverse=True)
     return queue
 
 
@@ -49,17 +50,10 @@ def sort_by_number(
 
 
 def sort_by_numbers(
-    items: list[T],
-    numbers: list[float],
-    tiebreak: Callable[[T], Any],
-    *,
-    reverse: bool = False,
-    later: Later | None = None,
+    items: list[T], numbers: list[float], tiebreak: Callable[[T], Any], *, reverse: bool = False
 ) -> list[float]:
     """Sort `items` in place by their `numbers` (one per item, in order), then (ascending) by
-    `tiebreak` among equal numbers, and return the number of each position. With `later` (a key
-    and a bound), the items of a run of equal numbers whose key exceeds the bound go after the
-    others, before the tiebreak: a stable sort on (number, key > bound, tiebreak).
+    `tiebreak` among equal numbers, and return the number of each position.
 
     Numbers are computed as the items come: in the order they lie in memory, for objects built in
     a row. On a long list, reading every item in any other order costs a cache miss each, which
@@ -70,7 +64,7 @@ def sort_by_numbers(
     if numbers and numbers.count(numbers[0]) == len(numbers):
         # Fast path: one number for all (one priority class, no fair share): sorting by it keeps
         # the order, and the one run of equal numbers is sorted by `tiebreak` (plain: the lines below).
-        items[:] = _sorted_run(items, tiebreak, later)
+        items.sort(key=tiebreak)
         return numbers
     # The positions sorted by their numbers, keyed by a C-level lookup (a Python key function per
     # item cost more than the sort); stable, even reversed: equal numbers keep their order.
@@ -84,23 +78,26 @@ def sort_by_numbers(
     begins = list(map(ne, tied, map(add, chain((-2,), tied), repeat(1))))
     lasts = compress(tied, chain(islice(begins, 1, None), (True,)))
     for first, last in zip(compress(tied, begins), lasts, strict=True):
-        items[first : last + 2] = _sorted_run(items[first : last + 2], tiebreak, later)
+        items[first : last + 2] = sorted(items[first : last + 2], key=tiebreak)
     return numbers
 
 
-def _sorted_run(
-    run: list[T], tiebreak: Callable[[T], Any], later: tuple[Callable[[T], float], float] | None
-) -> list[T]:
-    """A run of equal numbers sorted by `tiebreak`, those past `later`'s bound after the others
-    (a stable partition of the sorted run: the same as sorting on (key > bound, tiebreak))."""
-    run = sorted(run, key=tiebreak)
-    if later is None:
-        return run
-    key, bound = later
-    past = list(map(bound.__lt__, map(key, run)))
-    if True not in past or False not in past:
-        return run
-    return [*compress(run, map(not_, past)), *compress(run, past)]
+def _sort_by_team_score(queue: list[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> None:
+    """Sort `queue` in place by score (without an age term: one per team and class), highest
+    first, then the jobs that waited `max_age_s` before the others, then the within-team order.
+
+    Fast path: with so few scores, the whole queue is in runs of equal scores, each sorted on the
+    tie-break; so it is sorted once on the tie-break, the jobs that waited moved ahead by a stable
+    partition, then stably on the scores by a C-level lookup (plain: the reference's sort on
+    whole keys; `test_ordering.py::test_without_an_age_term_the_queue_is_sorted_on_whole_keys`)."""
+    queue.sort(key=_tiebreak(policy))
+    bound = float(now - policy.max_age_s)
+    young = list(map(bound.__lt__, map(SUBMIT, queue)))
+    if True in young and False in young:
+        queue[:] = [*compress(queue, map(not_, young)), *compress(queue, young)]
+    numbers = _numbers(queue, policy, priorities, now)
+    if numbers and numbers.count(numbers[0]) != len(numbers):
+        queue[:] = map(queue.__getitem__, sorted(range(len(queue)), key=numbers.__getitem__, reverse=True))
 
 
 def _numbers(queue: list[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[float]:

@@ -79,11 +79,11 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).
 - The queue sorted on one number per job (`ordering.sort_by_numbers`, the positions sorted by a
   C-level lookup of their numbers), and on the tie-break alone when every job has the same number;
-  without an age term, the numbers read in C-level passes (`ordering._numbers`), and the jobs that
-  waited the maximum age put first in each run of equal numbers by a stable partition; plain: the
-  reference's sort on whole keys (`test_reference.py`), and a stable sort on (number, tie-break)
+  without an age term (one score per team and class), sorted key by key from the last, the scores
+  read in C-level passes (`ordering._sort_by_team_score`); plain: the reference's sort on whole
+  keys (`test_reference.py`), and a stable sort on (number, tie-break)
   (`test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`,
-  `test_sort_by_numbers_puts_the_items_past_the_bound_after_the_others_in_each_run_of_equal_numbers`).
+  `test_without_an_age_term_the_queue_is_sorted_on_whole_keys`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
   (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where
   `gang_level` does not read it (`Reclaiming._gang_level`); plain: `QuotaLedger.within_guarantee`

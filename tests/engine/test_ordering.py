@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import Policy
 from scheduling.engine.fairshare import fairshare_priorities
-from scheduling.engine.ordering import order_jobs, sort_by_number, sort_by_numbers
+from scheduling.engine.ordering import order_jobs, sort_by_number
 
 from .builders import Scenario, fleet, job, quota, started
 
@@ -157,18 +157,31 @@ def test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_
 
 
 @given(
-    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 9)), max_size=40),
-    st.booleans(),
-    st.integers(-1, 10),
+    st.lists(
+        st.tuples(
+            st.sampled_from(("alpha", "beta", "gamma")),
+            st.integers(0, 2),
+            st.integers(0, 100),
+            st.sampled_from((10.0, 60.0, 600.0)),
+        ),
+        max_size=30,
+    ),
+    st.dictionaries(st.sampled_from(("alpha", "beta")), st.sampled_from((0.25, 0.5, 1.0)), max_size=2),
+    st.sampled_from((10.0, 50.0)),
 )
-def test_sort_by_numbers_puts_the_items_past_the_bound_after_the_others_in_each_run_of_equal_numbers(
-    items: list[tuple[int, int, int]], reverse: bool, bound: int
+def test_without_an_age_term_the_queue_is_sorted_on_whole_keys(
+    rows: list[tuple[str, int, int, float]], priorities: dict[str, float], max_age_s: float
 ) -> None:
-    """With `later` (a key and a bound), `sort_by_numbers` is a stable sort on (number, key past the
-    bound, tiebreak)."""
-    fast = list(items)
-    numbers = [float(item[0]) for item in items]
-    key = lambda item: float(item[2])  # noqa: E731
-    sort_by_numbers(fast, numbers, lambda item: item[1], reverse=reverse, later=(key, float(bound)))
-    sign = -1 if reverse else 1
-    assert fast == sorted(items, key=lambda item: (sign * item[0], item[2] > bound, item[1]))
+    """The fast path for scores without an age term (sorted key by key) orders as one sort on
+    (score, waited less than the maximum age, time limit, submit time, id) does."""
+    jobs = [
+        job(f"j{index}", team=team, priority=priority, submit_s=float(submit_s), time_limit_s=limit)
+        for index, (team, priority, submit_s, limit) in enumerate(rows)
+    ]
+    now, policy = 100.0, Policy(age_weight=0.0, max_age_s=max_age_s, within_team_order="shortest_limit")
+
+    def score(j) -> float:
+        return j.priority * 2.0 + priorities.get(j.team, 1.0) if priorities else j.priority
+
+    expected = sorted(jobs, key=lambda j: (-score(j), j.submit_s > now - max_age_s, j.estimate_s, j.submit_s, j.id))
+    assert _ids(order_jobs(jobs, policy, priorities, now)) == _ids(expected)
