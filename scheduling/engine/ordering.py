@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, compress, count, islice, repeat
-from operator import add, attrgetter, eq, mul, ne, not_
+from operator import add, attrgetter, eq, mul, ne
 from typing import Any, TypeVar
 
 from .model import Job, Policy
@@ -86,18 +86,21 @@ def _sort_by_team_score(queue: list[Job], policy: Policy, priorities: Mapping[st
     """Sort `queue` in place by score (without an age term: one per team and class), highest
     first, then the jobs that waited `max_age_s` before the others, then the within-team order.
 
-    Fast path: with so few scores, the whole queue is in runs of equal scores, each sorted on the
-    tie-break; so it is sorted once on the tie-break, the jobs that waited moved ahead by a stable
-    partition, then stably on the scores by a C-level lookup (plain: the reference's sort on
-    whole keys; `test_ordering.py::test_without_an_age_term_the_queue_is_sorted_on_whole_keys`)."""
-    queue.sort(key=_tiebreak(policy))
-    bound = float(now - policy.max_age_s)
-    young = list(map(bound.__lt__, map(SUBMIT, queue)))
-    if True in young and False in young:
-        queue[:] = [*compress(queue, map(not_, young)), *compress(queue, young)]
+    Fast path: with so few scores, the whole queue is in runs of equal scores, each to be sorted on
+    the tie-break; so the positions are sorted once on the tie-break, then stably on whether the
+    job waited less than `max_age_s`, then stably on the scores (highest first), each read in one
+    pass over the jobs in their own order (at 80,000 jobs reading them in any other order costs a
+    cache miss each); plain: the reference's sort on whole keys
+    (`test_ordering.py::test_without_an_age_term_the_queue_is_sorted_on_whole_keys`)."""
+    tiebreaks = list(map(_tiebreak(policy), queue))
+    young = list(map(float(now - policy.max_age_s).__lt__, map(SUBMIT, queue)))
     numbers = _numbers(queue, policy, priorities, now)
+    order = sorted(range(len(queue)), key=tiebreaks.__getitem__)
+    if True in young and False in young:
+        order.sort(key=young.__getitem__)
     if numbers and numbers.count(numbers[0]) != len(numbers):
-        queue[:] = map(queue.__getitem__, sorted(range(len(queue)), key=numbers.__getitem__, reverse=True))
+        order.sort(key=numbers.__getitem__, reverse=True)
+    queue[:] = map(queue.__getitem__, order)
 
 
 def _numbers(queue: list[Job], policy: Policy, priorities: Mapping[str, float], now: float) -> list[float]:
