@@ -228,10 +228,10 @@ class Policy:
     # default): a team's jobs share its fair-share score, the jobs that waited `max_age_s` first,
     # then `within_team_order` (shortest limit: a team's short jobs do not wait behind its long
     # ones). On sim_quotas at load 1.07 (benchmarks/README.md, "Shortest limit first within a
-    # team"), against a weight of 2 over two days: mean JCT lower in all nine overloaded workloads
-    # (by 0.5-2.6 h; 10.93 -> 9.32 h on the full trace without checkpoints), p99 lower in seven
-    # (120.5 -> 109.8 h), limit_ratio 0-0.7 points lower (0.930 -> 0.926); its price: guarantee
-    # violation up by a tenth to a quarter in seven (down in the two cases without checkpoints), p90
+    # team"), against a weight of 2 over two days: mean JCT lower in all eleven overloaded
+    # workloads (by 0.5-2.8 h; 10.93 -> 9.32 h on the full trace without checkpoints), p99 lower in
+    # nine (120.5 -> 109.8 h), limit_ratio 0-0.7 points lower (0.930 -> 0.926); its price: guarantee
+    # violation up by a tenth to a quarter in eight (down in the three others), p90
     # error of first estimates at load 0.8 up to 1.86 (from 1.19); without quotas (sim_itp, load
     # 0.9) limit_ratio 0.998 -> 0.985 for mean JCT 7.0 -> 6.1 h. An hour's maximum age: 30
     # minutes lost more work with priorities (0.89 % of capacity against 0.60 %), four hours put
