@@ -38,8 +38,7 @@ def order_jobs(jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, flo
     return queue
 
 
-SUBMIT = attrgetter("submit_s")
-_PRIORITY, _TEAM = attrgetter("priority"), attrgetter("team")
+_SUBMIT, _PRIORITY, _TEAM = attrgetter("submit_s"), attrgetter("priority"), attrgetter("team")
 
 
 def sort_by_number(
@@ -93,7 +92,7 @@ def _sort_by_team_score(queue: list[Job], policy: Policy, priorities: Mapping[st
     cache miss each); plain: the reference's sort on whole keys
     (`test_ordering.py::test_without_an_age_term_the_queue_is_sorted_on_whole_keys`)."""
     tiebreaks = list(map(_tiebreak(policy), queue))
-    young = list(map(float(now - policy.max_age_s).__lt__, map(SUBMIT, queue)))
+    young = list(map(float(now - policy.max_age_s).__lt__, map(_SUBMIT, queue)))
     numbers = _numbers(queue, policy, priorities, now)
     order = sorted(range(len(queue)), key=tiebreaks.__getitem__)
     if True in young and False in young:
