@@ -54,8 +54,8 @@ def sort_by_numbers(
     """Sort `items` in place by their `numbers` (one per item, in order), then (ascending) by
     `tiebreak` among equal numbers, and return the number of each position.
 
-    Numbers are computed as the items come: in the order they lie in memory, for objects built in
-    a row. On a long list, reading every item in any other order costs a cache miss each, which
+    The caller computes the numbers as the items come: in the order they lie in memory, for
+    objects built in a row. On a long list, reading every item in any other order costs a cache miss each, which
     made sorting key by key (stable sorts from the last key to the first) the slowest part of
     ordering a long queue; and comparing numbers is much cheaper than comparing tuples. Only runs
     of equal numbers are sorted again, by `tiebreak`.
