@@ -1,8 +1,9 @@
 """Step 6 of the cycle: a reason and an estimated start for every job that did not start.
 
 Estimates are cheap and deterministic: a fluid sweep over each accelerator's release profile,
-with the GPU-seconds of the jobs ahead in the queue consumed first (see `ReleaseProfile`); jobs
-that will not start within the horizon consume nothing. Jobs held back by quota also wait for
+with the GPU-seconds of the jobs ahead in the queue consumed first (see `ReleaseProfile`), and not
+before the job's shape fits (`shape_fits_s`: free GPUs by count are not one node's); jobs that will
+not start within the horizon consume nothing. Jobs held back by quota also wait for
 their own team's running work to end.
 
 An estimate nobody could believe is not given: when nothing in the fleet's foreseeable future
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .backfill import HORIZON_S, expected_end_s
-from .capacity import Shape
+from .backfill import HORIZON_S, ReleaseProfile, earliest_start, expected_end_s
+from .capacity import AcceleratorPool, Shape
 from .model import LEVEL_RANK, Job
-from .placement import nodes_needed
+from .placement import fit_gang, nodes_needed
 from .plan import (
     REASON_CAPACITY,
     REASON_QUOTA,
@@ -79,6 +80,16 @@ def explain_pending(
     horizon_s = prepared.now + ESTIMATE_HORIZON_S
     blockers: Blockers | None = None
     shorts: dict[tuple[str, int, str], str] = {}  # `_short_of` by (accelerator, size, level): "" fits
+    within: dict[tuple[str, int, str], float | None] = {}  # `shape_fits_s` by (accelerator, size, level)
+    shape_sweeps: dict[str, ShapeSweep] = {}
+
+    def _sweep(accelerator: str) -> ShapeSweep:
+        found = shape_sweeps.get(accelerator)
+        if found is None:
+            pool = index.pools[accelerator]
+            found = shape_sweeps[accelerator] = ShapeSweep(pool, held, profiles[accelerator], prepared.now)
+        return found
+
     for job, reason in zip(queue, reasons, strict=True):
         if reason is STARTED:
             continue
@@ -104,17 +115,28 @@ def explain_pending(
         elif times is not None:
             if gpus in firsts:
                 first = firsts[gpus]
-            else:
-                fits = _short_of(index.pools[accelerator].shape, gpus, None) is None
-                first = firsts[gpus] = _first_time((times, levels, areas), gpus) if fits else None
+            else:  # when the GPUs are free at all, and not before they fit by shape
+                first = None
+                if _short_of(index.pools[accelerator].shape, gpus, None) is None:
+                    first = _first_time((times, levels, areas), gpus)
+                    fitted = _sweep(accelerator).fits_s(gpus, None)
+                    if first is not None and fitted is not None and fitted > first:
+                        first = fitted
+                firsts[gpus] = first
             level = job.required_level
             if level is not None and first is not None:  # a level no healthy domain offers: never
                 bounded = (accelerator, gpus, level)
                 short = shorts.get(bounded)
                 if short is None:
                     short = shorts[bounded] = _short_of(index.pools[accelerator].shape, gpus, level) or ""
+                    if not short:
+                        within[bounded] = _sweep(accelerator).fits_s(gpus, level)
                 if short:
                     first = None
+                else:
+                    fitted = within[bounded]
+                    if fitted is not None and fitted > first:
+                        first = fitted
             if first is not None:
                 # When the queue ahead's GPU-seconds have been served (the fluid part of the estimate).
                 last = len(areas) - 1
@@ -203,6 +225,64 @@ def topology_waits(queue: list[Job], reasons: list[str | None]) -> tuple[Pending
     return tuple(
         pending_status(job.id, topology, None) for job, reason in zip(queue, reasons, strict=True) if reason == topology
     )
+
+
+def shape_fits_s(
+    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int, level: str | None, now: float
+) -> float | None:
+    """When `gpus` GPUs first fit by shape (one node with room for them, or enough whole nodes
+    within `level` for a gang), nodes held for reservations left out: now, or the first release
+    time along `profile` after which they do (None: no release in view makes room). Plain: the
+    placement and reservation rules (`fit_gang`, `earliest_start`); `ShapeSweep` answers the same
+    for every size at once."""
+    max_level = level or "fleet"
+    if fit_gang(pool, gpus, max_level=max_level) is not None:
+        return now
+    found = earliest_start(pool, held, profile, gpus, max_level=max_level, topology_aware=True)
+    return None if found is None else found.start_s
+
+
+class ShapeSweep:
+    """`shape_fits_s` of one accelerator for every size, from one pass over its release profile:
+    when the most room on one node (not held) and the number of whole nodes first grow to each
+    value. A gang that must stay within a rack or pod is answered by `shape_fits_s` itself."""
+
+    def __init__(self, pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, now: float) -> None:
+        self.pool, self.held, self.profile, self.now = pool, held, profile, now
+        gpn, free, usable = pool.gpus_per_node, pool.free, pool.usable
+        room = max((gpus for node_id, gpus in free.items() if node_id not in held), default=0)
+        whole = pool.whole_count
+        # (time, value) each time the most room on one node, or the whole nodes, grow.
+        self.rooms: list[tuple[float, int]] = [(now, room)]
+        self.wholes: list[tuple[float, int]] = [(now, whole)]
+        extra: dict[str, int] = {}
+        events = profile.sorted_events()
+        last = len(events) - 1
+        for position, (end_s, node_id, released) in enumerate(events):
+            if node_id in free and node_id not in held:
+                before = min(usable[node_id], free[node_id] + extra.get(node_id, 0))
+                extra[node_id] = extra.get(node_id, 0) + released
+                after = min(usable[node_id], free[node_id] + extra[node_id])
+                if after > room:
+                    room = after
+                if before < gpn <= after:
+                    whole += 1
+            if position < last and events[position + 1][0] == end_s:
+                continue
+            if room > self.rooms[-1][1]:
+                self.rooms.append((end_s, room))
+            if whole > self.wholes[-1][1]:
+                self.wholes.append((end_s, whole))
+
+    def fits_s(self, gpus: int, level: str | None) -> float | None:
+        pool = self.pool
+        if gpus > pool.gpus_per_node and level is not None and LEVEL_RANK[level] < LEVEL_RANK["fleet"]:
+            return shape_fits_s(pool, self.held, self.profile, gpus, level, self.now)
+        if gpus <= pool.gpus_per_node:
+            steps, value = self.rooms, gpus
+        else:
+            steps, value = self.wholes, nodes_needed(gpus, pool.gpus_per_node)
+        return next((time_s for time_s, reached in steps if reached >= value), None)
 
 
 def _first_time(curve: Curve, gpus: int) -> float | None:

@@ -71,7 +71,15 @@ from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import LEVEL_RANK, Job, Node, Running, Snapshot
-from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
+from .placement import (
+    Fit,
+    first_in_one_domain,
+    gang_level,
+    kept_for_gangs,
+    narrower,
+    nodes_needed,
+    pack_whole_nodes,
+)
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
@@ -716,9 +724,12 @@ class _ReferenceCycle:
     def explain(self, queue: list[Job]) -> tuple[PendingStatus, ...]:
         """A reason and an estimate for every job that did not start, in queue order.
 
-        The estimate: a reserved job's reservation start; otherwise the later of when its GPUs are
-        free at all along the release profile and when the GPU-seconds of the jobs ahead of it (on
-        its accelerator, with a believable estimate) have been served by the free GPUs; a job held
+        The estimate: a reserved job's reservation start; otherwise the latest of when its GPUs are
+        free at all along the release profile, when they fit by shape (a node with room for them,
+        or enough whole nodes, fleet-wide and within its required level, nodes held for
+        reservations left out; each counted when a release in view makes room), and when the GPU-seconds of the jobs
+        ahead of it (on its accelerator, with a believable estimate) have been served by the free
+        GPUs; a job held
         back by quota also waits until its team's running work has ended enough to admit it. An
         estimate beyond `HORIZON_S`, or none, is replaced by what the job waits for."""
         statuses: list[PendingStatus] = []
@@ -749,6 +760,18 @@ class _ReferenceCycle:
             at += 1
         served_s = times[at] + max(0.0, ahead_gpu_s - areas[at]) / levels[at]
         estimate = max(served_s, first_s)
+        for level in {"fleet", job.required_level or "fleet"}:
+            if self._place(self.free, job.accelerator, job.gpus, level, True) is None:
+                found = earliest_start(
+                    self._pool(job.accelerator),
+                    self.held,
+                    self._profile(job.accelerator),
+                    job.gpus,
+                    max_level=level,
+                    topology_aware=True,
+                )
+                if found is not None:
+                    estimate = max(estimate, found.start_s)
         return self._quota_estimate(job, estimate) if reason == REASON_QUOTA else estimate
 
     def _curve(self, accelerator: str) -> tuple[list[float], list[int], list[float]]:

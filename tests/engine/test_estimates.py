@@ -48,6 +48,22 @@ def test_within_the_horizon_the_estimate_is_given_and_nothing_else_is_said() -> 
     assert _status(scenario.pending(job("next", 8)), "next") == PendingStatus("next", "capacity", 7200.0)
 
 
+def test_a_job_whose_free_gpus_lie_on_no_one_node_is_estimated_when_a_node_frees_for_it() -> None:
+    """Eight GPUs are free by count (four on each node), but a job of one node needs them on one:
+    it starts when the first node frees whole, not now."""
+    scenario = (
+        Scenario(fleet("1x1x2x8"))
+        .with_running(
+            running(job("short", 4, time_limit_s=3600.0), on="p0-r0-n0"),
+            running(job("long", 4, time_limit_s=7200.0), on="p0-r0-n1"),
+        )
+        .pending(job("eight", 8, time_limit_s=600.0))
+        .policy(reservation_depth=0)
+    )
+
+    assert _status(scenario, "eight") == PendingStatus("eight", "topology", 3600.0)
+
+
 def test_a_job_larger_than_its_teams_quota_allows_waits_for_quota_not_for_a_date() -> None:
     scenario = Scenario(fleet("1x1x2x8")).quotas(quota("alpha", 8, borrow_limit=0)).pending(job("big", 16))
 

@@ -20,9 +20,11 @@ from scheduling.engine.explain import (
     STARTED,
     Blockers,
     Curve,
+    ShapeSweep,
     _first_time,
     _quota_estimate,
     _short_of,
+    shape_fits_s,
 )
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node, Quota
@@ -518,7 +520,7 @@ def _plain_team_releases(cycle: _Cycle, plan: Plan) -> dict[tuple[str, str], lis
 
 
 def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[PendingStatus, ...]:
-    """`explain_pending` as defined: `_first_time`, `_work_time` and `expected_end_s` per job; jobs
+    """`explain_pending` as defined: `_first_time`, `shape_fits_s`, `_work_time` and `expected_end_s` per job; jobs
     without an estimate within the horizon add no demand and say what they wait for instead."""
     prepared = cycle.prepared
     held = prepared.index.held
@@ -542,9 +544,12 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
             if _short_of(pool.shape, job.gpus, job.required_level) is not None:
                 first = None  # no healthy domain it may take could ever hold it
             if first is not None:
-                estimate = _work_time(curve, ahead)
-                if first > estimate:
-                    estimate = first
+                profile = prepared.profiles[job.accelerator]
+                fitted = [
+                    shape_fits_s(pool, held, profile, job.gpus, level, cycle.now)
+                    for level in (None, job.required_level)
+                ]
+                estimate = max(_work_time(curve, ahead), first, *(s for s in fitted if s is not None))
                 if reason == REASON_QUOTA:
                     estimate = _quota_estimate(job, estimate, prepared.ledger, releases, cycle.policy.elastic)
         if estimate is not None and estimate <= cycle.now + ESTIMATE_HORIZON_S:
@@ -553,6 +558,23 @@ def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[Pending
         else:
             statuses.append(BlockedStatus(job.id, reason, None, blockers.of(job, reason, estimate)))
     return tuple(statuses)
+
+
+@SETTINGS
+@given(gang_snapshots(), st.floats(0.0, 5000.0))
+def test_one_sweep_says_when_each_size_fits_by_shape_as_the_placement_and_reservation_rules_do(
+    snapshot: Snapshot, now: float
+) -> None:
+    cycle = _Cycle(snapshot, now)
+    cycle.run()
+    prepared = cycle.prepared
+    held = prepared.index.held
+    for accelerator, profile in prepared.profiles.items():
+        pool = prepared.index.pools[accelerator]
+        sweep = ShapeSweep(pool, held, profile, now)
+        for gpus in range(1, pool.capacity + 2):
+            for level in (None, "rack", "pod", "fleet"):
+                assert sweep.fits_s(gpus, level) == shape_fits_s(pool, held, profile, gpus, level, now)
 
 
 @SETTINGS
