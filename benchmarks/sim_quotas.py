@@ -68,6 +68,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine_cycle import calibrate_ms  # noqa: E402
 
 from scheduling.engine import Policy  # noqa: E402
 from scheduling.engine.model import WITHIN_TEAM_ORDERS  # noqa: E402
@@ -449,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
             **revision(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "wall_s": time.time() - started,
+            # The box's speed (engine_cycle.py's fixed workload): replay times compare across boxes
+            # only with it.
+            "calibration_ms": calibrate_ms(),
             "trace_jobs": len(trace),
             "limit": options.limit,
             "window": options.window,
