@@ -245,6 +245,7 @@ CELERY_TASK_ROUTES = {
     "finance.tasks.report_export_build": {"queue": "reports"},
     "finance.tasks.month_report_mail": {"queue": "reports"},
     "finance.tasks.budgets_check": {"queue": "reports"},
+    "simulations.tasks.simulation_run_task": {"queue": "simulations"},
 }
 CELERY_WORKER_QUEUES = "default,cycle,reports,simulations"
 CELERY_TASK_ACKS_LATE = True

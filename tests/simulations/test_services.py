@@ -11,9 +11,11 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from portal.celery import app
 from scheduling.models import FleetClock, Job
 from simulations.models import Simulation
 from simulations.services import ReplayStopped, _Progress, simulation_cancel, simulation_run, simulation_start
+from simulations.tasks import simulation_run_task
 from tests.factories import (
     AcceleratorTypeFactory,
     FleetPolicyFactory,
@@ -221,3 +223,8 @@ def test_serving_replicas_are_replayed_until_the_end_of_the_period_not_for_a_yea
     Job.objects.create(name="one-off", kind="serving", duration_s=7200.0, submit_s=9.6 * 86400, **common)
     trace = history_trace(days=1, team=people.alpha)
     assert [(job.job_id != "", job.duration_s) for job in trace] == [(True, 0.5 * 86400), (True, 7200.0)]
+
+
+def test_a_replay_runs_on_the_simulations_queue_apart_from_the_cycle() -> None:
+    assert app.amqp.router.route({}, simulation_run_task.name)["queue"].name == "simulations"
+    assert app.amqp.router.route({}, "scheduling.tasks.fleet_cycle")["queue"].name == "cycle"
