@@ -3,8 +3,8 @@
 Estimates are cheap and deterministic: a fluid sweep over each accelerator's release profile,
 with the GPU-seconds of the jobs ahead in the queue consumed first (see `ReleaseProfile`), and not
 before the job's shape fits (`shape_fits_s`: free GPUs by count are not one node's); jobs that will
-not start within the horizon consume nothing. Jobs held back by quota also wait for
-their own team's running work to end.
+not start within the horizon consume nothing. Jobs held back by quota also wait for their own
+team's running work to end.
 
 An estimate nobody could believe is not given: when nothing in the fleet's foreseeable future
 makes room (the job is larger than its team's quota, or than any healthy domain of the required

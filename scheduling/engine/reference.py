@@ -71,15 +71,7 @@ from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import LEVEL_RANK, Job, Node, Running, Snapshot
-from .placement import (
-    Fit,
-    first_in_one_domain,
-    gang_level,
-    kept_for_gangs,
-    narrower,
-    nodes_needed,
-    pack_whole_nodes,
-)
+from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
     REASON_CAPACITY,
     REASON_PRIORITY,
@@ -727,11 +719,11 @@ class _ReferenceCycle:
         The estimate: a reserved job's reservation start; otherwise the latest of when its GPUs are
         free at all along the release profile, when they fit by shape (a node with room for them,
         or enough whole nodes, fleet-wide and within its required level, nodes held for
-        reservations left out; each counted when a release in view makes room), and when the GPU-seconds of the jobs
-        ahead of it (on its accelerator, with a believable estimate) have been served by the free
-        GPUs; a job held
-        back by quota also waits until its team's running work has ended enough to admit it. An
-        estimate beyond `HORIZON_S`, or none, is replaced by what the job waits for."""
+        reservations left out; each counted when a release in view makes room), and when the
+        GPU-seconds of the jobs ahead of it (on its accelerator, with a believable estimate) have
+        been served by the free GPUs; a job held back by quota also waits until its team's running
+        work has ended enough to admit it. An estimate beyond `HORIZON_S`, or none, is replaced by
+        what the job waits for."""
         statuses: list[PendingStatus] = []
         ahead: dict[str, float] = {}
         for position, job in enumerate(queue):
