@@ -1,5 +1,5 @@
-"""The ``simulations`` queue (`CELERY_TASK_ROUTES`): one replay per task, so a long replay never holds the
-cycle back."""
+"""The ``simulations`` queue (`CELERY_TASK_ROUTES`): one replay per task, so a long replay never
+holds the cycle back."""
 
 from __future__ import annotations
 

@@ -55,10 +55,10 @@ def sort_by_numbers(
     `tiebreak` among equal numbers, and return the number of each position.
 
     The caller computes the numbers as the items come: in the order they lie in memory, for
-    objects built in a row. On a long list, reading every item in any other order costs a cache miss each, which
-    made sorting key by key (stable sorts from the last key to the first) the slowest part of
-    ordering a long queue; and comparing numbers is much cheaper than comparing tuples. Only runs
-    of equal numbers are sorted again, by `tiebreak`.
+    objects built in a row. On a long list, reading every item in any other order costs a cache
+    miss each, which made sorting key by key (stable sorts from the last key to the first) the
+    slowest part of ordering a long queue; and comparing numbers is much cheaper than comparing
+    tuples. Only runs of equal numbers are sorted again, by `tiebreak`.
     """
     if numbers and numbers.count(numbers[0]) == len(numbers):
         # Fast path: one number for all (one priority class, no fair share): sorting by it keeps

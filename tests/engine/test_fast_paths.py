@@ -520,8 +520,9 @@ def _plain_team_releases(cycle: _Cycle, plan: Plan) -> dict[tuple[str, str], lis
 
 
 def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[PendingStatus, ...]:
-    """`explain_pending` as defined: `_first_time`, `shape_fits_s`, `_work_time` and `expected_end_s` per job; jobs
-    without an estimate within the horizon add no demand and say what they wait for instead."""
+    """`explain_pending` as defined: `_first_time`, `shape_fits_s`, `_work_time` and
+    `expected_end_s` per job; jobs without an estimate within the horizon add no demand and say
+    what they wait for instead."""
     prepared = cycle.prepared
     held = prepared.index.held
     releases = _plain_team_releases(cycle, plan)
