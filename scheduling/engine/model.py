@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .ordering import QueueView
     from .prepare import RunningBook
 
 from .progress import work_gpu_s
@@ -354,3 +355,6 @@ class Snapshot:
     # `prepare.RunningBook`); None: the cycle counts it from `running`. Derived from `running`, so
     # snapshots compare (and hash) without it.
     book: RunningBook | None = field(default=None, compare=False)
+    # `pending` in within-team order per class and team (kept by `FleetState` as jobs are queued
+    # and leave, see `ordering.KeptQueue`); None: the cycle sorts `pending`. Derived from it too.
+    queue: QueueView | None = field(default=None, compare=False)

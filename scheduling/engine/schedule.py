@@ -84,6 +84,11 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   keys (`test_reference.py`), and a stable sort on (number, tie-break)
   (`test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`,
   `test_without_an_age_term_the_queue_is_sorted_on_whole_keys`).
+- The pending jobs of each class and team kept in within-team order by `FleetState` as they join
+  and leave the queue (`ordering.KeptQueue`, a snapshot's `queue`), so that the default order (a
+  team's jobs that waited `max_age_s` first) is put together from them without a sort; plain:
+  sorting the snapshot's pending jobs
+  (`test_ordering.py::test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
   (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where
   `gang_level` does not read it (`Reclaiming._gang_level`); plain: `QuotaLedger.within_guarantee`
@@ -242,7 +247,7 @@ class _Cycle(Reclaiming):
         # Fair-share priorities only rank the fair-share order.
         by_share = self.policy.fairshare and self.policy.queue_order == "fair_share"
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if by_share else {}
-        queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now)
+        queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now, snapshot.queue)
         self.decided.reasons = [None] * len(queue)
         return queue
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
+from .ordering import KeptQueue, tiebreak_fields
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
 from .prepare import KeptReleases, RunningBook
 from .progress import (
@@ -64,6 +65,8 @@ class FleetState:
         self.now = now
         self.running: dict[str, RunRecord] = {}
         self.pending: dict[str, Job] = {}
+        # `pending` in within-team order, kept from the first snapshot on (`_queue_job`, `_unqueue`).
+        self._queue: KeptQueue | None = None
         self.saved_progress: dict[str, float] = {}
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
@@ -84,7 +87,7 @@ class FleetState:
     # Queue -------------------------------------------------------------------------------------
     def submit(self, job: Job, saved_progress_s: float = 0.0) -> None:
         """Queue a job; ``saved_progress_s`` is work kept in a checkpoint from an earlier run."""
-        self.pending[job.id] = job
+        self._queue_job(job)
         if saved_progress_s > 0:
             self.saved_progress[job.id] = saved_progress_s
 
@@ -133,7 +136,21 @@ class FleetState:
         )
 
     def cancel(self, job_id: str) -> bool:
-        return self.pending.pop(job_id, None) is not None
+        return self._unqueue(job_id) is not None
+
+    def _queue_job(self, job: Job) -> None:
+        queued = self.pending.get(job.id)
+        self.pending[job.id] = job
+        if self._queue is not None:
+            if queued is not None:
+                self._queue.remove(queued)
+            self._queue.add(job)
+
+    def _unqueue(self, job_id: str) -> Job | None:
+        job = self.pending.pop(job_id, None)
+        if job is not None and self._queue is not None:
+            self._queue.remove(job)
+        return job
 
     def withdraw(self, job_id: str, now: float) -> list[Event]:
         """End a job from outside before its work is done (a serving replica scaled down with its
@@ -146,7 +163,7 @@ class FleetState:
             self._accrue(now)
             self._finish(run, now)
             events.append(Withdrawn(job_id, now, True))
-        elif self.pending.pop(job_id, None) is not None:
+        elif self._unqueue(job_id) is not None:
             self.saved_progress.pop(job_id, None)
             events.append(Withdrawn(job_id, now, False))
         return events
@@ -237,7 +254,11 @@ class FleetState:
             kept = self._kept.at(now)
             if kept is not None:
                 book.kept, book.kept_now = kept, now
-        return Snapshot(self._node_tuple, running, tuple(self.pending.values()), teams, quotas, policy, usage, book)
+        fields = tiebreak_fields(policy)
+        if self._queue is None or self._queue.fields != fields:
+            self._queue = KeptQueue(fields, self.pending.values())
+        pending = tuple(self.pending.values())
+        return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, self._queue.view())
 
     # Failures ----------------------------------------------------------------------------------
     def set_node_health(self, node_id: str, healthy_gpus: int, now: float | None = None) -> list[Event]:
@@ -394,7 +415,7 @@ class FleetState:
         self._kept.forget(run.job)
         run.version = -1
         attained = run.job.attained_gpu_s + max(0.0, time_s - run.start_s) * run.gpus
-        self.pending[run.job.id] = replace(run.job, attained_gpu_s=attained)
+        self._queue_job(replace(run.job, attained_gpu_s=attained))
         self.saved_progress[run.job.id] = kept
         return Evicted(run.job.id, time_s, reason, lost)
 
@@ -439,7 +460,7 @@ class FleetState:
             run.borrowing = action.borrowing
             self._accrue(now)
             self._take(run, +1)
-            del self.pending[job.id]
+            self._unqueue(job.id)
             self.running[job.id] = run
             self._keep(run, now)
             valid.append((action, job))

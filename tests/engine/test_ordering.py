@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduling.engine import Policy
+from scheduling.engine import FleetState, Node, Policy
 from scheduling.engine.fairshare import fairshare_priorities
 from scheduling.engine.ordering import order_jobs, sort_by_number
 
@@ -185,3 +187,58 @@ def test_without_an_age_term_the_queue_is_sorted_on_whole_keys(
 
     expected = sorted(jobs, key=lambda j: (-score(j), j.submit_s > now - max_age_s, j.estimate_s, j.submit_s, j.id))
     assert _ids(order_jobs(jobs, policy, priorities, now)) == _ids(expected)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("queue", "queue", "leave", "requeue")),
+            st.sampled_from(("alpha", "beta", "gamma")),
+            st.integers(0, 2),
+            st.integers(0, 100),
+            st.sampled_from((10.0, 60.0, 600.0)),
+            st.integers(0, 11),
+        ),
+        max_size=40,
+    ),
+    st.dictionaries(st.sampled_from(("alpha", "beta", "gamma")), st.sampled_from((0.25, 0.5, 1.0)), max_size=3),
+    st.sampled_from(("submit", "shortest_limit", "las")),
+    st.sampled_from((10.0, 50.0)),
+)
+def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
+    steps: list[tuple[str, str, int, int, float, int]],
+    priorities: dict[str, float],
+    within_team_order: str,
+    max_age_s: float,
+) -> None:
+    """Jobs join and leave a fleet's queue (a job queued again comes back with more attained
+    service); at every step, the order a cycle takes from the queue the fleet keeps is the order
+    sorting its pending jobs gives."""
+    state = FleetState([Node("n0", "p0", "r0", "a100")])
+    now = 100.0
+    policy = Policy(age_weight=0.0, max_age_s=max_age_s, within_team_order=within_team_order)  # type: ignore[arg-type]
+    for action, team, priority, submit_s, limit, number in steps:
+        job_id = f"j{number}"
+        if action == "leave":
+            state.cancel(job_id)
+        else:
+            attained = float(number * 7) if action == "requeue" else 0.0
+            state.submit(
+                job(job_id, team=team, priority=priority, submit_s=float(submit_s), time_limit_s=limit)
+                if action == "queue"
+                else replace(state.pending.get(job_id) or job(job_id, team=team), attained_gpu_s=attained)
+            )
+        snapshot = state.snapshot(now, (), (), policy)
+        assert snapshot.queue is not None
+        kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
+        assert _ids(kept) == _ids(order_jobs(snapshot.pending, policy, priorities, now))
+
+
+def test_a_snapshot_taken_before_the_queue_changed_is_ordered_by_sorting_its_own_jobs() -> None:
+    state = FleetState([Node("n0", "p0", "r0", "a100")])
+    policy = Policy(age_weight=0.0)
+    state.submit(job("early", submit_s=0.0))
+    older = state.snapshot(10.0, (), (), policy)
+    state.submit(job("later", submit_s=5.0))
+    assert older.queue is not None and older.queue.order(policy, {}, 10.0) is None
+    assert _ids(order_jobs(older.pending, policy, {}, 10.0, older.queue)) == ["early"]
