@@ -99,6 +99,7 @@ class Recorder:
         self.alloc: dict[Key, int] = {}
         self.pending_gpus: dict[Key, int] = {}
         self.entitled: dict[Key, float] = {}
+        self.demands: dict[str, dict[str, float]] = {}  # what `entitled` was worked out for
         self.demand_dirty = False
         self.runs: dict[str, _Run] = {}
         self.saved: dict[str, float] = {}
@@ -209,7 +210,9 @@ class Recorder:
         for team, accelerator in keys:
             demand = self.alloc.get((team, accelerator), 0) + self.pending_gpus.get((team, accelerator), 0)
             by_accelerator.setdefault(accelerator, {})[team] = demand
-        self.entitled = {}
+        if by_accelerator == self.demands:
+            return  # a start or an eviction moves demand between queue and fleet: the same entitlements
+        self.demands, self.entitled = by_accelerator, {}
         for accelerator, demands in by_accelerator.items():
             weights = {team: self.weights.get((team, accelerator), 1.0) for team in demands}
             for team, value in water_fill(self.capacity.get(accelerator, 0), demands, weights).items():
