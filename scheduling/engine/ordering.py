@@ -39,7 +39,7 @@ def order_jobs(
     jobs (`KeptQueue`, `FleetState`), from it (fast path; plain: sorting `jobs`).
     """
     if kept is not None and _aged_first(policy):
-        ordered = kept.order(policy, priorities, now)
+        ordered = kept.order(jobs, policy, priorities, now)
         if ordered is not None:
             return ordered
     queue = list(jobs)
@@ -195,26 +195,31 @@ class KeptQueue:
             del self.groups[key]
         self.version += 1
 
-    def view(self) -> QueueView:
-        return QueueView(self, self.version)
+    def view(self, pending: tuple[Job, ...]) -> QueueView:
+        """The queue as it is now, which holds the jobs of `pending` (a snapshot's)."""
+        return QueueView(self, self.version, pending)
 
 
 class QueueView:
-    """A `KeptQueue` as it was when the view was taken (a snapshot's queue)."""
+    """A `KeptQueue` as it was when the view was taken, and the pending jobs it then held."""
 
-    __slots__ = ("queue", "version")
+    __slots__ = ("queue", "version", "pending")
 
-    def __init__(self, queue: KeptQueue, version: int) -> None:
-        self.queue, self.version = queue, version
+    def __init__(self, queue: KeptQueue, version: int, pending: tuple[Job, ...]) -> None:
+        self.queue, self.version, self.pending = queue, version, pending
 
-    def order(self, policy: Policy, priorities: Mapping[str, float], now: float) -> list[Job] | None:
-        """`order_jobs` for a policy whose team's jobs that waited `max_age_s` go first (`_aged_first`):
-        the groups by score, highest first (the score of a class and team: no age term), the jobs of
-        a group (of groups of equal score, merged) that waited `max_age_s` first, each part in
-        within-team order. None when the queue changed since the view was taken, or is kept in
-        another order than `policy`'s."""
+    def order(
+        self, jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float
+    ) -> list[Job] | None:
+        """`order_jobs` of `jobs` for a policy whose team's jobs that waited `max_age_s` go first
+        (`_aged_first`): the groups by score, highest first (the score of a class and team: no age
+        term), the jobs of a group (of groups of equal score, merged) that waited `max_age_s`
+        first, each part in within-team order. None unless `jobs` are the very pending jobs the
+        view was taken with and the queue has not changed since (a snapshot made from another with
+        other pending jobs carries its view along), or when the queue is kept in another order
+        than `policy`'s."""
         queue = self.queue
-        if queue.version != self.version or queue.fields != tiebreak_fields(policy):
+        if jobs is not self.pending or queue.version != self.version or queue.fields != tiebreak_fields(policy):
             return None
         score, oldest = _score(policy, priorities, now), float(now - policy.max_age_s)
         by_score: dict[float, list[list[Job]]] = {}

@@ -387,7 +387,7 @@ class KeptReleases:
 
     def at(self, now: float) -> KeptTotals | None:
         """`plain_at(now)`, built once per `version` (fast path, see the class docstring)."""
-        if self.timed or any(anchor_s > now for anchor_s in self.restoring.values()):
+        if self.timed or (self.restoring and max(self.restoring.values()) > now):
             return None
         built = self._built
         if built is None or built[0] != self.version:

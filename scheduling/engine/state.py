@@ -258,7 +258,8 @@ class FleetState:
         if self._queue is None or self._queue.fields != fields:
             self._queue = KeptQueue(fields, self.pending.values())
         pending = tuple(self.pending.values())
-        return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, self._queue.view())
+        queue = self._queue.view(pending)
+        return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, queue)
 
     # Failures ----------------------------------------------------------------------------------
     def set_node_health(self, node_id: str, healthy_gpus: int, now: float | None = None) -> list[Event]:

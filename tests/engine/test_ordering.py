@@ -240,5 +240,16 @@ def test_a_snapshot_taken_before_the_queue_changed_is_ordered_by_sorting_its_own
     state.submit(job("early", submit_s=0.0))
     older = state.snapshot(10.0, (), (), policy)
     state.submit(job("later", submit_s=5.0))
-    assert older.queue is not None and older.queue.order(policy, {}, 10.0) is None
+    assert older.queue is not None and older.queue.order(older.pending, policy, {}, 10.0) is None
     assert _ids(order_jobs(older.pending, policy, {}, 10.0, older.queue)) == ["early"]
+
+
+def test_a_snapshot_made_from_another_with_one_more_job_orders_that_job_too() -> None:
+    """As the start preview does: the snapshot's pending jobs and one more, with the view of the
+    queue the first snapshot carried along."""
+    state = FleetState([Node("n0", "p0", "r0", "a100")])
+    policy = Policy(age_weight=0.0)
+    state.submit(job("queued", submit_s=0.0, time_limit_s=600.0))
+    snapshot = state.snapshot(10.0, (), (), policy)
+    more = replace(snapshot, pending=(*snapshot.pending, job("preview", submit_s=10.0, time_limit_s=60.0)))
+    assert _ids(order_jobs(more.pending, policy, {}, 10.0, more.queue)) == ["preview", "queued"]
