@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, compress, count, islice, repeat
 from operator import add, attrgetter, eq, mul, ne, not_
@@ -177,27 +177,67 @@ class KeptQueue:
     def __init__(self, fields: tuple[str, ...], jobs: Iterable[Job] = ()) -> None:
         self.fields = fields
         self.tiebreak = attrgetter(*fields)
-        self.groups: dict[tuple[int, str], list[Job]] = {}
+        self.groups: dict[tuple[int, str], _Group] = {}
         self.version = 0  # bumped at every change, so that a view of an older queue is told apart
         for job in sorted(jobs, key=self.tiebreak):
-            self.groups.setdefault((job.priority, job.team), []).append(job)
+            group = self.groups.get((job.priority, job.team))
+            if group is None:
+                group = self.groups[(job.priority, job.team)] = _Group()
+            group.jobs.append(job)
+        for group in self.groups.values():
+            group.submits = sorted(map(_SUBMIT, group.jobs))
 
     def add(self, job: Job) -> None:
-        insort(self.groups.setdefault((job.priority, job.team), []), job, key=self.tiebreak)
+        group = self.groups.get((job.priority, job.team))
+        if group is None:
+            group = self.groups[(job.priority, job.team)] = _Group()
+        insort(group.jobs, job, key=self.tiebreak)
+        insort(group.submits, job.submit_s)
+        group.split = None
         self.version += 1
 
     def remove(self, job: Job) -> None:
         """Take `job` (the object queued) out of the queue."""
         key = (job.priority, job.team)
         group = self.groups[key]
-        del group[bisect_left(group, self.tiebreak(job), key=self.tiebreak)]  # (the id makes the key unique)
-        if not group:
+        del group.jobs[bisect_left(group.jobs, self.tiebreak(job), key=self.tiebreak)]  # (the id makes it unique)
+        del group.submits[bisect_left(group.submits, job.submit_s)]
+        group.split = None
+        if not group.jobs:
             del self.groups[key]
         self.version += 1
 
     def view(self, pending: tuple[Job, ...]) -> QueueView:
         """The queue as it is now, which holds the jobs of `pending` (a snapshot's)."""
         return QueueView(self, self.version, pending)
+
+
+class _Group:
+    """One class and team's pending jobs in within-team order, their submit times in order, and
+    their last split into the jobs that waited `max_age_s` and the others, each in within-team
+    order: (how many waited, those, the others). The jobs that waited are the first so many in
+    submit order, so the split holds until the group changes or that number does."""
+
+    __slots__ = ("jobs", "submits", "split")
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+        self.submits: list[float] = []
+        self.split: tuple[int, list[Job], list[Job]] | None = None
+
+    def parts(self, oldest: float) -> tuple[list[Job], list[Job]]:
+        """The jobs submitted at or before `oldest`, then the others, each in within-team order."""
+        waited = bisect_right(self.submits, oldest)
+        split = self.split
+        if split is None or split[0] != waited:
+            jobs = self.jobs
+            if waited == len(jobs) or not waited:
+                split = (waited, jobs, []) if waited else (waited, [], jobs)
+            else:
+                aged = list(map(oldest.__ge__, map(_SUBMIT, jobs)))
+                split = (waited, list(compress(jobs, aged)), list(compress(jobs, map(not_, aged))))
+            self.split = split
+        return split[1], split[2]
 
 
 class QueueView:
@@ -222,16 +262,21 @@ class QueueView:
         if jobs is not self.pending or queue.version != self.version or queue.fields != tiebreak_fields(policy):
             return None
         score, oldest = _score(policy, priorities, now), float(now - policy.max_age_s)
-        by_score: dict[float, list[list[Job]]] = {}
+        by_score: dict[float, list[_Group]] = {}
         for group in queue.groups.values():
-            by_score.setdefault(score(group[0]), []).append(group)
+            by_score.setdefault(score(group.jobs[0]), []).append(group)
         ordered: list[Job] = []
         for number in sorted(by_score, reverse=True):
             groups = by_score[number]
-            jobs = groups[0] if len(groups) == 1 else sorted(chain.from_iterable(groups), key=queue.tiebreak)
-            aged = list(map(oldest.__ge__, map(_SUBMIT, jobs)))
-            ordered += compress(jobs, aged)
-            ordered += compress(jobs, map(not_, aged))
+            if len(groups) == 1:
+                aged, young = groups[0].parts(oldest)
+                ordered += aged
+                ordered += young
+                continue
+            merged = sorted(chain.from_iterable(group.jobs for group in groups), key=queue.tiebreak)
+            waited = list(map(oldest.__ge__, map(_SUBMIT, merged)))
+            ordered += compress(merged, waited)
+            ordered += compress(merged, map(not_, waited))
         return ordered
 
 

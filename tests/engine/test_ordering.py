@@ -212,10 +212,10 @@ def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
     max_age_s: float,
 ) -> None:
     """Jobs join and leave a fleet's queue (a job queued again comes back with more attained
-    service); at every step, the order a cycle takes from the queue the fleet keeps is the order
-    sorting its pending jobs gives."""
+    service); at every step, and at times that move which jobs have waited `max_age_s` either way,
+    the order a cycle takes from the queue the fleet keeps is the order sorting its pending jobs
+    gives."""
     state = FleetState([Node("n0", "p0", "r0", "a100")])
-    now = 100.0
     policy = Policy(age_weight=0.0, max_age_s=max_age_s, within_team_order=within_team_order)  # type: ignore[arg-type]
     for action, team, priority, submit_s, limit, number in steps:
         job_id = f"j{number}"
@@ -228,10 +228,11 @@ def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
                 if action == "queue"
                 else replace(state.pending.get(job_id) or job(job_id, team=team), attained_gpu_s=attained)
             )
-        snapshot = state.snapshot(now, (), (), policy)
-        assert snapshot.queue is not None
-        kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
-        assert _ids(kept) == _ids(order_jobs(snapshot.pending, policy, priorities, now))
+        for now in (100.0, 60.0, 100.0, 130.0):
+            snapshot = state.snapshot(now, (), (), policy)
+            assert snapshot.queue is not None
+            kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
+            assert _ids(kept) == _ids(order_jobs(snapshot.pending, policy, priorities, now))
 
 
 def test_a_snapshot_taken_before_the_queue_changed_is_ordered_by_sorting_its_own_jobs() -> None:
