@@ -1,7 +1,7 @@
 # Fleetline: `make run` starts the whole product, `make test` checks it.
-# The distribution's CPython 3.11 where there is one (Debian builds it optimised with profiles and
-# link-time optimisation: the engine's cycle and a replay run about 12 % faster than on a plain
-# build such as pyenv's), else python3.
+# The distribution's CPython 3.11 where there is one (Debian links the interpreter statically: the
+# engine's cycle and a replay run about 12 % faster than on a build that calls into a shared
+# libpython, such as pyenv's), else python3.
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
