@@ -38,7 +38,7 @@ def order_jobs(
     `_sort_by_team_score`, or, given the queue `kept` in within-team order by whoever queued the
     jobs (`KeptQueue`, `FleetState`), from it (fast path; plain: sorting `jobs`).
     """
-    if kept is not None and _aged_first(policy):
+    if kept is not None:
         ordered = kept.order(jobs, policy, priorities, now)
         if ordered is not None:
             return ordered
@@ -163,34 +163,51 @@ def tiebreak_fields(policy: Policy) -> tuple[str, ...]:
     return ("submit_s", "id")
 
 
+def kept_by_team(policy: Policy) -> bool | None:
+    """How a `KeptQueue` groups the pending jobs for `policy`'s order: by class and team (True:
+    fair share without an age term, a team's jobs that waited `max_age_s` first), by class alone
+    (False: without fair share, the class then the within-team order whatever the team), or None:
+    the order is sorted every cycle (an age term, or shortest limit first across teams)."""
+    if _aged_first(policy):
+        return True
+    if policy.queue_order == "fair_share" and not policy.fairshare:
+        return False
+    return None
+
+
 class KeptQueue:
-    """The pending jobs of each priority class and team in within-team order (`tiebreak_fields`,
-    all fixed while a job waits), kept as jobs join and leave the queue (by `FleetState`), so that
-    a cycle orders its queue without sorting it (`QueueView.order`).
+    """The pending jobs of each priority class (and team, `by_team`) in within-team order
+    (`tiebreak_fields`, all fixed while a job waits), kept as jobs join and leave the queue (by
+    `FleetState`), so that a cycle orders its queue without sorting it (`QueueView.order`).
 
     Fast path: sorting a queue of a few hundred jobs on tuples of its tie-break fields was the
     largest part of a cycle's order step; plain: `order_jobs` without it, which sorts
     (`test_ordering.py::test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does`)."""
 
-    __slots__ = ("fields", "tiebreak", "groups", "version")
+    __slots__ = ("fields", "by_team", "tiebreak", "groups", "version")
 
-    def __init__(self, fields: tuple[str, ...], jobs: Iterable[Job] = ()) -> None:
-        self.fields = fields
+    def __init__(self, fields: tuple[str, ...], by_team: bool, jobs: Iterable[Job] = ()) -> None:
+        self.fields, self.by_team = fields, by_team
         self.tiebreak = attrgetter(*fields)
         self.groups: dict[tuple[int, str], _Group] = {}
         self.version = 0  # bumped at every change, so that a view of an older queue is told apart
         for job in sorted(jobs, key=self.tiebreak):
-            group = self.groups.get((job.priority, job.team))
+            key = self._key(job)
+            group = self.groups.get(key)
             if group is None:
-                group = self.groups[(job.priority, job.team)] = _Group()
+                group = self.groups[key] = _Group()
             group.jobs.append(job)
         for group in self.groups.values():
             group.submits = sorted(map(_SUBMIT, group.jobs))
 
+    def _key(self, job: Job) -> tuple[int, str]:
+        return (job.priority, job.team if self.by_team else "")
+
     def add(self, job: Job) -> None:
-        group = self.groups.get((job.priority, job.team))
+        key = self._key(job)
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[(job.priority, job.team)] = _Group()
+            group = self.groups[key] = _Group()
         insort(group.jobs, job, key=self.tiebreak)
         insort(group.submits, job.submit_s)
         group.split = None
@@ -198,7 +215,7 @@ class KeptQueue:
 
     def remove(self, job: Job) -> None:
         """Take `job` (the object queued) out of the queue."""
-        key = (job.priority, job.team)
+        key = self._key(job)
         group = self.groups[key]
         del group.jobs[bisect_left(group.jobs, self.tiebreak(job), key=self.tiebreak)]  # (the id makes it unique)
         del group.submits[bisect_left(group.submits, job.submit_s)]
@@ -251,16 +268,20 @@ class QueueView:
     def order(
         self, jobs: Iterable[Job], policy: Policy, priorities: Mapping[str, float], now: float
     ) -> list[Job] | None:
-        """`order_jobs` of `jobs` for a policy whose team's jobs that waited `max_age_s` go first
-        (`_aged_first`): the groups by score, highest first (the score of a class and team: no age
-        term), the jobs of a group (of groups of equal score, merged) that waited `max_age_s`
-        first, each part in within-team order. None unless `jobs` are the very pending jobs the
-        view was taken with and the queue has not changed since (a snapshot made from another with
-        other pending jobs carries its view along), or when the queue is kept in another order
-        than `policy`'s."""
+        """`order_jobs` of `jobs`. By class alone: the groups, highest class first. By class and team
+        (a team's jobs that waited `max_age_s` first, `_aged_first`): the groups by score, highest
+        first (the score of a class and team: no age term), the jobs of a group (of groups of equal
+        score, merged) that waited `max_age_s` first, each part in within-team order. None unless
+        `jobs` are the very pending jobs the view was taken with and the queue has not changed since
+        (a snapshot made from another with other pending jobs carries its view along), or when the
+        queue is kept for another order than `policy`'s."""
         queue = self.queue
-        if jobs is not self.pending or queue.version != self.version or queue.fields != tiebreak_fields(policy):
+        if jobs is not self.pending or queue.version != self.version:
             return None
+        if queue.fields != tiebreak_fields(policy) or queue.by_team is not kept_by_team(policy):
+            return None
+        if not queue.by_team:
+            return list(chain.from_iterable(queue.groups[key].jobs for key in sorted(queue.groups, reverse=True)))
         score, oldest = _score(policy, priorities, now), float(now - policy.max_age_s)
         by_score: dict[float, list[_Group]] = {}
         for group in queue.groups.values():

@@ -84,10 +84,11 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   keys (`test_reference.py`), and a stable sort on (number, tie-break)
   (`test_ordering.py::test_sort_by_number_sorts_by_number_then_tiebreak_keeping_the_order_of_full_ties`,
   `test_without_an_age_term_the_queue_is_sorted_on_whole_keys`).
-- The pending jobs of each class and team kept in within-team order by `FleetState` as they join
-  and leave the queue (`ordering.KeptQueue`, a snapshot's `queue`), so that the default order (a
-  team's jobs that waited `max_age_s` first) is put together from them without a sort; plain:
-  sorting the snapshot's pending jobs
+- The pending jobs of each class and team (of each class, without fair share) kept in within-team
+  order by `FleetState` as they join and leave the queue (`ordering.KeptQueue`, a snapshot's
+  `queue`), so that the default order (a team's jobs that waited `max_age_s` first) and the order
+  without fair share are put together from them without a sort; plain: sorting the snapshot's
+  pending jobs
   (`test_ordering.py::test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
   (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where

@@ -22,7 +22,7 @@ from dataclasses import replace
 from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
-from .ordering import KeptQueue, tiebreak_fields
+from .ordering import KeptQueue, kept_by_team, tiebreak_fields
 from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
 from .prepare import KeptReleases, RunningBook
 from .progress import (
@@ -254,11 +254,13 @@ class FleetState:
             kept = self._kept.at(now)
             if kept is not None:
                 book.kept, book.kept_now = kept, now
-        fields = tiebreak_fields(policy)
-        if self._queue is None or self._queue.fields != fields:
-            self._queue = KeptQueue(fields, self.pending.values())
         pending = tuple(self.pending.values())
-        queue = self._queue.view(pending)
+        fields, by_team = tiebreak_fields(policy), kept_by_team(policy)
+        if by_team is None:
+            self._queue = None  # an order sorted every cycle
+        elif self._queue is None or self._queue.fields != fields or self._queue.by_team is not by_team:
+            self._queue = KeptQueue(fields, by_team, self.pending.values())
+        queue = None if self._queue is None else self._queue.view(pending)
         return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, queue)
 
     # Failures ----------------------------------------------------------------------------------

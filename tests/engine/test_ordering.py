@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scheduling.engine import FleetState, Node, Policy
 from scheduling.engine.fairshare import fairshare_priorities
-from scheduling.engine.ordering import order_jobs, sort_by_number
+from scheduling.engine.ordering import kept_by_team, order_jobs, sort_by_number
 
 from .builders import Scenario, fleet, job, quota, started
 
@@ -204,19 +204,28 @@ def test_without_an_age_term_the_queue_is_sorted_on_whole_keys(
     st.dictionaries(st.sampled_from(("alpha", "beta", "gamma")), st.sampled_from((0.25, 0.5, 1.0)), max_size=3),
     st.sampled_from(("submit", "shortest_limit", "las")),
     st.sampled_from((10.0, 50.0)),
+    st.booleans(),
+    st.sampled_from((0.0, 0.0, 1.0)),
 )
 def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
     steps: list[tuple[str, str, int, int, float, int]],
     priorities: dict[str, float],
     within_team_order: str,
     max_age_s: float,
+    fairshare: bool,
+    age_weight: float,
 ) -> None:
     """Jobs join and leave a fleet's queue (a job queued again comes back with more attained
     service); at every step, and at times that move which jobs have waited `max_age_s` either way,
-    the order a cycle takes from the queue the fleet keeps is the order sorting its pending jobs
-    gives."""
+    the order a cycle takes from the queue the fleet keeps (by class and team with fair share, by
+    class alone without) is the order sorting its pending jobs gives."""
     state = FleetState([Node("n0", "p0", "r0", "a100")])
-    policy = Policy(age_weight=0.0, max_age_s=max_age_s, within_team_order=within_team_order)  # type: ignore[arg-type]
+    policy = Policy(
+        age_weight=age_weight,
+        max_age_s=max_age_s,
+        within_team_order=within_team_order,  # type: ignore[arg-type]
+        fairshare=fairshare,
+    )
     for action, team, priority, submit_s, limit, number in steps:
         job_id = f"j{number}"
         if action == "leave":
@@ -230,7 +239,7 @@ def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
             )
         for now in (100.0, 60.0, 100.0, 130.0):
             snapshot = state.snapshot(now, (), (), policy)
-            assert snapshot.queue is not None
+            assert (snapshot.queue is None) == (kept_by_team(policy) is None)  # (an age term: sorted)
             kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
             assert _ids(kept) == _ids(order_jobs(snapshot.pending, policy, priorities, now))
 
