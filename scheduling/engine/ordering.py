@@ -186,28 +186,28 @@ class KeptQueue:
 
     __slots__ = ("fields", "by_team", "tiebreak", "groups", "version")
 
-    def __init__(self, fields: tuple[str, ...], by_team: bool, jobs: Iterable[Job] = ()) -> None:
+    def __init__(self, fields: tuple[str, ...], by_team: bool, jobs: Iterable[Job]) -> None:
         self.fields, self.by_team = fields, by_team
         self.tiebreak = attrgetter(*fields)
         self.groups: dict[tuple[int, str], _Group] = {}
         self.version = 0  # bumped at every change, so that a view of an older queue is told apart
         for job in sorted(jobs, key=self.tiebreak):
-            key = self._key(job)
-            group = self.groups.get(key)
-            if group is None:
-                group = self.groups[key] = _Group()
-            group.jobs.append(job)
+            self._group_of(job).jobs.append(job)
         for group in self.groups.values():
             group.submits = sorted(map(_SUBMIT, group.jobs))
 
     def _key(self, job: Job) -> tuple[int, str]:
         return (job.priority, job.team if self.by_team else "")
 
-    def add(self, job: Job) -> None:
+    def _group_of(self, job: Job) -> _Group:
         key = self._key(job)
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = _Group()
+        return group
+
+    def add(self, job: Job) -> None:
+        group = self._group_of(job)
         insort(group.jobs, job, key=self.tiebreak)
         insort(group.submits, job.submit_s)
         group.split = None
@@ -230,7 +230,7 @@ class KeptQueue:
 
 
 class _Group:
-    """One class and team's pending jobs in within-team order, their submit times in order, and
+    """One class's (and team's) pending jobs in within-team order, their submit times in order, and
     their last split into the jobs that waited `max_age_s` and the others, each in within-team
     order: (how many waited, those, the others). The jobs that waited are the first so many in
     submit order, so the split holds until the group changes or that number does."""
@@ -251,8 +251,7 @@ class _Group:
             if waited == len(jobs) or not waited:
                 split = (waited, jobs, []) if waited else (waited, [], jobs)
             else:
-                aged = list(map(oldest.__ge__, map(_SUBMIT, jobs)))
-                split = (waited, list(compress(jobs, aged)), list(compress(jobs, map(not_, aged))))
+                split = (waited, *_waited_first(jobs, oldest))
             self.split = split
         return split[1], split[2]
 
@@ -295,10 +294,16 @@ class QueueView:
                 ordered += young
                 continue
             merged = sorted(chain.from_iterable(group.jobs for group in groups), key=queue.tiebreak)
-            waited = list(map(oldest.__ge__, map(_SUBMIT, merged)))
-            ordered += compress(merged, waited)
-            ordered += compress(merged, map(not_, waited))
+            aged, young = _waited_first(merged, oldest)
+            ordered += aged
+            ordered += young
         return ordered
+
+
+def _waited_first(jobs: list[Job], oldest: float) -> tuple[list[Job], list[Job]]:
+    """`jobs` submitted at or before `oldest`, then the others, each in the order of `jobs`."""
+    aged = list(map(oldest.__ge__, map(_SUBMIT, jobs)))
+    return list(compress(jobs, aged)), list(compress(jobs, map(not_, aged)))
 
 
 def _aged_first(policy: Policy) -> bool:

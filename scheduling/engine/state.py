@@ -259,7 +259,7 @@ class FleetState:
         if by_team is None:
             self._queue = None  # an order sorted every cycle
         elif self._queue is None or self._queue.fields != fields or self._queue.by_team is not by_team:
-            self._queue = KeptQueue(fields, by_team, self.pending.values())
+            self._queue = KeptQueue(fields, by_team, pending)
         queue = None if self._queue is None else self._queue.view(pending)
         return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, queue)
 
