@@ -12,6 +12,7 @@ cycles, so that the loop over a snapshot it made only sums the releases and the 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -330,7 +331,18 @@ class KeptReleases:
     C-level pass. Plain: `plain_at`, built afresh at every call, summing per run in a loop (tests
     compare them, in order)."""
 
-    __slots__ = ("events", "ends", "allocations", "timed", "restoring", "version", "_built", "node_gpus", "node_runs")
+    __slots__ = (
+        "events",
+        "ends",
+        "allocations",
+        "timed",
+        "restoring",
+        "version",
+        "_built",
+        "node_gpus",
+        "node_runs",
+        "_first_ends",
+    )
 
     def __init__(self) -> None:
         self.events: dict[str, dict[str, tuple[ReleaseEvent, ...]]] = {}
@@ -344,6 +356,9 @@ class KeptReleases:
         # GPUs in use per node over the kept allocations, and how many allocations name the node.
         self.node_gpus: dict[str, int] = {}
         self.node_runs: dict[str, int] = {}
+        # Every release entered, earliest first: (release, job id, (team, accelerator)), an entry
+        # stale once its run ended or changed its release (`_first_end_s`).
+        self._first_ends: list[tuple[float, str, Key]] = []
 
     def keep(self, job: Job, allocation: Allocation, gpus: int, end_s: float | None, anchor_s: float | None) -> None:
         """Enter or replace (in place) a run: its release `end_s` (None: it depends on the time),
@@ -367,7 +382,9 @@ class KeptReleases:
         self.events.setdefault(job.accelerator, {})[job_id] = tuple(
             (end_s, node_id, on_node) for node_id, on_node in allocation
         )
-        self.ends.setdefault((job.team, job.accelerator), {})[job_id] = (end_s, gpus)
+        key = (job.team, job.accelerator)
+        self.ends.setdefault(key, {})[job_id] = (end_s, gpus)
+        heapq.heappush(self._first_ends, (end_s, job_id, key))
 
     def forget(self, job: Job) -> None:
         job_id = job.id
@@ -391,10 +408,20 @@ class KeptReleases:
             return None
         built = self._built
         if built is None or built[0] != self.version:
-            ends = self.ends
-            first_end_s = min(min(team.values()) for team in ends.values())[0] if ends else math.inf
-            built = self._built = (self.version, first_end_s, self._totals(self._used()))
+            built = self._built = (self.version, self._first_end_s(), self._totals(self._used()))
         return None if built[1] < now else built[2]
+
+    def _first_end_s(self) -> float:
+        """The earliest release of the kept runs (inf: none), the first entry of `_first_ends` still
+        current (plain: the least over `ends`, as `plain_at` takes it)."""
+        heap, ends = self._first_ends, self.ends
+        while heap:
+            end_s, job_id, key = heap[0]
+            kept = ends.get(key, {}).get(job_id)
+            if kept is not None and kept[0] == end_s:
+                return end_s
+            heapq.heappop(heap)
+        return math.inf
 
     def plain_at(self, now: float) -> KeptTotals | None:
         """The kept runs' totals at `now`, or None when a run's release depends on the time or

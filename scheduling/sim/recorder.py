@@ -99,7 +99,10 @@ class Recorder:
         self.alloc: dict[Key, int] = {}
         self.pending_gpus: dict[Key, int] = {}
         self.entitled: dict[Key, float] = {}
-        self.demands: dict[str, dict[str, float]] = {}  # what `entitled` was worked out for
+        # Demand (allocated plus pending GPUs) per key, kept as it changes, and as it was when
+        # `entitled` was last worked out (`_refresh_entitlements`).
+        self.demand: dict[Key, int] = {}
+        self.demand_seen: dict[Key, int] = {}
         self.demand_dirty = False
         self.runs: dict[str, _Run] = {}
         self.saved: dict[str, float] = {}
@@ -205,14 +208,13 @@ class Recorder:
     def _refresh_entitlements(self) -> None:
         self.demand_dirty = False
         self.rates = None
-        keys = set(self.alloc) | set(self.pending_gpus)
-        by_accelerator: dict[str, dict[str, float]] = {}
-        for team, accelerator in keys:
-            demand = self.alloc.get((team, accelerator), 0) + self.pending_gpus.get((team, accelerator), 0)
-            by_accelerator.setdefault(accelerator, {})[team] = demand
-        if by_accelerator == self.demands:
+        if self.demand == self.demand_seen:
             return  # a start or an eviction moves demand between queue and fleet: the same entitlements
-        self.demands, self.entitled = by_accelerator, {}
+        self.demand_seen = dict(self.demand)
+        by_accelerator: dict[str, dict[str, float]] = {}
+        for (team, accelerator), demand in self.demand.items():
+            by_accelerator.setdefault(accelerator, {})[team] = demand
+        self.entitled = {}
         for accelerator, demands in by_accelerator.items():
             weights = {team: self.weights.get((team, accelerator), 1.0) for team in demands}
             for team, value in water_fill(self.capacity.get(accelerator, 0), demands, weights).items():
@@ -232,6 +234,7 @@ class Recorder:
     def _pending(self, job: Job, sign: int) -> None:
         key = (job.team, job.accelerator)
         self.pending_gpus[key] = self.pending_gpus.get(key, 0) + sign * job.gpus
+        self.demand[key] = self.demand.get(key, 0) + sign * job.gpus
         sizes = self.pending_sizes.setdefault(key, {})
         count = sizes.get(job.gpus, 0) + sign
         if count:
@@ -251,6 +254,7 @@ class Recorder:
         key = (job.team, job.accelerator)
         self.alloc[key] = self.alloc.get(key, 0) + gpus
         self.alloc_total += gpus
+        self.demand[key] = self.demand.get(key, 0) + gpus
         self.demand_dirty = True
         self.rates = None
         self.unmet_changed.add(key)
