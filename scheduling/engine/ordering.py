@@ -248,8 +248,10 @@ class _Group:
         split = self.split
         if split is None or split[0] != waited:
             jobs = self.jobs
-            if waited == len(jobs) or not waited:
-                split = (waited, jobs, []) if waited else (waited, [], jobs)
+            if not waited:
+                split = (0, [], jobs)
+            elif waited == len(jobs):
+                split = (waited, jobs, [])
             else:
                 split = (waited, *_waited_first(jobs, oldest))
             self.split = split

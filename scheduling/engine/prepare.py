@@ -417,7 +417,8 @@ class KeptReleases:
         heap, ends = self._first_ends, self.ends
         while heap:
             end_s, job_id, key = heap[0]
-            kept = ends.get(key, {}).get(job_id)
+            team = ends.get(key)
+            kept = None if team is None else team.get(job_id)
             if kept is not None and kept[0] == end_s:
                 return end_s
             heapq.heappop(heap)

@@ -207,10 +207,10 @@ class Recorder:
 
     def _refresh_entitlements(self) -> None:
         self.demand_dirty = False
-        self.rates = None
         if self.demand == self.demand_seen:
             return  # a start or an eviction moves demand between queue and fleet: the same entitlements
         self.demand_seen = dict(self.demand)
+        self.rates = None  # (a change of allocation has already dropped them)
         by_accelerator: dict[str, dict[str, float]] = {}
         for (team, accelerator), demand in self.demand.items():
             by_accelerator.setdefault(accelerator, {})[team] = demand
