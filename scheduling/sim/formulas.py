@@ -67,8 +67,19 @@ def jain_index(shares: Sequence[float]) -> float | None:
 def water_fill(capacity: float, demands: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
     """Max-min fair entitlements: capacity split by weight among demanding teams, each capped at
     its demand, with what a capped team leaves over split again among the rest."""
+    return water_fill_with_bounds(capacity, demands, weights)[0]
+
+
+def water_fill_with_bounds(
+    capacity: float, demands: Mapping[str, float], weights: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """`water_fill`, and for each demanding team it never capped, the bound its demand stayed
+    above: the largest share (with the tolerance) it was compared with. Until a team is capped its
+    entitlement is 0 in every comparison, so a team whose demand moves and stays above its bound is
+    still never capped, every round goes as before, and the entitlements are the same to the bit."""
     entitled = {team: 0.0 for team in demands}
     active = {team for team, demand in demands.items() if demand > 0}
+    bounds = dict.fromkeys(active, 0.0)
     left = float(capacity)
     while active and left > 1e-9:
         total_weight = sum(weights.get(team, 1.0) for team in active)
@@ -79,8 +90,11 @@ def water_fill(capacity: float, demands: Mapping[str, float], weights: Mapping[s
         capped = set()
         for team in active:
             share = left * (1.0 if equal else weights.get(team, 1.0)) / total_weight
-            if demands[team] - entitled[team] <= share + 1e-9:
+            limit = share + 1e-9
+            if demands[team] - entitled[team] <= limit:
                 capped.add(team)
+            elif limit > bounds[team]:
+                bounds[team] = limit
         if not capped:
             for team in active:
                 entitled[team] += left * (1.0 if equal else weights.get(team, 1.0)) / total_weight
@@ -89,8 +103,9 @@ def water_fill(capacity: float, demands: Mapping[str, float], weights: Mapping[s
             grant = demands[team] - entitled[team]
             entitled[team] = demands[team]
             left -= grant
+            del bounds[team]
         active -= capped
-    return entitled
+    return entitled, bounds
 
 
 class ViolationMeter:

@@ -28,7 +28,7 @@ from scheduling.engine import (
 from scheduling.engine.model import LEVEL_RANK
 from scheduling.engine.progress import progress_at, progress_rate
 
-from .formulas import ViolationMeter, fitting_demand, water_fill
+from .formulas import ViolationMeter, fitting_demand, water_fill_with_bounds
 from .gate import CycleGate
 
 Key = tuple[str, str]  # (team, accelerator)
@@ -103,6 +103,8 @@ class Recorder:
         # `entitled` was last worked out (`_refresh_entitlements`).
         self.demand: dict[Key, int] = {}
         self.demand_seen: dict[Key, int] = {}
+        # Per key water-filling never capped, the bound its demand stayed above (`water_fill_with_bounds`).
+        self.uncapped_above: dict[Key, float] = {}
         self.demand_dirty = False
         self.runs: dict[str, _Run] = {}
         self.saved: dict[str, float] = {}
@@ -206,19 +208,36 @@ class Recorder:
             self.next_sample_s += series.step_s
 
     def _refresh_entitlements(self) -> None:
+        """`plain_entitlements`, water-filled again only when a key whose demand changed was capped
+        or would be now: a start or an eviction moves demand between queue and fleet, and at
+        overload most changes are of teams that demand more than they are entitled to, whose
+        entitlements stay the same to the bit (`water_fill_with_bounds`)."""
         self.demand_dirty = False
-        if self.demand == self.demand_seen:
-            return  # a start or an eviction moves demand between queue and fleet: the same entitlements
+        demand, seen, bounds = self.demand, self.demand_seen, self.uncapped_above
+        changed = [key for key, gpus in demand.items() if seen.get(key) != gpus]
+        if all(key in bounds and demand[key] > bounds[key] for key in changed):
+            for key in changed:
+                seen[key] = demand[key]
+            return
+        self.plain_entitlements()
+
+    def plain_entitlements(self) -> None:
+        """Entitlements water-filled from the demand per accelerator (the definition
+        `_refresh_entitlements` keeps)."""
+        self.demand_dirty = False
         self.demand_seen = dict(self.demand)
         self.rates = None  # (a change of allocation has already dropped them)
         by_accelerator: dict[str, dict[str, float]] = {}
         for (team, accelerator), demand in self.demand.items():
             by_accelerator.setdefault(accelerator, {})[team] = demand
-        self.entitled = {}
+        self.entitled, self.uncapped_above = {}, {}
         for accelerator, demands in by_accelerator.items():
             weights = {team: self.weights.get((team, accelerator), 1.0) for team in demands}
-            for team, value in water_fill(self.capacity.get(accelerator, 0), demands, weights).items():
+            entitled, bounds = water_fill_with_bounds(self.capacity.get(accelerator, 0), demands, weights)
+            for team, value in entitled.items():
                 self.entitled[(team, accelerator)] = value
+            for team, bound in bounds.items():
+                self.uncapped_above[(team, accelerator)] = bound
 
     # Changes -----------------------------------------------------------------------------------
     def submitted(self, job: Job) -> None:
