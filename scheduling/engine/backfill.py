@@ -253,9 +253,11 @@ def reservation_start(
     policy: Policy,
     now: float,
     owed: bool = False,
+    max_level: str | None = None,
 ) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
-    looked for at: the widest it may take now (`gang_level_now`; asked to reserve, so the job can).
+    looked for at: the widest it may take now (`gang_level_now`; asked to reserve, so the job can),
+    or `max_level` when the caller has found that already.
 
     A gang held within one pod because a start there finishes it sooner than one across pods now
     waits for that pod. A gang held to a narrower domain than its own by its patience waits for it
@@ -265,7 +267,8 @@ def reservation_start(
     of the narrow level frees within `HORIZON_S` (racks held by serving that never ends, or by
     failed nodes): whichever starts first is its reservation (the start is `now` when the gang fits
     at its own level already and may take it)."""
-    max_level = gang_level_now(pool, held, profile, job, policy, now, owed)
+    if max_level is None:
+        max_level = gang_level_now(pool, held, profile, job, policy, now, owed)
     found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
     narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
     own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed)

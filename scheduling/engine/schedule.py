@@ -745,10 +745,13 @@ class _Cycle(Reclaiming):
             return
         budgets, depth = self.budgets, max(0, self.policy.reservation_depth)
         made = budgets.reservations_made.get(job.accelerator, 0)
+        # The level `reservation_start` would find (`gang_level_now`, asked while a reservation is
+        # left to make), from what `_gang_level` keeps (fast path; plain: found again there).
+        max_level = self._gang_level(pool, job)
         # Jobs that can never fit do not get to sweep the release profile over and over.
         budgets.reservation_attempts[job.accelerator] = budgets.reservation_attempts.get(job.accelerator, 0) + 1
         profile, owed = self.profiles[job.accelerator], self._owed(job)
-        found = reservation_start(pool, self.index.held, profile, job, self.policy, self.now, owed)
+        found = reservation_start(pool, self.index.held, profile, job, self.policy, self.now, owed, max_level)
         if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
             return
         budgets.reservations_made[job.accelerator] = made + 1
