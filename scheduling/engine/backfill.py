@@ -10,6 +10,7 @@ nodes only if its worst-case end is no later than the start of every reservation
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
@@ -194,6 +195,11 @@ def earliest_start(
     return _earliest_gang(pool, held, profile, nodes_needed(gpus, pool.gpus_per_node), max_level, topology_aware)
 
 
+# `earliest_start`, or a stand-in that answers as it does (the cycle's, which keeps its answers while
+# the working state stays the same).
+EarliestFinder = Callable[..., "EarliestStart | None"]
+
+
 def spreads_across_pods(pool: AcceleratorPool, job: Job, policy: Policy, level: str) -> bool:
     """Whether `level` (the job's `gang_level`) lets a topology-aware training or batch gang that one
     pod could hold spread across pods."""
@@ -245,7 +251,7 @@ def gang_level_now(
     return level
 
 
-def reservation_start(
+def reservation_start(  # noqa: PLR0913 (the last two: what the fast engine's cycle already knows)
     pool: AcceleratorPool,
     held: dict[str, int],
     profile: ReleaseProfile,
@@ -254,10 +260,11 @@ def reservation_start(
     now: float,
     owed: bool = False,
     max_level: str | None = None,
+    earliest: EarliestFinder = earliest_start,
 ) -> ReservationStart | None:
     """When and where a blocked job starts earliest along the release profile, and the level it is
     looked for at: the widest it may take now (`gang_level_now`; asked to reserve, so the job can),
-    or `max_level` when the caller has found that already.
+    or `max_level` when the caller has found that already; `earliest` sweeps the profile.
 
     A gang held within one pod because a start there finishes it sooner than one across pods now
     waits for that pod. A gang held to a narrower domain than its own by its patience waits for it
@@ -269,7 +276,7 @@ def reservation_start(
     at its own level already and may take it)."""
     if max_level is None:
         max_level = gang_level_now(pool, held, profile, job, policy, now, owed)
-    found = earliest_start(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
+    found = earliest(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
     narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
     own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed)
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
@@ -283,7 +290,7 @@ def reservation_start(
     if fit is not None:  # it fits wider already: the sweep looks only at later releases
         spread: EarliestStart | None = EarliestStart(now, tuple(node_id for node_id, _ in fit.allocation))
     else:
-        spread = earliest_start(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
+        spread = earliest(pool, held, profile, job.gpus, max_level=own_level, topology_aware=True)
     if spread is None:
         return narrow
     # No domain of the narrow level frees in view: one frees only beyond the horizon, or none

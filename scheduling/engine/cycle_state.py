@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import NamedTuple
 
-from .backfill import EXTRA_RESERVATION_ATTEMPTS, ReservationBook
+from .backfill import EXTRA_RESERVATION_ATTEMPTS, EarliestStart, ReservationBook
 from .model import Policy
 from .plan import Action
 from .preemption import VictimChoice, Victims
@@ -150,6 +150,9 @@ class Memo:
     generation: int = 0
     misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
     naturals: dict[FitKey, Natural] = field(default_factory=dict)
+    # `backfill.earliest_start` answers by (accelerator, size, level, topology-aware), with the
+    # generation they were found in (`Reclaiming._earliest`).
+    earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(default_factory=dict)
     fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
     walks: dict[SearchKey, Walked] = field(default_factory=dict)
     # The generation in which jobs of a key could not preempt (`_Cycle._passed_over`).

@@ -42,6 +42,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from .backfill import (
+    EarliestStart,
     ReleaseProfile,
     earliest_start,
     expected_end_s,
@@ -629,10 +630,33 @@ class Reclaiming:
         if cached is not None and cached.generation == memo.generation:
             return cached.start_s
         profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
-        found = earliest_start(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
+        found = self._earliest(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
         natural_s = math.inf if found is None else found.start_s
         memo.naturals[key] = Natural(memo.generation, natural_s)
         return natural_s
+
+    def _earliest(
+        self,
+        pool: AcceleratorPool,
+        held: dict[str, int],
+        profile: ReleaseProfile,
+        gpus: int,
+        *,
+        max_level: str,
+        topology_aware: bool,
+    ) -> EarliestStart | None:
+        """`earliest_start` on the cycle's working state (`held` and `profile` are the index's and
+        `pool`'s accelerator's), kept per size, level and topology awareness until the working
+        state changes (`generation`): blocked gangs of one size sweep the profile once (fast path;
+        plain: sweeping again,
+        `test_fast_paths.py::test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again`)."""
+        memo = self.memo
+        key = (pool.accelerator, gpus, max_level, topology_aware)
+        kept = memo.earliest.get(key)
+        if kept is None or kept[0] != memo.generation:
+            found = earliest_start(pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware)
+            kept = memo.earliest[key] = (memo.generation, found)
+        return kept[1]
 
     def _hand_over(
         self,

@@ -46,6 +46,12 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   state last changed, when their cost cap lies where that walk goes the same way
   (`Reclaiming._walked_again`, `WalkBounds`), charged what it visited; plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_walks_made_give_the_plans_searching_gives`).
+- When a job fits earliest along the release profile (`backfill.earliest_start`), kept per
+  accelerator, size, level and topology awareness until the working state changes
+  (`Reclaiming._earliest`: blocked gangs of one size sweep the profile once), and a reservation
+  attempt takes its gang's level from `_gang_level`, which keeps when it could start within one
+  pod; plain: `reservation_start` and `earliest_start` on their own
+  (`test_fast_paths.py::test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again`).
 - Victim candidates made lazily, cheapest first, with the costs they were sorted by
   (`preemption.Victims`, with the `Candidate.ends_soon` memo of `reclaim.ends_by`); plain:
   `candidate_of` for every run, sorted
@@ -751,7 +757,9 @@ class _Cycle(Reclaiming):
         # Jobs that can never fit do not get to sweep the release profile over and over.
         budgets.reservation_attempts[job.accelerator] = budgets.reservation_attempts.get(job.accelerator, 0) + 1
         profile, owed = self.profiles[job.accelerator], self._owed(job)
-        found = reservation_start(pool, self.index.held, profile, job, self.policy, self.now, owed, max_level)
+        found = reservation_start(
+            pool, self.index.held, profile, job, self.policy, self.now, owed, max_level, self._earliest
+        )
         if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
             return
         budgets.reservations_made[job.accelerator] = made + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 from bisect import bisect_right
 from dataclasses import fields, replace
 
@@ -10,7 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import FleetState, Grow, Plan, Policy, Preempt, Running, Shrink, Snapshot, Start, schedule
+from scheduling.engine import (
+    FleetState,
+    Grow,
+    Plan,
+    Policy,
+    Preempt,
+    Running,
+    Shrink,
+    Snapshot,
+    Start,
+    backfill,
+    schedule,
+)
 from scheduling.engine.backfill import ReleaseProfile, expected_end_s, gang_level_now, worst_runtime_s
 from scheduling.engine.capacity import AcceleratorPool, CapacityIndex, fleet_topology, level_of, plain_pools
 from scheduling.engine.cycle_state import SearchKey, Walked
@@ -817,6 +830,57 @@ def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snap
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(Reclaiming, "_gang_level", checked)
+            schedule(replace(snapshot, policy=policy), now)
+            schedule(replace(snapshot, policy=policy), now, explain=False)
+
+
+@SETTINGS
+@given(st.one_of(gang_snapshots(), _crowded_snapshots(), contested_snapshots()), st.floats(0.0, 1e6))
+def test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again(
+    snapshot: Snapshot, now: float
+) -> None:
+    """`Reclaiming._earliest` answers as `earliest_start` on the cycle's working state, and a
+    reservation attempt, given the level its cycle keeps and that finder, finds what
+    `reservation_start` finds on its own, wherever the cycle asks."""
+    fast_earliest, fast_reservation = Reclaiming._earliest, backfill.reservation_start
+
+    def earliest(
+        self: Reclaiming,
+        pool: AcceleratorPool,
+        held: dict[str, int],
+        profile: ReleaseProfile,
+        gpus: int,
+        *,
+        max_level: str,
+        topology_aware: bool,
+    ) -> backfill.EarliestStart | None:
+        assert held is self.index.held and profile is self.profiles[pool.accelerator]
+        found = fast_earliest(self, pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware)
+        assert found == backfill.earliest_start(
+            pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware
+        )
+        return found
+
+    def reservation(  # noqa: PLR0913 (reservation_start's own arguments)
+        pool: AcceleratorPool,
+        held: dict[str, int],
+        profile: ReleaseProfile,
+        job: Job,
+        policy: Policy,
+        now: float,
+        owed: bool = False,
+        max_level: str | None = None,
+        earliest: backfill.EarliestFinder = backfill.earliest_start,
+    ) -> backfill.ReservationStart | None:
+        assert max_level == gang_level_now(pool, held, profile, job, policy, now, owed)
+        found = fast_reservation(pool, held, profile, job, policy, now, owed, max_level, earliest)
+        assert found == fast_reservation(pool, held, profile, job, policy, now, owed)
+        return found
+
+    for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Reclaiming, "_earliest", earliest)
+            patch.setattr(sys.modules[_Cycle.__module__], "reservation_start", reservation)
             schedule(replace(snapshot, policy=policy), now)
             schedule(replace(snapshot, policy=policy), now, explain=False)
 

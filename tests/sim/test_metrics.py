@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.engine import Quota
 from scheduling.sim.formulas import (
@@ -13,6 +15,7 @@ from scheduling.sim.formulas import (
     limit_ratio,
     percentile,
     water_fill,
+    water_fill_with_bounds,
 )
 
 from .builders import job, simulate
@@ -42,6 +45,24 @@ def test_limit_ratio_divides_goodput_by_the_feasible_load() -> None:
     assert limit_ratio(0.45, 0.5) == pytest.approx(0.9)
     assert limit_ratio(0.9, 1.2) == pytest.approx(0.9)
     assert limit_ratio(None, 0.5) is None
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    capacity=st.integers(0, 64),
+    demands=st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 80), min_size=1),
+    weights=st.dictionaries(st.sampled_from("abcdef"), st.sampled_from((0.0, 1.0, 2.0, 13.0, 72.0))),
+    moved=st.integers(0, 200),
+)
+def test_a_demand_moved_above_its_uncapped_bound_water_fills_the_same_to_the_bit(
+    capacity: int, demands: dict[str, int], weights: dict[str, float], moved: int
+) -> None:
+    entitled, bounds = water_fill_with_bounds(capacity, demands, weights)
+    assert entitled == water_fill(capacity, demands, weights)
+    for team, bound in bounds.items():
+        assert demands[team] > bound and entitled[team] < demands[team]
+        if moved > bound:
+            assert water_fill(capacity, {**demands, team: moved}, weights) == entitled
 
 
 def test_water_fill_gives_what_a_small_team_leaves_to_the_others() -> None:

@@ -24,10 +24,13 @@ def _metrics(jobs: list[Job], policy: Policy) -> dict[str, object]:
 
 @settings(max_examples=60, deadline=None, database=None)
 @given(jobs=contended_traces(), policy=st.sampled_from((Policy(), Policy.easy(), Policy.fifo())))
-def test_the_kept_rates_and_unmet_demand_give_the_metrics_recomputed_ones_give(jobs: list[Job], policy: Policy) -> None:
+def test_the_kept_rates_entitlements_and_unmet_demand_give_the_metrics_recomputed_ones_give(
+    jobs: list[Job], policy: Policy
+) -> None:
     kept = _metrics(jobs, policy)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Recorder, "_rates", Recorder.plain_rates)
         patch.setattr(Recorder, "_unmet", Recorder.plain_unmet)
+        patch.setattr(Recorder, "_refresh_entitlements", Recorder.plain_entitlements)
         recomputed = _metrics(jobs, policy)
     assert kept == recomputed
