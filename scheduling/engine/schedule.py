@@ -127,7 +127,7 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Set
 from itertools import compress, count
 from operator import attrgetter, not_
 
@@ -187,12 +187,15 @@ def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
     return max(1, low) if elastic and low is not None and low < gpus else gpus
 
 
-def schedule(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
+def schedule(snapshot: Snapshot, now: float, *, explain: bool | Set[str] = True) -> Plan:
     """Decide what to start, preempt, resize and reserve; explain every job left pending.
 
     With `explain=False` (for replays that read no estimates) the actions are the same, but
     `Plan.pending` only lists the jobs waiting on topology, without estimates, and the queue scan
-    stops once every accelerator is blocked by its strict-FIFO head or full. Runs with the cyclic
+    stops once every accelerator is blocked by its strict-FIFO head or full. With a set of job ids
+    (a start preview, a replay sampling estimates) only those are explained, with the jobs ahead of
+    them in the queue (an estimate follows the queue ahead), and the rest listed as without
+    explanations: the same statuses as a full explanation for those jobs. Runs with the cyclic
     collector paused (fast path, see `collector`): the cycle makes no reference cycles.
     """
     with collector_paused():
@@ -224,7 +227,7 @@ class _Cycle(Reclaiming):
         )
     )
 
-    def __init__(self, snapshot: Snapshot, now: float, explain: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, explain: bool | Set[str] = True) -> None:
         self.snapshot, self.now, self.explain = snapshot, now, explain
         self.policy: Policy = snapshot.policy
         self.memo = Memo()
@@ -279,9 +282,15 @@ class _Cycle(Reclaiming):
 
     def _explain(self, queue: list[Job]) -> Plan:
         decided = self.decided
-        if not self.explain:
-            return Plan(tuple(decided.actions), topology_waits(queue, decided.reasons))
-        pending = explain_pending(queue, self.prepared, decided.reasons, decided.estimates, self.policy.elastic)
+        reasons, explain = decided.reasons, self.explain
+        if not explain:
+            return Plan(tuple(decided.actions), topology_waits(queue, reasons))
+        end = len(queue)
+        if explain is not True:  # jobs named: the explained part of the queue ends with the last of them
+            end = 1 + max((position for position, job in enumerate(queue) if job.id in explain), default=-1)
+        pending = explain_pending(queue[:end], self.prepared, reasons[:end], decided.estimates, self.policy.elastic)
+        if end < len(queue):
+            pending += topology_waits(queue[end:], reasons[end:])
         return Plan(tuple(decided.actions), pending)
 
     def _consider_all(self, queue: list[Job]) -> None:

@@ -58,7 +58,7 @@ def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
     )
     loaded = snapshot_build(sim_now_s=now_s)
     snapshot = loaded.state.snapshot(now_s, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
-    plan = engine.schedule(replace(snapshot, pending=(*snapshot.pending, job)), now_s)
+    plan = engine.schedule(replace(snapshot, pending=(*snapshot.pending, job)), now_s, explain={PREVIEW_JOB_ID})
     if any(start.job_id == PREVIEW_JOB_ID for start in plan.starts()):
         return StartPreview(now_s=now_s, starts_now=True, estimated_start_s=now_s)
     status = plan.status_of(PREVIEW_JOB_ID)

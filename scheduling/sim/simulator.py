@@ -17,8 +17,9 @@ Two shortcuts keep long traces fast without changing any decision:
   nothing; any real change resets them.
 
 Cycles run without explanations (`schedule(..., explain=False)`), except when a job is waiting for
-its first estimate: a cycle at an arrival asks for them, so every job's first estimated start is
-the one the live cycle would have shown it when it was submitted (`metrics`: estimate errors).
+its first estimate: a cycle at an arrival asks for that job's (and the queue's ahead of it, which
+its estimate follows), so every job's first estimated start is the one the live cycle would have
+shown it when it was submitted (`metrics`: estimate errors).
 
 A replay always ends: when simulated time stops advancing while cycles keep acting, or the same
 job keeps being started or resized with no job completing in between, it stops with
@@ -31,6 +32,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,17 +72,19 @@ MAX_REPEATS_WITHOUT_COMPLETION = 100
 MAX_NAMED_JOBS = 10
 ESTIMATE_SAMPLE_JOBS = 2000
 
-# `schedule(snapshot, now, explain=...)`, or a stand-in with the same contract (tests).
-Scheduler = Callable[[Snapshot, float, bool], Plan]
+# `schedule(snapshot, now, explain=...)` with the jobs to explain (none: no explanations), or a
+# stand-in with the same contract (tests).
+Scheduler = Callable[[Snapshot, float, AbstractSet[str]], Plan]
 
 
-def engine_scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+def engine_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
     return schedule(snapshot, now, explain=explain)
 
 
-def reference_scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
-    """The engine's rules stated plainly (`engine.reference`): the same plans, slowly."""
-    return schedule_reference(snapshot, now, explain=explain)
+def reference_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
+    """The engine's rules stated plainly (`engine.reference`): the same plans, slowly (it explains
+    every job when asked for any)."""
+    return schedule_reference(snapshot, now, explain=bool(explain))
 
 
 # The engines a replay can run: the fast one, and the plain reference to check it against.
@@ -198,13 +202,13 @@ class _Loop:
 
     def cycle(self, now: float) -> tuple[bool, bool]:
         """One scheduling cycle; returns (did anything, needs another cycle now)."""
-        # Explanations only while some job waits for its first estimate; otherwise the recorder
+        # Explanations only for the jobs waiting for their first estimate; otherwise the recorder
         # only reads whether some job waits on topology.
-        explain = self.recorder.awaiting_estimate()
+        explain = frozenset(self.recorder.awaiting)
         plan = self.scheduler(self.state.snapshot(now, self.teams, self.quotas, self.policy), now, explain)
         self.cycles += 1
         self.watchdog.planned(plan, now)
-        self.recorder.planned(plan, now, explained=explain)
+        self.recorder.planned(plan, now, explained=bool(explain))
         events = self.state.apply(plan, now)
         self.record(events)
         self.recorder.applied(plan)

@@ -42,7 +42,14 @@ from scheduling.engine.explain import (
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
 from scheduling.engine.model import Job, Node, Quota
 from scheduling.engine.ordering import order_jobs
-from scheduling.engine.plan import REASON_CAPACITY, REASON_QUOTA, BlockedStatus, PendingStatus, pending_status
+from scheduling.engine.plan import (
+    REASON_CAPACITY,
+    REASON_QUOTA,
+    REASON_TOPOLOGY,
+    BlockedStatus,
+    PendingStatus,
+    pending_status,
+)
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
 from scheduling.engine.quota import QuotaLedger
@@ -883,6 +890,23 @@ def test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_a
             patch.setattr(sys.modules[_Cycle.__module__], "reservation_start", reservation)
             schedule(replace(snapshot, policy=policy), now)
             schedule(replace(snapshot, policy=policy), now, explain=False)
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), gang_snapshots(), contested_snapshots()), st.floats(0.0, 1e6), st.data())
+def test_jobs_named_for_explanation_get_the_statuses_a_full_explanation_gives_them(
+    snapshot: Snapshot, now: float, data: st.DataObject
+) -> None:
+    full = schedule(snapshot, now)
+    ids = sorted(job.id for job in snapshot.pending)
+    named = frozenset(data.draw(st.lists(st.sampled_from(ids), max_size=3))) if ids else frozenset()
+    part = schedule(snapshot, now, explain=named)
+    assert part.actions == full.actions
+    assert [status for status in full.pending if status.job_id in named] == [
+        status for status in part.pending if status.job_id in named
+    ]
+    waits = [status.job_id for status in full.pending if status.reason == REASON_TOPOLOGY]
+    assert waits == [status.job_id for status in part.pending if status.reason == REASON_TOPOLOGY]
 
 
 def test_a_queue_of_borrowers_is_answered_from_verdicts_while_a_reclaim_is_still_possible() -> None:

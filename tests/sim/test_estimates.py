@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 import pytest
@@ -55,7 +56,7 @@ def test_both_waits_are_floored_at_one_cycle_interval() -> None:
 
 
 def test_jobs_shown_no_estimate_are_counted_apart_and_left_out_of_the_ratios() -> None:
-    def without_estimates(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+    def without_estimates(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
         plan = schedule(snapshot, now, explain=explain)
         return Plan(plan.actions, tuple(replace(status, estimated_start_s=None) for status in plan.pending))
 

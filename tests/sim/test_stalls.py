@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def rotating(grace_s: float):
     """A stand-in scheduler that never lets a job finish: each cycle preempts whatever runs on the
     one node and starts the pending job that follows it in id order (a deliberate livelock)."""
 
-    def scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
         node_id = snapshot.nodes[0].id
         pending = sorted(job.id for job in snapshot.pending)
         if not pending:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ def test_jobs_submitted_within_one_tick_are_planned_together_in_one_cycle() -> N
 def test_a_replay_on_ticks_plans_only_on_ticks_and_ends(policy: str, jobs: list[Job]) -> None:
     planned_at: list[float] = []
 
-    def scheduler(snapshot: Snapshot, now: float, explain: bool) -> Plan:
+    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
         planned_at.append(now)
         return engine_scheduler(snapshot, now, explain)
 
