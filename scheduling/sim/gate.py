@@ -91,8 +91,16 @@ class CycleGate:
         self.state = state
         self.gpus_per_node = policy.gpus_per_node
         self.node_ids: dict[str, list[str]] = {}
+        # Free GPUs per node, and per accelerator how many nodes have each number free (read again
+        # from the FleetState for the nodes of the runs `touch` reads).
+        self.node_free: dict[str, int] = {}
+        self.free_counts: dict[str, _Counts] = {}
+        usable, used = state.node_usable, state.node_used
         for node in state.nodes.values():
             self.node_ids.setdefault(node.accelerator, []).append(node.id)
+            self.node_free[node.id] = free = usable[node.id] - used[node.id]
+            self.free_counts.setdefault(node.accelerator, _Counts()).add(free, 1)
+        self.accelerator_of = {node.id: node.accelerator for node in state.nodes.values()}
         self.free = dict(capacity)
         self.sizes: dict[str, _Counts] = {}
         self.strict_fifo = strict_fifo and not policy.backfill and not policy.fairshare
@@ -143,16 +151,27 @@ class CycleGate:
         """Read these jobs' running state again from the FleetState (after a start, an end, a
         resize, or a plan that preempted them)."""
         running = self.state.running
+        nodes: dict[str, None] = {}
         for job_id in job_ids:
             old = self.runs.pop(job_id, None)
             if old is not None:
                 self._count(job_id, old, -1)
+                nodes.update(dict.fromkeys(old.nodes))
             record = running.get(job_id)
             if record is not None:
-                nodes = tuple(node_id for node_id, _ in record.allocation)
-                run = _Run(record.job, record.gpus, record.grace_until_s is not None, nodes, record.start_s)
+                run_nodes = tuple(node_id for node_id, _ in record.allocation)
+                run = _Run(record.job, record.gpus, record.grace_until_s is not None, run_nodes, record.start_s)
                 self.runs[job_id] = run
                 self._count(job_id, run, +1)
+                nodes.update(dict.fromkeys(run_nodes))
+        usable, used, node_free = self.state.node_usable, self.state.node_used, self.node_free
+        for node_id in nodes:
+            free = usable[node_id] - used[node_id]
+            if free != node_free[node_id]:
+                counts = self.free_counts[self.accelerator_of[node_id]]
+                counts.add(node_free[node_id], -1)
+                counts.add(free, 1)
+                node_free[node_id] = free
 
     def _count(self, job_id: str, run: _Run, sign: int) -> None:
         key = (run.team, run.accelerator)
@@ -264,13 +283,12 @@ class CycleGate:
         """Whether a node has room for the smallest single-node size, or enough whole nodes are
         free for the smallest gang (multi-node gangs take whole nodes)."""
         per_node = self.gpus_per_node
-        usable, used = self.state.node_usable, self.state.node_used
-        free = [usable[node_id] - used[node_id] for node_id in self.node_ids.get(accelerator, ())]
+        free = self.free_counts.get(accelerator) or _Counts()  # free GPUs -> nodes with that many
         single = min((size for size in sizes if size <= per_node), default=None)
         if single is not None and max(free, default=0) >= single:
             return True
         gang = min((size for size in sizes if size > per_node), default=None)
-        return gang is not None and sum(1 for gpus in free if gpus >= per_node) >= -(-gang // per_node)
+        return gang is not None and sum(n for gpus, n in free.items() if gpus >= per_node) >= -(-gang // per_node)
 
     def _head(self, accelerator: str) -> Job | None:
         heap = self.heads.get(accelerator, [])

@@ -188,6 +188,7 @@ def test_the_incremental_gate_says_what_its_plain_definition_says_after_every_cy
         recorder.record(state.apply(plan, now))
         recorder.applied(plan)
         assert gate.could_start() == plain_could_act(state, policy, guarantees, strict_fifo=False), step
+        assert gate.node_free == {node: state.node_usable[node] - state.node_used[node] for node in state.nodes}
         upcoming = [t for t in (state.next_event_time(), arrivals[0].submit_s if arrivals else None) if t is not None]
         if not upcoming:
             break
