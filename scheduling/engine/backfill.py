@@ -10,7 +10,7 @@ nodes only if its worst-case end is no later than the start of every reservation
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
@@ -59,11 +59,12 @@ class ReleaseProfile:
 
     __slots__ = ("now", "events", "_dirty", "_sorted", "_curve")
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, events: Iterable[ReleaseEvent] = ()) -> None:
+        """A profile at `now` of `events`, already clamped to `now` and in time order."""
         self.now = now
-        self.events: list[ReleaseEvent] = []
+        self.events: list[ReleaseEvent] = list(events)
         self._dirty = False
-        self._sorted = 0  # events[:_sorted] are in time order
+        self._sorted = len(self.events)  # events[:_sorted] are in time order
         self._curve: tuple[list[float], list[int], list[float]] | None = None
 
     def add(self, end_s: float, allocation: tuple[tuple[str, int], ...]) -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from typing import TypeVar
 
 from .backfill import ReleaseEvent, ReleaseProfile
@@ -29,12 +31,14 @@ from .quota import QuotaLedger
 
 Key = tuple[str, str]
 _T = TypeVar("_T")
+_time = itemgetter(0)  # a release event's time
 
 
 @dataclass(slots=True)
 class RunningTotals:
     used: dict[str, int]
     usage: dict[Key, int]
+    # Per accelerator, the runs' release events in time order (running order among equal times).
     releases: dict[str, list[ReleaseEvent]]
     evicting: dict[Key, int]
     takeable: Takeable
@@ -278,6 +282,8 @@ class RunningBook:
                 team_releases[key] = [(end_s, gpus)]
             else:
                 team_ends.append((end_s, gpus))
+        for events in releases.values():
+            events.sort(key=_time)
         return self._with(used, releases, team_releases, running)
 
     def _with(
@@ -320,7 +326,10 @@ class KeptReleases:
 
     `at(now)` equals the `used`, `releases` and `team_releases` of `running_totals` for the same
     running jobs (tests check it), or is None when a run's release depends on the time (restoring,
-    throttled, stalled) or falls before `now`: the cycle then sums per run.
+    throttled, stalled) or falls before `now`: the cycle then sums per run. The release events of
+    each accelerator are kept in time order as runs enter and leave (`timeline`: by time, then
+    running order, then place in the allocation, as a stable sort of them in running order puts
+    them), so that no cycle sorts them.
 
     Fast path: what `at` returns depends on the time only through whether it is None, so it is
     built once per change of the kept runs (`version`, bumped by `keep` and `forget`) with the
@@ -342,6 +351,9 @@ class KeptReleases:
         "node_gpus",
         "node_runs",
         "_first_ends",
+        "places",
+        "_next_place",
+        "timeline",
     )
 
     def __init__(self) -> None:
@@ -359,6 +371,11 @@ class KeptReleases:
         # Every release entered, earliest first: (release, job id, (team, accelerator)), an entry
         # stale once its run ended or changed its release (`_first_end_s`).
         self._first_ends: list[tuple[float, str, Key]] = []
+        # Each run's place in running order (given when it is first kept), and per accelerator the
+        # release events in time order with their keys (time, place, position in the allocation).
+        self.places: dict[str, int] = {}
+        self._next_place = 0
+        self.timeline: dict[str, tuple[list[tuple[float, int, int]], list[ReleaseEvent]]] = {}
 
     def keep(self, job: Job, allocation: Allocation, gpus: int, end_s: float | None, anchor_s: float | None) -> None:
         """Enter or replace (in place) a run: its release `end_s` (None: it depends on the time),
@@ -379,9 +396,16 @@ class KeptReleases:
             self.restoring.pop(job_id, None)
         else:
             self.restoring[job_id] = anchor_s
-        self.events.setdefault(job.accelerator, {})[job_id] = tuple(
-            (end_s, node_id, on_node) for node_id, on_node in allocation
-        )
+        runs = self.events.setdefault(job.accelerator, {})
+        place = self.places.get(job_id)
+        if place is None:
+            place = self.places[job_id] = self._next_place
+            self._next_place += 1
+        timeline = self.timeline.setdefault(job.accelerator, ([], []))
+        if job_id in runs:
+            _unline(timeline, runs[job_id], place)
+        runs[job_id] = events = tuple((end_s, node_id, on_node) for node_id, on_node in allocation)
+        _line(timeline, events, place)
         key = (job.team, job.accelerator)
         self.ends.setdefault(key, {})[job_id] = (end_s, gpus)
         heapq.heappush(self._first_ends, (end_s, job_id, key))
@@ -393,9 +417,9 @@ class KeptReleases:
         self.timed.discard(job_id)
         self.restoring.pop(job_id, None)
         events = self.events[job.accelerator]
-        del events[job_id]
+        _unline(self.timeline[job.accelerator], events.pop(job_id), self.places.pop(job_id))
         if not events:
-            del self.events[job.accelerator]
+            del self.events[job.accelerator], self.timeline[job.accelerator]
         key = (job.team, job.accelerator)
         ends = self.ends[key]
         del ends[job_id]
@@ -437,7 +461,11 @@ class KeptReleases:
         for allocation in self.allocations.values():
             for node_id, gpus in allocation:
                 used[node_id] = used_get(node_id, 0) + gpus
-        return self._totals(used)
+        releases = {
+            accelerator: tuple(sorted(chain.from_iterable(runs.values()), key=_time))
+            for accelerator, runs in self.events.items()
+        }
+        return used, releases, self._team_ends()
 
     def _count(self, allocation: Allocation, sign: int) -> None:
         node_gpus, node_runs = self.node_gpus, self.node_runs
@@ -457,8 +485,33 @@ class KeptReleases:
         return used
 
     def _totals(self, used: dict[str, int]) -> KeptTotals:
-        releases = {accelerator: tuple(chain.from_iterable(runs.values())) for accelerator, runs in self.events.items()}
-        return used, releases, {key: tuple(team.values()) for key, team in self.ends.items()}
+        releases = {accelerator: tuple(self.timeline[accelerator][1]) for accelerator in self.events}
+        return used, releases, self._team_ends()
+
+    def _team_ends(self) -> dict[Key, tuple[tuple[float, int], ...]]:
+        return {key: tuple(team.values()) for key, team in self.ends.items()}
+
+
+def _line(
+    timeline: tuple[list[tuple[float, int, int]], list[ReleaseEvent]], events: tuple[ReleaseEvent, ...], place: int
+) -> None:
+    """Enter a run's release `events` into an accelerator's `timeline` (`KeptReleases`)."""
+    keys, line = timeline
+    for position, event in enumerate(events):
+        key = (event[0], place, position)
+        at = bisect_left(keys, key)
+        keys.insert(at, key)
+        line.insert(at, event)
+
+
+def _unline(
+    timeline: tuple[list[tuple[float, int, int]], list[ReleaseEvent]], events: tuple[ReleaseEvent, ...], place: int
+) -> None:
+    """Take a run's release `events`, entered with `_line`, out of `timeline` again."""
+    keys, line = timeline
+    for position, event in enumerate(events):
+        at = bisect_left(keys, (event[0], place, position))
+        del keys[at], line[at]
 
 
 def _add(counts: dict[_T, int], key: _T, delta: int) -> None:
@@ -530,10 +583,7 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
     ledger = QuotaLedger(
         snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, hold_after_s=after_s
     )
-    profiles: dict[str, ReleaseProfile] = {}
-    for name in index.pools:
-        profiles[name] = profile = ReleaseProfile(now)
-        profile.extend(totals.releases.get(name, []))
+    profiles = {name: ReleaseProfile(now, totals.releases.get(name, ())) for name in index.pools}
     return Prepared(
         index,
         running,

@@ -114,8 +114,9 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`prepare.KeptReleases`, read by `RunningBook.totals`); plain: `prepare.running_totals`, summed
   per run (`test_fast_paths.py::test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do`).
 - The kept releases built once per change of the running jobs, their GPUs per node summed as runs
-  start and end and their earliest release kept in a heap (`prepare.KeptReleases.at`); plain:
-  `KeptReleases.plain_at`, summed per run at every cycle
+  start and end, their earliest release kept in a heap and their events kept in time order as
+  runs enter and leave, so that no cycle sorts its release profile (`prepare.KeptReleases.at`);
+  plain: `KeptReleases.plain_at`, summed per run and sorted at every cycle
   (`test_fast_paths.py::test_kept_releases_built_once_per_change_equal_them_built_at_every_look`).
 - Growth passes over accelerators without elastic runs (`RunningTotals.elastic`); plain: every
   accelerator's runs looked at
