@@ -210,11 +210,15 @@ def spreads_across_pods(pool: AcceleratorPool, job: Job, policy: Policy, level: 
 
 
 def within_pod_start(
-    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
+    pool: AcceleratorPool,
+    held: dict[str, int],
+    profile: ReleaseProfile,
+    gpus: int,
+    earliest: EarliestFinder = earliest_start,
 ) -> tuple[float, str] | None:
     """When a gang of `gpus` GPUs starts earliest within one pod along the release profile, and the
-    level it gets there (a rack or the pod)."""
-    found = earliest_start(pool, held, profile, gpus, max_level="pod", topology_aware=True)
+    level it gets there (a rack or the pod); `earliest` sweeps the profile."""
+    found = earliest(pool, held, profile, gpus, max_level="pod", topology_aware=True)
     if found is None:
         return None
     return found.start_s, level_of(found.node_ids, pool.node_rack, pool.node_pod)

@@ -163,9 +163,6 @@ class Memo:
     # Whether a team uses less than its guarantee on an accelerator (`Reclaiming._owed`), with the
     # ledger's version it was found at, by (team, accelerator).
     owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict)
-    # When and at what level a gang of a size starts earliest within one pod, with the generation it
-    # was found in, by (accelerator, size) (`Reclaiming._gang_level`).
-    within_pod: dict[tuple[str, int], tuple[int, tuple[float, str] | None]] = field(default_factory=dict)
     # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.
     candidates: dict[str, Victims] = field(default_factory=dict)
     # Accelerators where no job left in the pass may take anything (priorities only fall along it).

@@ -392,8 +392,9 @@ class Reclaiming:
         queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`). Else
         what `_owed` says is kept per team and accelerator while the ledger's version stays the
         same (`Memo.owed`: it reads only the ledger), and the two patiences are the cycle's
-        (`patience`), and when a gang is held within one pod, when it could start there is kept per
-        accelerator and size while the working state stays the same (`Memo.within_pod`); plain:
+        (`patience`), and when a gang could start within one pod is swept by `_earliest`, which
+        keeps it while the working state stays the same (a reservation's sweep within that pod is
+        the same sweep); plain:
         `backfill.gang_level_now` with `_owed` and `_can_reserve`
         (`test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
         policy, level = self.policy, job.required_level or "fleet"
@@ -410,12 +411,9 @@ class Reclaiming:
         if spread_after_s is None or self.now - job.submit_s < spread_after_s:
             return narrowest_level(pool, job.gpus, level)
         if self._can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):
-            memo, sized = self.memo, (job.accelerator, job.gpus)
-            found = memo.within_pod.get(sized)
-            if found is None or found[0] != memo.generation:
-                start = within_pod_start(pool, self.index.held, self.profiles[job.accelerator], job.gpus)
-                found = memo.within_pod[sized] = (memo.generation, start)
-            if sooner_within_pod(job, policy, self.now, found[1]):
+            profile = self.profiles[job.accelerator]
+            within_pod = within_pod_start(pool, self.index.held, profile, job.gpus, self._earliest)
+            if sooner_within_pod(job, policy, self.now, within_pod):
                 return "pod"
         return level
 
