@@ -6,6 +6,7 @@ import pickle
 import sys
 from bisect import bisect_right
 from dataclasses import fields, replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -860,31 +861,19 @@ def test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_a
         held: dict[str, int],
         profile: ReleaseProfile,
         gpus: int,
-        *,
-        max_level: str,
-        topology_aware: bool,
+        **options: Any,
     ) -> backfill.EarliestStart | None:
         assert held is self.index.held and profile is self.profiles[pool.accelerator]
-        found = fast_earliest(self, pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware)
-        assert found == backfill.earliest_start(
-            pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware
-        )
+        found = fast_earliest(self, pool, held, profile, gpus, **options)
+        assert found == backfill.earliest_start(pool, held, profile, gpus, **options)
         return found
 
-    def reservation(  # noqa: PLR0913 (reservation_start's own arguments)
-        pool: AcceleratorPool,
-        held: dict[str, int],
-        profile: ReleaseProfile,
-        job: Job,
-        policy: Policy,
-        now: float,
-        owed: bool = False,
-        max_level: str | None = None,
-        earliest: backfill.EarliestFinder = backfill.earliest_start,
-    ) -> backfill.ReservationStart | None:
-        assert max_level == gang_level_now(pool, held, profile, job, policy, now, owed)
-        found = fast_reservation(pool, held, profile, job, policy, now, owed, max_level, earliest)
-        assert found == fast_reservation(pool, held, profile, job, policy, now, owed)
+    def reservation(*given: Any) -> backfill.ReservationStart | None:
+        # As `_try_reserve` asks: every argument, the level it keeps and its finder last.
+        *plain, max_level, finder = given
+        assert max_level == gang_level_now(*plain)
+        found = fast_reservation(*given)
+        assert found == fast_reservation(*plain)
         return found
 
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
