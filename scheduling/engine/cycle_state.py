@@ -81,13 +81,6 @@ class CachedAdmission(NamedTuple):
     beyond: bool
 
 
-class Natural(NamedTuple):
-    """When a shape would start without preemption, along the release profile."""
-
-    generation: int
-    start_s: float
-
-
 class BackfillMiss(NamedTuple):
     """A look around the reservations that found nothing: a job ending no earlier fails too."""
 
@@ -149,7 +142,6 @@ class Memo:
 
     generation: int = 0
     misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
-    naturals: dict[FitKey, Natural] = field(default_factory=dict)
     # `backfill.earliest_start` answers by (accelerator, size, level, topology-aware), with the
     # generation they were found in (`Reclaiming._earliest`).
     earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(default_factory=dict)

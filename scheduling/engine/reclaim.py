@@ -51,7 +51,7 @@ from .backfill import (
     within_pod_start,
 )
 from .capacity import AcceleratorPool, CapacityIndex, level_of
-from .cycle_state import Budgets, Decisions, FitKey, Fruitless, Memo, Natural, SearchKey, Statement, Walked
+from .cycle_state import Budgets, Decisions, Fruitless, Memo, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes
 from .plan import Allocation, Preempt, Shrink
@@ -362,7 +362,7 @@ class Reclaiming:
     profiles: dict[str, ReleaseProfile]
     running: list[Running]
     evicting: dict[tuple[str, str], int]
-    # The cycle's decisions (victims picked, actions), memos (candidates, natural starts, fruitless
+    # The cycle's decisions (victims picked, actions), memos (candidates, earliest starts, fruitless
     # searches) and budgets (attempts, the scan budget): `cycle_state`.
     decided: Decisions
     memo: Memo
@@ -621,17 +621,10 @@ class Reclaiming:
 
     def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
         """When `size` GPUs of `job` would start within `level` without preemption, along the release
-        profile (inf: never); cached until the working state changes (`generation`)."""
-        key: FitKey = (job.accelerator, size, level)
-        memo = self.memo
-        cached = memo.naturals.get(key)
-        if cached is not None and cached.generation == memo.generation:
-            return cached.start_s
+        profile (inf: never), from the sweeps kept until the working state changes (`_earliest`)."""
         profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
         found = self._earliest(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
-        natural_s = math.inf if found is None else found.start_s
-        memo.naturals[key] = Natural(memo.generation, natural_s)
-        return natural_s
+        return math.inf if found is None else found.start_s
 
     def _earliest(
         self,

@@ -37,7 +37,7 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   no reservation attempt is left there (`_passed_over`): the borrowers filling a queue at overload;
   plain: the full look
   (`test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
-- The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, natural starts, quota
+- The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, earliest starts, quota
   admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
   that found nothing, which also answer those with a lower cost cap, charged what those would
   visit (`Reclaiming._fruitless_again`); plain: searching again
