@@ -29,7 +29,7 @@ HORIZON_S = 30 * 86400.0
 # Reservation attempts per accelerator and cycle beyond `Policy.reservation_depth`: a job that can
 # never fit does not get to sweep the release profile over and over.
 EXTRA_RESERVATION_ATTEMPTS = 4
-_time = itemgetter(0)
+event_time = itemgetter(0)  # a release event's time
 # Beyond this many events added since the last sort, `ReleaseProfile.move` sorts the profile and
 # searches it by time rather than look through the unsorted ones one by one.
 _UNSORTED_SEARCH_LIMIT = 64
@@ -83,7 +83,7 @@ class ReleaseProfile:
 
     def sorted_events(self) -> list[ReleaseEvent]:
         if self._dirty:
-            self.events.sort(key=_time)
+            self.events.sort(key=event_time)
             self._dirty = False
             self._sorted = len(self.events)
         return self.events
@@ -98,7 +98,7 @@ class ReleaseProfile:
         profile = self.sorted_events() if unsorted > _UNSORTED_SEARCH_LIMIT else self.events
         for node_id, gpus in allocation:
             wanted = (end_s, node_id, gpus)
-            at = bisect_left(profile, end_s, hi=self._sorted, key=_time)
+            at = bisect_left(profile, end_s, hi=self._sorted, key=event_time)
             while at < self._sorted and profile[at][0] == end_s and profile[at] != wanted:
                 at += 1
             if at < self._sorted and profile[at] == wanted:

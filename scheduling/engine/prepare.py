@@ -18,10 +18,9 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
 from typing import TypeVar
 
-from .backfill import ReleaseEvent, ReleaseProfile
+from .backfill import ReleaseEvent, ReleaseProfile, event_time
 from .capacity import CapacityIndex, Topology, fleet_topology
 from .health import triage_nodes
 from .model import Job, Policy, Running, Snapshot
@@ -31,7 +30,6 @@ from .quota import QuotaLedger
 
 Key = tuple[str, str]
 _T = TypeVar("_T")
-_time = itemgetter(0)  # a release event's time
 
 
 @dataclass(slots=True)
@@ -283,7 +281,7 @@ class RunningBook:
             else:
                 team_ends.append((end_s, gpus))
         for events in releases.values():
-            events.sort(key=_time)
+            events.sort(key=event_time)
         return self._with(used, releases, team_releases, running)
 
     def _with(
@@ -462,7 +460,7 @@ class KeptReleases:
             for node_id, gpus in allocation:
                 used[node_id] = used_get(node_id, 0) + gpus
         releases = {
-            accelerator: tuple(sorted(chain.from_iterable(runs.values()), key=_time))
+            accelerator: tuple(sorted(chain.from_iterable(runs.values()), key=event_time))
             for accelerator, runs in self.events.items()
         }
         return used, releases, self._team_ends()

@@ -90,17 +90,16 @@ class CycleGate:
     ) -> None:
         self.state = state
         self.gpus_per_node = policy.gpus_per_node
-        self.node_ids: dict[str, list[str]] = {}
         # Free GPUs per node, and per accelerator how many nodes have each number free (read again
         # from the FleetState for the nodes of the runs `touch` reads).
+        self.accelerator_of: dict[str, str] = {}
         self.node_free: dict[str, int] = {}
         self.free_counts: dict[str, _Counts] = {}
         usable, used = state.node_usable, state.node_used
         for node in state.nodes.values():
-            self.node_ids.setdefault(node.accelerator, []).append(node.id)
+            self.accelerator_of[node.id] = node.accelerator
             self.node_free[node.id] = free = usable[node.id] - used[node.id]
             self.free_counts.setdefault(node.accelerator, _Counts()).add(free, 1)
-        self.accelerator_of = {node.id: node.accelerator for node in state.nodes.values()}
         self.free = dict(capacity)
         self.sizes: dict[str, _Counts] = {}
         self.strict_fifo = strict_fifo and not policy.backfill and not policy.fairshare
