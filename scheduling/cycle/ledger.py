@@ -3,7 +3,9 @@ fleet calendar day, the fleet's idle and down capacity, and the decayed usage fa
 
 Two identities hold on every tick, hence on every period of whole ticks:
 Σ allocated + idle + down = capacity x interval (``capacity_split``), and useful + lost =
-allocated on every row (``_charge``). The per-job rows of a day sum to the per-team rows of the
+allocated on every row (``_charge``). Borrowed is, per team and accelerator type, the integral of
+the GPUs the team held beyond its guarantee, apportioned to its runs with borrowed <= allocated on
+every row (``scheduling.cycle.borrowed``). The per-job rows of a day sum to the per-team rows of the
 ticks ending on that day."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import date, datetime
 
 from django.db import connection
 
+from scheduling.cycle.borrowed import Group, Span, borrowed_split
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
 from scheduling.engine.model import Node
@@ -54,8 +57,9 @@ class _Held:
     rolled_back_gpu_s: float = 0.0
 
 
-def _charge(held: _Held, sim_from_s: float) -> _Sums:
-    """What one run did in the tick. Allocated GPU-time splits into useful and lost:
+def _charge(held: _Held, sim_from_s: float, borrowed_gpu_s: float) -> _Sums:
+    """What one run did in the tick, its share of its team's borrowed GPU-time given
+    (``_borrowed``). Allocated GPU-time splits into useful and lost:
     lost is the restore before the run's work resumes, the topology slowdown (the share of
     the time a worse placement wastes), and, when the run is evicted, the work since its
     last checkpoint that the eviction rolls back: that work was counted useful in the ticks
@@ -67,7 +71,26 @@ def _charge(held: _Held, sim_from_s: float) -> _Sums:
     working = max(0.0, held.end_s - max(sim_from_s, held.start_s, held.useful_from_s))
     allocated = gpus * seconds
     lost = allocated - useful_gpu_s(gpus, working, held.penalty) + held.rolled_back_gpu_s
-    return _Sums(allocated, allocated - lost, lost, allocated if held.borrowing else 0.0)
+    return _Sums(allocated, allocated - lost, lost, borrowed_gpu_s)
+
+
+def _borrowed(loaded: Loaded, runs: list[_Held], sim_from_s: float) -> list[float]:
+    """Each run's share of the GPU-time its team held beyond its guarantee in the tick, in the
+    order of ``runs`` (``scheduling.cycle.borrowed``: the rule). A run holds its GPUs over the same
+    span ``_charge`` books as allocated, so the team's GPUs held at each instant are those the
+    ledger charges."""
+    guaranteed: dict[Group, int] = {(int(quota.team), quota.accelerator): quota.guaranteed for quota in loaded.quotas}
+    spans = [
+        Span(
+            (held.key[0], held.key[1]),
+            sum(g for _, g in held.allocation),
+            max(sim_from_s, held.start_s),
+            held.end_s,
+            held.borrowing,
+        )
+        for held in runs
+    ]
+    return borrowed_split(spans, guaranteed)
 
 
 def _runs(loaded: Loaded, applied: AppliedTick, sim_to_s: float) -> list[_Held]:
@@ -145,8 +168,9 @@ def usage_record(
         run = state.run_view(job_id)
         assert run is not None
         gpus_by_kind[run.job.kind] += sum(g for _, g in run.allocation)
-    for held in _runs(loaded, applied, sim_to_s):
-        sums = _charge(held, sim_from_s)
+    runs = _runs(loaded, applied, sim_to_s)
+    for held, borrowed_gpu_s in zip(runs, _borrowed(loaded, runs, sim_from_s), strict=True):
+        sums = _charge(held, sim_from_s, borrowed_gpu_s)
         seconds = sums.allocated / max(1, sum(g for _, g in held.allocation))
         for node_id, gpus in held.allocation:
             held_by_node[node_id] += gpus * seconds

@@ -43,6 +43,7 @@ def test_the_live_cycles_ledger_adds_up(fleet: Fleet) -> None:
     _allocated_idle_and_down_add_up_to_capacity_over_the_whole_period(live)
     _useful_and_lost_add_up_to_allocated_on_every_row(live)
     _the_per_job_ledger_sums_to_the_per_team_rows(live)
+    _borrowed_is_within_allocated_and_covers_each_ticks_excess_over_the_guarantee(live)
 
 
 def _it_saw_borrowing_preemption_and_a_failure(live: Fleet) -> None:
@@ -96,3 +97,16 @@ def _the_per_job_ledger_sums_to_the_per_team_rows(live: Fleet) -> None:
     assert per_job.keys() == per_team.keys()
     for key, sums in per_team.items():
         assert per_job[key] == pytest.approx(sums, abs=1e-6)
+
+
+def _borrowed_is_within_allocated_and_covers_each_ticks_excess_over_the_guarantee(live: Fleet) -> None:
+    # Borrowed is the integral of the GPUs held beyond the guarantee (16), whatever the runs' flags:
+    # at most what was allocated, and at least the tick's allocated time beyond 16 GPUs (equal to
+    # it when the team held 16 or more all tick), summed over the team's job kinds.
+    for row in (*UsageSample.objects.all(), *JobUsage.objects.all()):
+        assert -1e-9 <= row.borrowed_gpu_s <= row.allocated_gpu_s + 1e-6
+    ticks = UsageSample.objects.values("sim_time_s", "interval_s").annotate(
+        allocated=Sum("allocated_gpu_s"), borrowed=Sum("borrowed_gpu_s")
+    )
+    for tick in ticks:
+        assert tick["borrowed"] >= tick["allocated"] - 16 * tick["interval_s"] - 1e-6, tick
