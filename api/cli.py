@@ -257,6 +257,14 @@ def _query(**values: Any) -> str:
     return urllib.parse.urlencode(pairs)
 
 
+def _command(args: argparse.Namespace) -> str | None:
+    """The command a real backend runs: --command as given, or the text of --script."""
+    if args.script is not None:
+        with open(args.script, encoding="utf-8") as script:
+            return script.read()
+    return args.job_command
+
+
 def cmd_submit(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     body = {
         "team": args.team,
@@ -274,6 +282,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, out: TextIO) -> int:
         "checkpoint_on_preempt": args.checkpoint_on_preempt,
         "required_level": args.required_level,
         "preferred_level": args.preferred_level,
+        "command": _command(args),
     }
     body = {key: value for key, value in body.items() if value is not None}
     # A key per invocation: if the answer is lost, running the same command with --idempotency-key
@@ -488,18 +497,16 @@ def _common_options(*, defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
-def parser() -> argparse.ArgumentParser:
-    common = _common_options(defaults=False)
-    main = argparse.ArgumentParser(
-        prog="fleetline", description="Fleetline from the command line.", parents=[_common_options(defaults=True)]
-    )
-    commands = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _submit_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     submit = commands.add_parser("submit", parents=[common], help="submit a job")
     submit.add_argument("--team", required=True, help="team slug")
     submit.add_argument("--name", required=True)
     submit.add_argument("--gpus", required=True, type=int, help="gang size")
-    submit.add_argument("--duration", required=True, type=seconds_from, help="work at full size: 3600, 90m, 2h, 1d")
+    submit.add_argument(
+        "--duration",
+        type=seconds_from,
+        help="work at full size: 3600, 90m, 2h, 1d (required on a modelled fleet; a real one plans with --time-limit)",
+    )
     submit.add_argument("--kind", default="training", choices=["training", "serving", "batch"])
     submit.add_argument("--priority-class", default="training", help="priority class name")
     submit.add_argument("--accelerator", default="H100", help="accelerator type name")
@@ -511,8 +518,23 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument("--checkpoint-on-preempt", action="store_true", default=None)
     submit.add_argument("--required-level", choices=["node", "rack", "pod", "fleet"])
     submit.add_argument("--preferred-level", choices=["node", "rack", "pod", "fleet"])
+    what = submit.add_mutually_exclusive_group()
+    what.add_argument(
+        "--command", dest="job_command", help="real backend: the command line every node of the gang runs"
+    )
+    what.add_argument("--script", help="real backend: a batch script file every node of the gang runs")
     submit.add_argument("--idempotency-key", help="resend a submission whose answer was lost")
     submit.set_defaults(run=cmd_submit)
+
+
+def parser() -> argparse.ArgumentParser:
+    common = _common_options(defaults=False)
+    main = argparse.ArgumentParser(
+        prog="fleetline", description="Fleetline from the command line.", parents=[_common_options(defaults=True)]
+    )
+    commands = main.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _submit_parser(commands, common)
 
     queue = commands.add_parser("queue", parents=[common], help="pending jobs: why they wait, when they start")
     queue.add_argument("--team")

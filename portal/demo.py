@@ -3,6 +3,7 @@ the demo logins. Only the demo (``make run``, FLEETLINE_DEMO=1) seeds it, on an 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
@@ -35,12 +36,20 @@ def demo_is_needed() -> bool:
 
 @transaction.atomic
 def demo_seed(*, gpus_per_node: int = 8) -> None:
-    """Create the demo fleet, teams and users. Idempotent on an empty database only."""
-    _seed_fleet(gpus_per_node=gpus_per_node)
+    """Create the demo fleet, teams and users. Idempotent on an empty database only. On a real
+    backend the fleet is the cluster's (read by the first tick), and serving deployments, which
+    run no command, are left out."""
+    real = settings.FLEETLINE_BACKEND != "modelled"
+    if real:
+        for _, accelerator, _, _ in DEMO_PODS:
+            AcceleratorType.objects.get_or_create(name=accelerator, defaults={"memory_gb": 80})
+    else:
+        _seed_fleet(gpus_per_node=gpus_per_node)
     teams = _seed_teams()
     _seed_users(first_team=teams[0])
     demo_quotas_seed()
-    _seed_deployments()
+    if not real:
+        _seed_deployments()
     finance_demo_seed()
 
 

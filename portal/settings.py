@@ -252,7 +252,36 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_EXPIRES = 3600
-FLEET_CLOCK_SPEED = float(os.environ.get("FLEET_CLOCK_SPEED", "60"))
+# Who carries out the cycle's decisions (``scheduling.backends``): ``modelled`` (the embedded
+# default: nodes, failures, progress and ends are computed) or ``slurm`` (a real Slurm cluster
+# through slurmrestd; the fleet clock is then wall time).
+FLEETLINE_BACKEND = os.environ.get("FLEETLINE_BACKEND", "modelled")
+if FLEETLINE_BACKEND not in ("modelled", "slurm"):
+    raise ImproperlyConfigured(f"FLEETLINE_BACKEND must be 'modelled' or 'slurm', not {FLEETLINE_BACKEND!r}")
+FLEETLINE_SLURM_URL = os.environ.get("FLEETLINE_SLURM_URL", "http://127.0.0.1:6820")
+# The HS256 key slurmctld and slurmrestd check tokens with (``AuthAltParameters=jwt_key=``):
+# Fleetline signs a short-lived token per cluster account with it, so each job is submitted as,
+# and runs as, its submitter's own account.
+FLEETLINE_SLURM_JWT_KEY = os.environ.get("FLEETLINE_SLURM_JWT_KEY", "")
+FLEETLINE_SLURM_ADMIN_USER = os.environ.get("FLEETLINE_SLURM_ADMIN_USER", "root")
+# The slurm.conf of the cluster, for ``scontrol show topology`` (racks and pods).
+FLEETLINE_SLURM_CONF = os.environ.get("FLEETLINE_SLURM_CONF") or os.environ.get("SLURM_CONF", "")
+FLEETLINE_SLURM_PARTITION = os.environ.get("FLEETLINE_SLURM_PARTITION", "")
+# A folder every node sees at the same path (shared storage): each job's checkpoint and progress
+# folders live under it.
+FLEETLINE_SLURM_SHARED_DIR = os.environ.get("FLEETLINE_SLURM_SHARED_DIR", "")
+# The accelerator type of nodes whose gres names none (``gpu:8`` rather than ``gpu:h100:8``).
+FLEETLINE_SLURM_ACCELERATOR = os.environ.get("FLEETLINE_SLURM_ACCELERATOR", "H100")
+# Cluster accounts from the environment, ``user=account,...``, beside those an admin sets.
+FLEETLINE_CLUSTER_ACCOUNTS = {
+    user.strip(): account.strip()
+    for user, _, account in (
+        pair.partition("=") for pair in os.environ.get("FLEETLINE_CLUSTER_ACCOUNTS", "").split(",") if pair.strip()
+    )
+}
+FLEET_CLOCK_SPEED = float(os.environ.get("FLEET_CLOCK_SPEED", "1" if FLEETLINE_BACKEND != "modelled" else "60"))
+if FLEETLINE_BACKEND != "modelled" and FLEET_CLOCK_SPEED != 1.0:
+    raise ImproperlyConfigured("With a real backend the fleet clock is wall time: FLEET_CLOCK_SPEED must be 1")
 FLEET_CYCLE_INTERVAL_S = float(os.environ.get("FLEET_CYCLE_INTERVAL_S", "1.0"))
 # The cycle lock's expiry: the leader renews it while its tick runs, so only a leader that dies
 # mid-tick lets it lapse, and the next leader ticks at most this long after.
@@ -261,10 +290,10 @@ FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", 
 # PostgreSQL ends its session once it has sat this long idle inside the tick's transaction.
 FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", "10"))
 # Demo arrivals keep the demo fleet busy; part of the demo only.
-FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO)
+FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO and FLEETLINE_BACKEND == "modelled")
 # Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick: part of
 # the demo only (a test may turn them on).
-FLEET_FAILURES = _env_bool("FLEET_FAILURES", FLEETLINE_DEMO)
+FLEET_FAILURES = _env_bool("FLEET_FAILURES", FLEETLINE_DEMO and FLEETLINE_BACKEND == "modelled")
 
 CELERY_BEAT_SCHEDULE = {
     "fleet-heartbeat": {

@@ -10,6 +10,7 @@ from portal.admin import GovernedAdmin, GovernedInline
 from scheduling.models import (
     AcceleratorType,
     Allocation,
+    ClusterAccount,
     FleetClock,
     FleetSample,
     Incident,
@@ -160,3 +161,12 @@ class IncidentAdmin(GovernedAdmin):
     )
     list_filter = ("kind",)
     raw_id_fields = ("node", "jobs")
+
+
+@admin.register(ClusterAccount)
+class ClusterAccountAdmin(admin.ModelAdmin):
+    """Which account on the cluster each user's jobs run as, on a real backend: set by admins."""
+
+    list_display = ["user", "username"]
+    search_fields = ["user__username", "username"]
+    raw_id_fields = ["user"]

@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
+    MAX_COMMAND_CHARS,
     MAX_DURATION_S,
     MAX_GANG_GPUS,
     MAX_TIME_LIMIT_S,
@@ -138,8 +140,27 @@ class JobSubmitForm(forms.Form):
         help_text="The scheduler tries this domain size first, then spreads wider rather than wait long.",
     )
 
+    command = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=MAX_COMMAND_CHARS,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        label="Command or batch script",
+        help_text="What every node of the gang runs, with bash, as your cluster account. It sees its GPUs "
+        "(CUDA_VISIBLE_DEVICES), FLEETLINE_RANK, FLEETLINE_WORLD_SIZE, FLEETLINE_RESTART_COUNT and "
+        "FLEETLINE_CHECKPOINT_DIR, where it should checkpoint (and resume from after a restart).",
+    )
+
     def __init__(self, *args: Any, teams: Any, default_accelerators: dict[int, int] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        if settings.FLEETLINE_BACKEND == "modelled":
+            # Nothing runs on a modelled fleet: the job is its modelled work.
+            del self.fields["command"]
+        else:
+            # A real job's work is not known ahead; its time limit is what the engine plans with.
+            del self.fields["duration_h"]
+            self.fields["time_limit_h"].required = True
+            self.fields["time_limit_h"].help_text = "The cluster stops the job at this point of its run."
         cast(forms.ModelChoiceField, self.fields["team"]).queryset = teams
         classes = list(PriorityClass.objects.order_by("-value").values_list("pk", "kind"))
         self.fields["priority_class"].widget.kinds = {str(pk): kind for pk, kind in classes}
@@ -173,13 +194,14 @@ class JobSubmitForm(forms.Form):
             gpus=data["gpus"],
             min_gpus=data.get("min_gpus"),
             max_gpus=data.get("max_gpus"),
-            duration_s=data["duration_h"] * 3600.0,
+            duration_s=(data.get("duration_h") or data.get("time_limit_h") or 0.0) * 3600.0,
             time_limit_s=seconds("time_limit_h", 3600.0),
             checkpoint_interval_s=seconds("checkpoint_interval_min", 60.0),
             checkpoint_gb=data.get("checkpoint_gb") or 0.0,
             checkpoint_on_preempt=bool(data.get("checkpoint_on_preempt")),
             required_level=data.get("required_level") or "",
             preferred_level=data.get("preferred_level") or "",
+            command=data.get("command") or "",
         )
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -20,6 +20,8 @@ MAX_GANG_GPUS = 65_536
 # Work at full size and the time limit: at most a year of fleet time.
 MAX_DURATION_S = float(SECONDS_PER_YEAR)
 MAX_TIME_LIMIT_S = float(SECONDS_PER_YEAR)
+# A job's command or batch script on a real backend.
+MAX_COMMAND_CHARS = 65_536
 # A job that checkpoints checkpoints at least once a year, and at most once a second.
 MIN_CHECKPOINT_INTERVAL_S = 1.0
 MAX_CHECKPOINT_INTERVAL_S = float(SECONDS_PER_YEAR)

@@ -4,6 +4,7 @@ fleet clock, serving deployments, and the usage ledger."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
@@ -11,6 +12,7 @@ from scheduling.engine.vocabulary import JOB_STATE_LABELS, KIND_LABELS, LEVEL_LA
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
+    MAX_COMMAND_CHARS,
     MAX_DEMAND_PERIOD_H,
     MAX_DURATION_S,
     MAX_GANG_GPUS,
@@ -207,6 +209,7 @@ class Job(models.Model):
         COMPLETED = "completed", JOB_STATE_LABELS["completed"]
         CANCELLED = "cancelled", JOB_STATE_LABELS["cancelled"]
         TIMED_OUT = "timed_out", JOB_STATE_LABELS["timed_out"]
+        FAILED = "failed", JOB_STATE_LABELS["failed"]
 
     ACTIVE_STATES = (State.PENDING, State.RUNNING)
 
@@ -262,6 +265,13 @@ class Job(models.Model):
     grace_until_s = models.FloatField(null=True, blank=True)
     restarts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Real execution (``scheduling.backends``): what runs, as whom, and what the cluster said.
+    # ``command`` is data: the backend hands it to a fixed wrapper on the nodes, never pasting it
+    # into a shell line of its own. Empty for modelled jobs.
+    command = models.TextField(blank=True, default="", max_length=MAX_COMMAND_CHARS)
+    cluster_account = models.CharField(max_length=64, blank=True, default="", editable=False)
+    backend_job_id = models.CharField(max_length=64, blank=True, default="", editable=False)
+    exit_code = models.IntegerField(null=True, blank=True, editable=False)
     # A client's ``Idempotency-Key`` for the submission that made this job, and a digest of
     # that submission: a retry with the same key gets this job back instead of a second one.
     # Empty when the client sent no key: only non-empty keys are unique per submitter.
@@ -344,6 +354,7 @@ class SchedulerEvent(models.Model):
         STARTED = "started", "Started"
         COMPLETED = "completed", "Completed"
         TIMED_OUT = "timed_out", "Timed out"
+        FAILED = "failed", "Failed"
         PREEMPTING = "preempting", "Preemption requested"
         EVICTED = "evicted", "Evicted"
         RESIZED = "resized", "Resized"
@@ -485,3 +496,26 @@ class Incident(models.Model):
     @property
     def open(self) -> bool:
         return self.resumed_at is None
+
+
+class ClusterAccount(models.Model):
+    """The account on the cluster that a user's jobs run as on a real backend (``scheduling.backends``).
+    Set by an admin (or ``FLEETLINE_CLUSTER_ACCOUNTS``); a user without one cannot submit commands.
+    Never root, never the service's own account."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="cluster_account")
+    username = models.CharField(
+        max_length=32,
+        validators=[
+            RegexValidator(r"^[a-z_][a-z0-9_-]{0,31}$", "A POSIX user name: lower-case letters, digits, '_' and '-'.")
+        ],
+        help_text="The user name on the cluster that this user's jobs run as.",
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(username="root"), name="cluster_account_not_root"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} as {self.username}"

@@ -26,6 +26,7 @@ from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
 from portal.auth import signed_in_user
 from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
+from scheduling.limits import MAX_COMMAND_CHARS
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
@@ -89,6 +90,9 @@ class JobOutput(serializers.Serializer):
     placement_level = serializers.CharField(allow_blank=True)
     borrowing = serializers.BooleanField()
     restarts = serializers.IntegerField()
+    command = serializers.CharField(allow_blank=True, help_text="What the job runs on a real backend.")
+    cluster_account = serializers.CharField(allow_blank=True, help_text="The cluster account it runs as.")
+    exit_code = serializers.IntegerField(allow_null=True, help_text="Its command's exit code, once it ended.")
     created_at = serializers.DateTimeField()
     pending = serializers.SerializerMethodField()
 
@@ -121,6 +125,9 @@ class JobOutput(serializers.Serializer):
             "placement_level": job.placement_level,
             "borrowing": job.borrowing,
             "restarts": job.restarts,
+            "command": job.command,
+            "cluster_account": job.cluster_account,
+            "exit_code": job.exit_code,
             "created_at": _CREATED_AT.to_representation(job.created_at),
             "pending": self.get_pending(job),
         }
@@ -149,7 +156,11 @@ class JobSubmitInput(serializers.Serializer):
     )
     accelerator = serializers.CharField(max_length=50, help_text="Accelerator type name (GET /api/v1/accelerators/).")
     gpus = serializers.IntegerField(help_text="Gang size.")
-    duration_s = serializers.FloatField(help_text="Work at full size, in seconds.")
+    duration_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="Work at full size, in seconds. On a real backend, optional: the time limit stands in for it.",
+    )
     time_limit_s = serializers.FloatField(required=False, allow_null=True)
     min_gpus = serializers.IntegerField(required=False, allow_null=True)
     max_gpus = serializers.IntegerField(required=False, allow_null=True)
@@ -160,6 +171,15 @@ class JobSubmitInput(serializers.Serializer):
     )
     required_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
     preferred_level = serializers.ChoiceField(choices=LEVEL_CHOICES, required=False, default="")
+    command = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_COMMAND_CHARS,
+        help_text="On a real backend: the command line or batch script bash runs on every node of the gang, "
+        "as your cluster account.",
+    )
 
 
 # Well-formed submission bodies are validated without making the serializer (`LeanInput`).
@@ -261,6 +281,10 @@ def _ids_by_name(values: dict[str, Any]) -> dict[str, int]:
 
 def _spec(values: dict[str, Any], ids: dict[str, int]) -> JobSpec:
     fields = {key: value for key, value in values.items() if key not in ("team", "priority_class", "accelerator")}
+    if fields.get("duration_s") is None:
+        # A real job's work is not known ahead: its time limit is the estimate the engine plans with.
+        # Without either, the service's bounds refuse the duration.
+        fields["duration_s"] = fields.get("time_limit_s") or 0.0
     return JobSpec(priority_class_id=ids["priority_class"], accelerator_type_id=ids["accelerator"], **fields)
 
 

@@ -10,7 +10,7 @@ so the FleetState applies the slowdown from there (`FleetState.throttle_node`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import Q
@@ -26,8 +26,10 @@ from scheduling.convert import (
     team_from_row,
 )
 from scheduling.engine.fairshare import decay_usage
+from scheduling.limits import MAX_DURATION_S
 from scheduling.models import Allocation, Incident, Job, Node, TeamUsage
-from tenants.models import FleetPolicy, Quota, Team
+from tenants.models import Quota, Team
+from tenants.selectors import fleet_policy_for_cycle
 
 # Per process: a worker reuses the engine jobs of its previous tick.
 _JOB_CACHE = JobCache()
@@ -50,8 +52,9 @@ class Loaded:
     throttled: dict[str, float] = field(default_factory=dict)  # node id -> slowdown (`node_throttles`)
 
 
-def snapshot_build(*, sim_now_s: float) -> Loaded:
-    """Eight queries, whatever the size of the fleet and the queue."""
+def snapshot_build(*, sim_now_s: float, real_runs: bool = False) -> Loaded:
+    """Eight queries, whatever the size of the fleet and the queue. ``real_runs``: the jobs run on a
+    real backend, which says when they end; the engine's model of their work never ends them."""
     nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values_list(*NODE_FIELDS, named=True))
     jobs = {
         str(row.id): row
@@ -73,7 +76,7 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
             "team_id", "accelerator_type__name", "guaranteed", "borrow_limit", "lend_limit"
         )
     )
-    policy = policy_from_row(FleetPolicy.objects.order_by("pk").first())
+    policy = policy_from_row(fleet_policy_for_cycle())
     team_usage = {
         team_id: (value, as_of)
         for team_id, value, as_of in TeamUsage.objects.values_list("team_id", "decayed_gpu_s", "as_of_s")
@@ -83,7 +86,7 @@ def snapshot_build(*, sim_now_s: float) -> Loaded:
         for team_id, (value, as_of) in sorted(team_usage.items())
     )
     frozen_allocations = {job_id: tuple(alloc) for job_id, alloc in allocations.items()}
-    state = _state_restore(nodes, jobs, frozen_allocations, policy, sim_now_s)
+    state = _state_restore(nodes, jobs, frozen_allocations, policy, sim_now_s, real_runs)
     throttled = node_throttles(sim_from_s=sim_now_s)
     # The worst slowdown last: a gang on two failed nodes goes at the slower one's pace.
     for failed_node, slowdown in sorted(throttled.items(), key=lambda item: (item[1], item[0])):
@@ -124,6 +127,7 @@ def _state_restore(
     allocations: dict[str, tuple[tuple[str, int], ...]],
     policy: engine.Policy,
     sim_now_s: float,
+    real_runs: bool = False,
 ) -> engine.FleetState:
     state = engine.FleetState(
         nodes,
@@ -133,6 +137,9 @@ def _state_restore(
         now=sim_now_s,
     )
     for (job_id, row), job in zip(jobs.items(), _JOB_CACHE.jobs_from_rows(list(jobs.values())), strict=True):
+        if real_runs:
+            # Its time limit still ends it (the backend enforces the same limit).
+            job = replace(job, duration_s=MAX_DURATION_S)
         allocation = allocations.get(job_id)
         if row.state == Job.State.RUNNING and allocation:
             state.restore(

@@ -1,16 +1,21 @@
 """One scheduling cycle over the modelled fleet in the database.
 
 1. claim the tick: a guarded update of the fleet clock (expected tick, fencing token)
-2. reconcile serving deployments with their demand curves
+2. the backend's fleet (``scheduling.backends``: nothing to do for the modelled fleet; on a real
+   cluster its nodes, their states and the incidents of the nodes that died); then serving
+   deployments reconciled with their demand curves
 3. failures_tick: heartbeats, the seeded failure model (settings.FLEET_FAILURES), dead/slow
    detection and incidents, written before the snapshot so this tick's plan already reacts
 4. snapshot_build: the fleet, jobs, quotas, policy and usage, in a fixed number of queries
-5. advance the engine's FleetState to the new fleet time (completions, time limits, grace)
+5. the runs that ended on a real backend leave the FleetState at their real end; advance it to
+   the new fleet time (completions, time limits, grace)
 6. schedule(snapshot, now) -> Plan; FleetState applies it
 7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint; the
-   gangs a failed node slowed or stalled keep the progress the engine gave them
-8. record the usage ledger; after commit, publish to the live feed and tell the jobs'
-   submitters (``notices``: one summary per user per tick, mails by a worker)
+   gangs a failed node slowed or stalled keep the progress the engine gave them; the backend
+   carries the plan out (held until commit)
+8. record the usage ledger; after commit, the backend lets what it started run, and the tick
+   publishes to the live feed and tells the jobs' submitters (``notices``: one summary per user
+   per tick, mails by a worker)
 
 The fleet clock follows wall time × speed. ``FleetClock.wall_updated_at`` is the wall time the
 fleet clock has accounted for so far: in steady state the last tick's wall time, and behind it
@@ -32,6 +37,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from scheduling import engine
+from scheduling.backends import backend_get
 from scheduling.cycle.apply import plan_apply
 from scheduling.cycle.failures import failures_tick, throttled_progress_write
 from scheduling.cycle.ledger import usage_record
@@ -142,6 +148,9 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
             wall.step_s + wall.behind_s,
             wall.dropped_s,
         )
+    backend = backend_get()
+    if backend.real:
+        speed = 1.0
     sim_from, sim_to = clock.sim_now_s, clock.sim_now_s + wall.step_s * speed
     watch = _Stopwatch()
     with transaction.atomic():
@@ -152,20 +161,27 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         if not claimed:
             logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, clock.ticks + 1)
             return None
+        synced = backend.fleet_sync(sim_now_s=sim_to, wall_now=wall.accounted_to)
         deployments_reconcile(sim_now_s=sim_to)
         failed = failures_tick(
             tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed
         )
-        if failed.changed_incident_ids:
-            transaction.on_commit(lambda: incidents_publish(incident_ids=failed.changed_incident_ids))
-        loaded = snapshot_build(sim_now_s=sim_from)
+        changed_incidents = tuple(sorted(synced | set(failed.changed_incident_ids)))
+        if changed_incidents:
+            transaction.on_commit(lambda: incidents_publish(incident_ids=changed_incidents))
+        loaded = snapshot_build(sim_now_s=sim_from, real_runs=backend.real)
         watch.lap("snapshot")
+        observed = backend.runs_observe(loaded=loaded)
         events = loaded.state.advance(sim_to)
         snapshot = loaded.state.snapshot(sim_to, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
         plan = engine.schedule(snapshot, sim_to)
         events += loaded.state.apply(plan, sim_to)
         watch.lap("engine")
         applied = plan_apply(loaded=loaded, plan=plan, events=events, sim_now_s=sim_to)
+        applied.changes[:0] = observed.changes
+        applied.finished[:0] = observed.finished
+        backend.plan_carry_out(applied=applied, sim_now_s=sim_to, token=token)
+        transaction.on_commit(backend.after_commit)
         throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
         sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
         watch.lap("apply")

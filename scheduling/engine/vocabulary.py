@@ -32,14 +32,16 @@ WITHIN_TEAM_ORDER_LABELS: dict[str, str] = {
 }
 WITHIN_TEAM_ORDERS: tuple[str, ...] = tuple(WITHIN_TEAM_ORDER_LABELS)
 
-# A job's life: pending -> running -> (preempted or failed: pending again) -> completed,
-# cancelled or timed out (killed at its time limit).
+# A job's life: pending -> running -> (preempted or evicted by a failed node: pending again) ->
+# completed, cancelled, timed out (killed at its time limit) or failed (its command exited non-zero
+# on a real backend).
 JOB_STATE_LABELS: dict[str, str] = {
     "pending": "Pending",
     "running": "Running",
     "completed": "Completed",
     "cancelled": "Cancelled",
     "timed_out": "Timed out",
+    "failed": "Failed",
 }
 JOB_STATES: tuple[str, ...] = tuple(JOB_STATE_LABELS)
 

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -18,13 +19,14 @@ from scheduling.job_release import jobs_release
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
+    MAX_COMMAND_CHARS,
     MAX_DURATION_S,
     MAX_GANG_GPUS,
     MAX_TIME_LIMIT_S,
     MIN_CHECKPOINT_INTERVAL_S,
     range_problem,
 )
-from scheduling.models import AcceleratorType, FleetClock, Job, Level, Node, SchedulerEvent
+from scheduling.models import AcceleratorType, ClusterAccount, FleetClock, Job, Level, Node, SchedulerEvent
 from tenants.models import PriorityClass, Quota, Team
 
 
@@ -44,6 +46,9 @@ class JobSpec:
     checkpoint_on_preempt: bool = False
     required_level: str = ""
     preferred_level: str = ""
+    # What runs on a real backend (``settings.FLEETLINE_BACKEND``): a command line or a batch
+    # script, run by bash on every node of the gang as the submitter's cluster account.
+    command: str = ""
 
 
 def fleet_now_s() -> float:
@@ -209,6 +214,40 @@ def job_submit(*, team: Team, spec: JobSpec, user: User | None, names: tuple[str
     return _job_insert(team=team, spec=spec, user=user, names=names)
 
 
+def cluster_account_of(user: User | None) -> str:
+    """The cluster account ``user``'s jobs run as: the one an admin set, else the one
+    ``FLEETLINE_CLUSTER_ACCOUNTS`` names; empty when neither does."""
+    if user is None:
+        return ""
+    account = ClusterAccount.objects.filter(user_id=user.pk).values_list("username", flat=True).first()
+    return account or settings.FLEETLINE_CLUSTER_ACCOUNTS.get(user.get_username(), "")
+
+
+def _command_errors(spec: JobSpec, account: str) -> dict[str, str]:
+    """On a real backend a job is a command run as its submitter's own cluster account, with a
+    time limit the cluster enforces; on the modelled fleet nothing runs, so no command is taken."""
+    if settings.FLEETLINE_BACKEND == "modelled":
+        if spec.command:
+            return {"command": "This fleet is modelled: jobs run no command here."}
+        return {}
+    errors = {}
+    if not spec.command.strip():
+        errors["command"] = "Give the command (or batch script) the job runs."
+    elif len(spec.command) > MAX_COMMAND_CHARS:
+        errors["command"] = f"The command is longer than {MAX_COMMAND_CHARS:,} characters."
+    elif "\x00" in spec.command:
+        errors["command"] = "The command contains a NUL character."
+    if not account:
+        errors["command"] = (
+            "You have no account on the cluster, so your jobs cannot run: ask an admin to map one to your user."
+        )
+    elif account == "root":
+        errors["command"] = "Jobs never run as root: ask an admin to map your own cluster account."
+    if spec.time_limit_s is None:
+        errors["time_limit"] = "Give a time limit: the cluster ends the job at it."
+    return errors
+
+
 def _job_insert(
     *,
     team: Team,
@@ -224,7 +263,8 @@ def _job_insert(
         getattr(looked_up.accelerator, "name", None),
     ):
         raise NamesChanged()
-    errors = _spec_errors(spec, team, looked_up)
+    account = cluster_account_of(user) if settings.FLEETLINE_BACKEND != "modelled" else ""
+    errors = {**_spec_errors(spec, team, looked_up), **_command_errors(spec, account)}
     priority, accelerator = looked_up.priority, looked_up.accelerator
     if errors or priority is None or accelerator is None:  # either missing is among the errors
         raise ValidationError(errors)
@@ -247,6 +287,8 @@ def _job_insert(
         checkpoint_on_preempt=spec.checkpoint_on_preempt,
         required_level=spec.required_level,
         preferred_level=spec.preferred_level,
+        command=spec.command,
+        cluster_account=account,
         submit_s=now,
         idempotency_key=idempotency_key,
         idempotency_digest=idempotency_digest,
