@@ -1,7 +1,9 @@
 """The chargeback report out as CSV or XLSX bytes, with the same rounded figures as the page:
 GPU-hours to two decimals, money to the cent, shares to a tenth of a percent. A header block
 names the period, its clock, the charge model and the rates used; a totals row ends the table;
-the reconciliation line follows. Plain data in; never touches the ORM."""
+the reconciliation line follows. Every cell goes through ``portal.spreadsheet.cell_safe``, so
+text that a spreadsheet would run as a formula (a team or job named ``=HYPERLINK(...)``) is
+written as text. Plain data in; never touches the ORM."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from finance.selectors import FinanceReport, JobLine, TeamRow
+from portal.spreadsheet import cell_safe, row_safe
 
 GPU_H = "#,##0.00"
 PERCENT = "0.0%"
@@ -98,19 +101,19 @@ def reconciliation(report: FinanceReport) -> list[list[object]]:
 
 
 def _text(value: object) -> object:
-    return "" if value is None else str(value) if isinstance(value, Decimal) else value
+    return "" if value is None else str(value) if isinstance(value, Decimal) else cell_safe(value)
 
 
 def report_csv(report: FinanceReport) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerows(header_block(report))
+    writer.writerows(row_safe(line) for line in header_block(report))
     writer.writerow(())
-    writer.writerow(headers(report.currency))
+    writer.writerow(row_safe(headers(report.currency)))
     for row in [*report.rows, report.totals]:
         writer.writerow([_text(cell) for cell in cells(row, report.currency)])
     writer.writerow(())
-    writer.writerows(reconciliation(report))
+    writer.writerows(row_safe(line) for line in reconciliation(report))
     return out.getvalue().encode()
 
 
@@ -124,17 +127,17 @@ def report_xlsx(report: FinanceReport) -> bytes:
     sheet = cast(Worksheet, book.active)
     sheet.title = "Chargeback"
     for line in header_block(report):
-        sheet.append(line)
+        sheet.append(row_safe(line))
         if line[0] == "Rate" and len(line) > 2:
             sheet.cell(sheet.max_row, 3).number_format = f'#,##0.0000 "{report.currency}/GPU-h"'
     sheet["A1"].font = Font(bold=True, size=13)
     sheet.append([])
     head_at = sheet.max_row + 1
-    sheet.append(headers(report.currency))
+    sheet.append(row_safe(headers(report.currency)))
     for cell in sheet[head_at]:
         cell.font = Font(bold=True)
     for row in [*report.rows, report.totals]:
-        sheet.append(cells(row, report.currency))
+        sheet.append(row_safe(cells(row, report.currency)))
     money, last = _money_format(report.currency), sheet.max_row
     for number in range(head_at + 1, last + 1):
         for column in (3, 4, 6, 7, 8, 9, 10, 11):
@@ -147,7 +150,7 @@ def report_xlsx(report: FinanceReport) -> bytes:
         cell.font = Font(bold=True)
     sheet.append([])
     for line in reconciliation(report):
-        sheet.append(line)
+        sheet.append(row_safe(line))
         sheet.cell(sheet.max_row, 2).number_format = GPU_H
     for column in range(1, 16):
         sheet.column_dimensions[get_column_letter(column)].width = 30 if column <= 2 else 16
@@ -166,17 +169,19 @@ def jobs_csv(lines: Sequence[JobLine], currency: str) -> bytes:
     writer.writerow((*JOB_HEADERS, f"Cost at usage rates ({currency})"))
     for line in lines:
         writer.writerow(
-            (
-                line.job_id,
-                line.name,
-                line.team,
-                line.user,
-                line.accelerator,
-                line.kind,
-                f"{line.gpu_h:.2f}",
-                f"{line.useful_gpu_h:.2f}",
-                f"{line.lost_gpu_h:.2f}",
-                line.cost,
+            row_safe(
+                (
+                    line.job_id,
+                    line.name,
+                    line.team,
+                    line.user,
+                    line.accelerator,
+                    line.kind,
+                    f"{line.gpu_h:.2f}",
+                    f"{line.useful_gpu_h:.2f}",
+                    f"{line.lost_gpu_h:.2f}",
+                    line.cost,
+                )
             )
         )
     return out.getvalue().encode()

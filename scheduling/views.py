@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
+from portal.spreadsheet import row_safe
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
@@ -124,7 +125,8 @@ def _querystring(request: HttpRequest, *, drop: tuple[str, ...]) -> str:
 
 
 def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
-    """The filtered history as CSV, streamed: fleet-clock seconds, as the ledger keeps them."""
+    """The filtered history as CSV, streamed: fleet-clock seconds, as the ledger keeps them; text
+    that a spreadsheet would run as a formula is written as text (``row_safe``)."""
 
     class Echo:
         def write(self, value: str) -> str:
@@ -138,23 +140,25 @@ def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
         yield writer.writerow(header)
         for job in jobs[:CSV_MAX_ROWS].iterator(chunk_size=2000):
             yield writer.writerow(
-                [
-                    job.pk,
-                    job.name,
-                    job.team.slug,
-                    job.submitted_by.get_username() if job.submitted_by else "",
-                    job.kind,
-                    job.priority_class.name,
-                    job.accelerator_type.name,
-                    job.gpus,
-                    job.state,
-                    job.submit_s,
-                    job.started_s,
-                    job.finished_s,
-                    job.duration_s,
-                    job.time_limit_s,
-                    job.restarts,
-                ]
+                row_safe(
+                    [
+                        job.pk,
+                        job.name,
+                        job.team.slug,
+                        job.submitted_by.get_username() if job.submitted_by else "",
+                        job.kind,
+                        job.priority_class.name,
+                        job.accelerator_type.name,
+                        job.gpus,
+                        job.state,
+                        job.submit_s,
+                        job.started_s,
+                        job.finished_s,
+                        job.duration_s,
+                        job.time_limit_s,
+                        job.restarts,
+                    ]
+                )
             )
 
     response = StreamingHttpResponse(rows(), content_type="text/csv")

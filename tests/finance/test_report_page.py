@@ -13,7 +13,8 @@ from django.test import Client
 from openpyxl import load_workbook
 
 from finance.models import Budget
-from scheduling.models import JobUsage
+from scheduling.models import Job, JobUsage
+from tenants.models import Team
 from tests.factories import QuotaFactory, TeamFactory
 from tests.finance.ledger import Books, books_build
 
@@ -230,3 +231,39 @@ def test_a_lead_cannot_filter_the_per_job_detail_by_another_team(books: Books) -
     )
 
     assert response.status_code == 400
+
+
+HYPERLINK = '=HYPERLINK("http://evil.example","click")'
+AT_SUM = "@SUM(1+1)"
+
+
+def test_a_job_named_like_a_formula_is_written_as_text_in_the_per_job_csv(books: Books) -> None:
+    Job.objects.filter(name="long-run").update(name=HYPERLINK)
+    Job.objects.filter(name="sweep").update(name=AT_SUM)
+
+    response = _client(books.finance).get(
+        "/finance/jobs/", {"start": "2026-01-01", "end": "2026-01-31", "team": books.vision.pk, "format": "csv"}
+    )
+
+    lines = list(csv.reader(io.StringIO(response.content.decode())))
+    assert sorted(line[1] for line in lines[1:]) == ["'" + HYPERLINK, "'" + AT_SUM]
+    # The figures stay figures.
+    assert sum(Decimal(line[9]) for line in lines[1:]) == Decimal("376.00")
+
+
+def test_a_team_named_like_a_formula_is_written_as_text_in_the_report_csv_and_xlsx(books: Books) -> None:
+    Team.objects.filter(pk=books.vision.pk).update(name=HYPERLINK)
+    Team.objects.filter(pk=books.search.pk).update(name=AT_SUM)
+    client = _client(books.finance)
+
+    as_csv = client.get("/reports/usage/", {**JANUARY, "format": "csv"}).content.decode()
+    lines = list(csv.reader(io.StringIO(as_csv)))
+    names = [line[0] for line in lines if line and line[0].startswith("'")]
+    assert sorted(names) == ["'" + HYPERLINK, "'" + AT_SUM]
+    as_xlsx = client.get("/reports/usage/", {**JANUARY, "format": "xlsx"}).content
+    sheet = load_workbook(io.BytesIO(as_xlsx))["Chargeback"]
+    cells = {cell.value: cell for row in sheet.iter_rows() for cell in row if isinstance(cell.value, str)}
+    for name in (HYPERLINK, AT_SUM):
+        assert name not in cells
+        assert cells["'" + name].data_type == "s"
+    assert not any(cell.data_type == "f" for row in sheet.iter_rows() for cell in row)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 
 import pytest
@@ -252,6 +254,17 @@ def test_the_job_list_exports_the_filtered_history_as_csv(fleet: Fleet, member: 
     assert "kept" in body and "other" not in body
     outsider_body = b"".join(outsider.get("/jobs/", {"show": "all", "format": "csv"}).streaming_content).decode()
     assert "kept" not in outsider_body
+
+
+def test_the_job_list_csv_writes_a_name_like_a_formula_as_text(fleet: Fleet, member: Client) -> None:
+    fleet.submit(gpus=8, name='=HYPERLINK("http://evil.example","click")')
+    fleet.submit(gpus=8, name="@SUM(1+1)")
+
+    response = member.get("/jobs/", {"show": "all", "format": "csv"})
+    lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+    assert sorted(line[1] for line in lines[1:]) == ['\'=HYPERLINK("http://evil.example","click")', "'@SUM(1+1)"]
+    assert all(line[7] == "8" for line in lines[1:])  # numbers stay numbers
 
 
 def test_someone_in_no_team_sees_no_submit_button_on_the_job_list(fleet: Fleet) -> None:
