@@ -98,14 +98,9 @@ class FleetPolicyForm(forms.Form):
                     field.label, field.help_text = described.label, described.help
             else:
                 unit, name = described.unit, described.form_name
-                whole = isinstance(model_field, models.PositiveIntegerField | models.IntegerField)
-                kind = forms.IntegerField if whole else forms.FloatField
-                field = kind(
-                    required=not model_field.null,
-                    min_value=1 if whole else 0,
-                    label=f"{described.label} ({unit.suffix})" if unit.suffix else described.label,
-                    help_text=described.help,
-                )
+                whole = isinstance(model_field, models.IntegerField)
+                field = _bounded_field(described, whole=whole)
+                field.required = not model_field.null
                 if not whole:
                     field.widget.attrs["step"] = "any"
                 shown = unit.to_shown(stored) if stored is not None else None
@@ -133,6 +128,25 @@ class FleetPolicyForm(forms.Form):
             return
         for model_name, messages in error.message_dict.items():
             self.add_error(form_names.get(model_name), messages)
+
+
+def _bounded_field(described: policy_units.PolicyField, *, whole: bool) -> forms.Field:
+    """A policy number in its shown unit, refused outside its bounds with the range in words,
+    the same range its help ends with."""
+    unit = described.unit
+    assert unit is not None
+    low, high = described.shown_bounds
+    rule = f"Must be {described.shown_range}."
+    # Django fills in a message's %(limit_value)s: a literal percent sign is written twice.
+    out_of_range = rule.replace("%", "%%")
+    shared: dict[str, Any] = {
+        "label": f"{described.label} ({unit.suffix})" if unit.suffix else described.label,
+        "help_text": f"{described.help} {rule}",
+        "error_messages": {"min_value": out_of_range, "max_value": out_of_range},
+    }
+    if whole:
+        return forms.IntegerField(min_value=int(low), max_value=int(high), **shared)
+    return forms.FloatField(min_value=low, max_value=high, **shared)
 
 
 class AuditFilterForm(forms.Form):

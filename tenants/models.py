@@ -3,6 +3,9 @@ quota requests, priority classes, the fleet policy, the audit log and in-app not
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -11,6 +14,7 @@ from django.utils import timezone
 
 from scheduling.engine.model import Policy
 from scheduling.engine.vocabulary import KIND_LABELS, QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
+from tenants import policy_units
 
 # The scheduling knobs' defaults are the engine's (``scheduling.convert.policy_from_row`` maps
 # each field to its engine name; a test checks every field both ways).
@@ -70,6 +74,30 @@ def validate_penalty(value: float) -> None:
     """A topology penalty divides a job's speed, so below 1.0 would make spreading faster."""
     if value < 1.0:
         raise ValidationError("Must be at least 1.0.")
+
+
+def validate_finite(value: float) -> None:
+    """NaN passes every comparison with a bound, so it is refused first (as are the infinities)."""
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        # Not "invalid": a model field puts its own message ("must be a float") in place of that code's.
+        raise ValidationError("Must be a finite number.", code="not_finite")
+
+
+def policy_bounds(name: str) -> list[Any]:
+    """A policy number's validators, from its bounds in `tenants.policy_units` (stored units)."""
+    field = policy_units.BY_NAME[name]
+    assert field.minimum is not None and field.maximum is not None, name
+    # Django fills in a message's %(limit_value)s: a literal percent sign is written twice.
+    message = f"Must be {field.stored_range}.".replace("%", "%%")
+    return [
+        validate_finite,
+        MinValueValidator(field.minimum, message=message),
+        MaxValueValidator(field.maximum, message=message),
+    ]
 
 
 def _non_negative(field: str, *, nullable: bool = False) -> models.CheckConstraint:
@@ -195,21 +223,23 @@ class FleetPolicy(models.Model):
         GUARANTEE = "guarantee", "Guarantee: reserved GPUs x hours x rate, plus borrowed GPU-hours x rate"
 
     fairshare_half_life_s = models.FloatField(
-        default=ENGINE_DEFAULTS.fairshare_half_life_s, validators=[validate_positive]
+        default=ENGINE_DEFAULTS.fairshare_half_life_s, validators=policy_bounds("fairshare_half_life_s")
     )
     fairshare_age_weight = models.FloatField(
         default=ENGINE_DEFAULTS.age_weight,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("fairshare_age_weight"),
         help_text="Added to a team's fair-share priority (1 = unused, 0.5 = used its share) for a job "
         "that has waited the max age, in proportion before; 0: a team's jobs share its priority and go in the "
         "order within a team, after those that waited the max age.",
     )
-    fairshare_max_age_s = models.FloatField(default=ENGINE_DEFAULTS.max_age_s, validators=[validate_positive])
+    fairshare_max_age_s = models.FloatField(
+        default=ENGINE_DEFAULTS.max_age_s, validators=policy_bounds("fairshare_max_age_s")
+    )
     gang_spread_after_s = models.FloatField(
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.gang_spread_after_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("gang_spread_after_s"),
         help_text="How long a multi-node gang waits for the narrowest domain that can hold it (one "
         "rack, usually) before it may be spread wider, at once if no such domain frees within 30 "
         "days; empty: it always waits.",
@@ -218,19 +248,19 @@ class FleetPolicy(models.Model):
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.guarantee_spread_after_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("guarantee_spread_after_s"),
         help_text="How long a multi-node gang of a team that uses less than its guarantee waits for the "
         "narrowest domain that can hold it before it may be spread wider (the shorter of this and the "
         "bound for all gangs applies); empty: as any other gang.",
     )
     backfill = models.BooleanField(default=ENGINE_DEFAULTS.backfill)
     reservation_depth = models.PositiveIntegerField(
-        default=ENGINE_DEFAULTS.reservation_depth, validators=[MinValueValidator(1)]
+        default=ENGINE_DEFAULTS.reservation_depth, validators=policy_bounds("reservation_depth")
     )
     preemption = models.BooleanField(default=ENGINE_DEFAULTS.preemption)
     preemption_grace_s = models.FloatField(
         default=ENGINE_DEFAULTS.preemption_grace_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("preemption_grace_s"),
         help_text="How long a preempted job has to stop (and to checkpoint, if it does so when told): "
         "the job that preempted it starts on its GPUs once this has passed.",
     )
@@ -238,7 +268,7 @@ class FleetPolicy(models.Model):
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.reclaim_after_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("reclaim_after_s"),
         help_text="A job evicts running work only when the work lost is worth less than the wait it saves; "
         "once it has waited this long, all it has waited counts as saved (taking back another team's loans: "
         "any cost pays, or with a bound on the credit below, that many times all it has waited). Empty: only "
@@ -248,7 +278,7 @@ class FleetPolicy(models.Model):
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.reclaim_wait_credit,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("reclaim_wait_credit"),
         help_text="Taking back another team's loans, a job counts as saved the wait until the running work "
         "would have made room anyway (read from time limits), but no more than this many times what it has "
         "already waited (once it has waited the bound above, that many times all it has waited). 1: each "
@@ -256,7 +286,7 @@ class FleetPolicy(models.Model):
     )
     reclaim_guaranteed_share = models.FloatField(
         default=ENGINE_DEFAULTS.reclaim_guaranteed_share,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        validators=policy_bounds("reclaim_guaranteed_share"),
         help_text="A job larger than what is left of its team's guarantee may still evict other teams' "
         "borrowed work when at least this share of it lies within that guarantee (the rest it borrows): "
         "only work that checkpoints (periodically, or when told it is preempted) or started within the "
@@ -268,7 +298,7 @@ class FleetPolicy(models.Model):
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.partial_reclaim_young_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("partial_reclaim_young_s"),
         help_text="A job reclaiming partly within its team's guarantee may also evict borrowed work that "
         "does not checkpoint when it started (or last restarted) at most this long ago, so that it loses "
         "at most this much work; empty: only work that checkpoints.",
@@ -279,7 +309,7 @@ class FleetPolicy(models.Model):
         null=True,
         blank=True,
         default=ENGINE_DEFAULTS.quota_hold_after_s,
-        validators=[MinValueValidator(0.0)],
+        validators=policy_bounds("quota_hold_after_s"),
         help_text="Once the first of a team's waiting jobs has waited this long, it keeps its size within the "
         "team's quota limit: the team's later jobs start only within the rest (always within the guarantee). "
         "Empty: later jobs take whatever the team's quota has left.",
@@ -287,23 +317,33 @@ class FleetPolicy(models.Model):
     within_team_order = models.CharField(
         max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
     )
-    topology_penalty_node = models.FloatField(default=ENGINE_DEFAULTS.penalty("node"), validators=[validate_penalty])
-    topology_penalty_rack = models.FloatField(default=ENGINE_DEFAULTS.penalty("rack"), validators=[validate_penalty])
-    topology_penalty_pod = models.FloatField(default=ENGINE_DEFAULTS.penalty("pod"), validators=[validate_penalty])
-    topology_penalty_fleet = models.FloatField(default=ENGINE_DEFAULTS.penalty("fleet"), validators=[validate_penalty])
+    topology_penalty_node = models.FloatField(
+        default=ENGINE_DEFAULTS.penalty("node"), validators=policy_bounds("topology_penalty_node")
+    )
+    topology_penalty_rack = models.FloatField(
+        default=ENGINE_DEFAULTS.penalty("rack"), validators=policy_bounds("topology_penalty_rack")
+    )
+    topology_penalty_pod = models.FloatField(
+        default=ENGINE_DEFAULTS.penalty("pod"), validators=policy_bounds("topology_penalty_pod")
+    )
+    topology_penalty_fleet = models.FloatField(
+        default=ENGINE_DEFAULTS.penalty("fleet"), validators=policy_bounds("topology_penalty_fleet")
+    )
     guarantee_overcommit_ratio = models.FloatField(
         default=1.0,
-        validators=[validate_positive],
+        validators=policy_bounds("guarantee_overcommit_ratio"),
         help_text="Guarantees per accelerator type may total this many times the fleet's GPUs.",
     )
-    heartbeat_interval_s = models.FloatField(default=10.0, validators=[validate_positive])
-    dead_after_missed_heartbeats = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)])
+    heartbeat_interval_s = models.FloatField(default=10.0, validators=policy_bounds("heartbeat_interval_s"))
+    dead_after_missed_heartbeats = models.PositiveIntegerField(
+        default=3, validators=policy_bounds("dead_after_missed_heartbeats")
+    )
     slow_threshold = models.FloatField(
         default=1.3,
-        validators=[validate_penalty],
+        validators=policy_bounds("slow_threshold"),
         help_text="Step time over the gang's median that counts as slow.",
     )
-    slow_consecutive_steps = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
+    slow_consecutive_steps = models.PositiveIntegerField(default=5, validators=policy_bounds("slow_consecutive_steps"))
     charge_model = models.CharField(
         max_length=10,
         choices=ChargeModel.choices,

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import BooleanField, Count, Field, QuerySet, Sum
 from django.http import Http404
 
 from scheduling.convert import ENGINE_ONLY_FIELDS
 from scheduling.models import AcceleratorType, Allocation, Job, Node
+from tenants import policy_units
 from tenants.models import (
     ENGINE_DEFAULTS,
     AuditEvent,
@@ -25,6 +28,8 @@ from tenants.models import (
     Team,
 )
 from tenants.permissions import is_fleet_admin
+
+logger = logging.getLogger(__name__)
 
 
 def team_ids_for_user(*, user: User | AnonymousUser) -> list[int]:
@@ -129,6 +134,47 @@ def fleet_policy_get() -> FleetPolicy:
     """The policy row, or the defaults (unsaved) before anyone has saved it: reads never write."""
     policy = FleetPolicy.objects.filter(pk=FleetPolicy.SINGLETON_ID).first()
     return policy if policy is not None else FleetPolicy(pk=FleetPolicy.SINGLETON_ID)
+
+
+def fleet_policy_for_cycle() -> FleetPolicy | None:
+    """The policy row as a scheduling cycle may use it; None before anyone has saved one.
+
+    The services refuse a value outside its bounds, but the row may hold one all the same (written
+    by hand, or by a release with other bounds). Such a setting is logged at ERROR, naming the field
+    and the value, and this cycle uses its default instead: one unusable setting must never stop the
+    fleet. The row itself is left as it is for an admin to correct (the log says so every cycle)."""
+    policy = FleetPolicy.objects.order_by("pk").first()
+    if policy is None:
+        return None
+    for field in FleetPolicy._meta.concrete_fields:
+        value = getattr(policy, field.attname)
+        problem = _unusable(field, value)
+        if problem is not None:
+            default = field.get_default()
+            logger.error(
+                "fleet policy: %s = %r %s; this cycle uses its default, %r, until an admin corrects it",
+                field.name,
+                value,
+                problem,
+                default,
+            )
+            setattr(policy, field.attname, default)
+    return policy
+
+
+def _unusable(field: Field[Any, Any], value: object) -> str | None:
+    """Why a stored policy value cannot be used, or None: a number outside its bounds or not
+    finite, a switch that is not one, a choice not among the choices, empty where it must not be."""
+    if field.name in ("id", "updated_at"):
+        return None
+    if value is None:
+        return None if field.null else "is empty"
+    if isinstance(field, BooleanField):
+        return None if isinstance(value, bool) else "is not on or off"
+    if field.choices:
+        return None if value in {choice for choice, _ in field.flatchoices} else "is not one of the choices"
+    described = policy_units.BY_NAME.get(field.name)
+    return described.problem(value) if described is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from api.selectors import memberships_for_team, quota_request_for_user, quota_re
 from api.views.base import ApiView, ApiViewSet, require_fleet_admin
 from portal.auth import signed_in_user
 from scheduling.models import AcceleratorType
+from tenants import policy_units
 from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest, Team
 from tenants.permissions import is_fleet_admin, team_role
 from tenants.selectors import fleet_policy_get, quota_overview_for_team, team_for_user, teams_for_user
@@ -348,11 +349,24 @@ class PriorityClassViewSet(ApiViewSet):
         return Response(PriorityClassSerializer(saved).data)
 
 
+def _out_of_range_messages() -> dict[str, dict[str, Any]]:
+    """Each policy number refused outside its bounds (`tenants.policy_units`, which the model's
+    validators read too) with its range in words, in the API's units."""
+    messages: dict[str, dict[str, Any]] = {}
+    for described in policy_units.POLICY_FIELDS:
+        if described.minimum is not None:
+            # A validator fills in its message's %(limit_value)s: a literal percent sign is written twice.
+            message = f"Must be {described.stored_range}.".replace("%", "%%")
+            messages[described.name] = {"error_messages": {"min_value": message, "max_value": message}}
+    return messages
+
+
 class PolicySerializer(serializers.ModelSerializer):
     class Meta:
         model = FleetPolicy
         fields = [*POLICY_FIELDS, "updated_at"]
         read_only_fields = ["updated_at"]
+        extra_kwargs = _out_of_range_messages()
 
 
 class PolicyView(ApiView):

@@ -53,6 +53,7 @@ from scheduling.engine.recovery import (
 from scheduling.models import Allocation, Incident, Job, Node
 from scheduling.tick_outcome import AppliedTick
 from tenants.models import AuditEvent, FleetPolicy
+from tenants.selectors import fleet_policy_for_cycle
 from tenants.services.audit import audit_record
 
 # The demo fleet is a few dozen nodes: at the published rates it would see a failure every few
@@ -78,7 +79,7 @@ def detector_policy(row: FleetPolicy | None) -> DetectorPolicy:
 
 
 def failures_tick(*, tick: int, sim_from_s: float, sim_to_s: float, wall_now: datetime, speed: float) -> FailureTick:
-    row = FleetPolicy.objects.order_by("pk").first()
+    row = fleet_policy_for_cycle()
     policy, penalties = detector_policy(row), policy_from_row(row)
     changed: set[int] = set()
     rates = FailureRates().scaled(DEMO_RATE_SCALE)
