@@ -12,15 +12,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from drf_standardized_errors.handler import ExceptionHandler
 from drf_standardized_errors.openapi_serializers import ClientErrorEnum, ServerErrorEnum
 from rest_framework import exceptions, serializers, status
 
-from scheduling.api import DEPENDENCY_ERRORS, RETRY_AFTER_S
-
 logger = logging.getLogger(__name__)
+
+# How long a client should wait before retrying while the database or Redis is unreachable.
+RETRY_AFTER_S = 5
+# What the API cannot work without: the database (jobs) and Redis (pending reasons).
+DEPENDENCY_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError, redis.RedisError)
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -35,6 +40,17 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The resource's state does not allow this."
     default_code = "conflict"
+
+
+class Gone(exceptions.APIException):
+    """A retired route: what replaces it is named in the message and in a ``Link`` header."""
+
+    status_code = status.HTTP_410_GONE
+    default_code = "gone"
+
+    def __init__(self, *, successor: str) -> None:
+        super().__init__(f"This route is retired: use {successor} (API v1).")
+        self.successor = successor
 
 
 def validation_error_from_django(error: DjangoValidationError, *, fields: dict[str, str] | None = None) -> Any:
@@ -65,6 +81,8 @@ class ApiExceptionHandler(ExceptionHandler):
         headers = super().get_headers(exc)
         if isinstance(exc, ServiceUnavailable):
             headers["Retry-After"] = str(RETRY_AFTER_S)
+        if isinstance(exc, Gone):
+            headers["Link"] = f'<{exc.successor}>; rel="successor-version"'
         return headers
 
 

@@ -42,7 +42,7 @@ WEBSOCKET = {
 
 
 def only_v1_endpoints(endpoints: list[tuple[str, str, str, Any]]) -> list[tuple[str, str, str, Any]]:
-    """Leave out the older ``/api/jobs/`` routes and the schema views themselves."""
+    """Leave out the retired ``/api/jobs/`` routes and the schema views themselves."""
     return [
         (path, regex, method, callback)
         for path, regex, method, callback in endpoints

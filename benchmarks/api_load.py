@@ -3,7 +3,7 @@ listing (one cursor page) and job detail through ``/api/v1/``, with bearer token
 throttling on (budgets set high enough not to refuse). Prints JSON.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python benchmarks/api_load.py \
-        [--duration-s 15] [--clients 16] [--web-workers 2] [--legacy] [--database fleetline_apiload] [--out FILE]
+        [--duration-s 15] [--clients 16] [--web-workers 2] [--database fleetline_apiload] [--out FILE]
 
 The layout, its fresh database, its own Redis and the CPU accounting are ``harness.py``'s (as for ``web_load.py``): one
 uvicorn with ``--web-workers`` processes, ``--workers`` Celery workers and beat (the scheduling
@@ -13,10 +13,7 @@ logins. Phases, each ``--duration-s`` long, ``--clients`` concurrent clients bac
 1. ``POST /api/v1/jobs/``: one 1-GPU job per request by team, priority class and accelerator
    name, each with its own Idempotency-Key;
 2. ``GET /api/v1/jobs/?page_size=50``: the newest 50 jobs with their pending reasons;
-3. ``GET /api/v1/jobs/<id>/``: one job with its pending reason and placement;
-
-with ``--legacy``, first the same submissions through the older ``/api/jobs/submit/`` (ids, a
-``Token`` key), for a comparison under the same load.
+3. ``GET /api/v1/jobs/<id>/``: one job with its pending reason and placement.
 
 Each phase reports requests per second, p50/p95/p99 latency, errors by status, and the CPU seconds
 of each part of the layout (web, worker, beat, redis, the load client, the whole machine). The run
@@ -56,12 +53,10 @@ def seed() -> dict[str, Any]:
     """The demo fleet and logins, and a v1 token for the demo member, made as the tokens page does."""
     from django.contrib.auth.models import User
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
     from api.services import api_token_create
     from portal.demo import demo_seed
-    from scheduling.models import AcceleratorType
-    from tenants.models import Membership, PriorityClass
+    from tenants.models import Membership
 
     call_command("migrate", interactive=False, verbosity=0)
     demo_seed()
@@ -70,12 +65,6 @@ def seed() -> dict[str, Any]:
     return {
         "token": api_token_create(user=member, name="api_load").secret,
         "body": {"team": team, "priority_class": "training", "accelerator": "H100"},
-        "legacy_token": Token.objects.get_or_create(user=member)[0].key,
-        "legacy_body": {
-            "team": team,
-            "priority_class": PriorityClass.objects.get(name="training").pk,
-            "accelerator_type": AcceleratorType.objects.get(name="H100").pk,
-        },
     }
 
 
@@ -99,17 +88,6 @@ async def api_load(base: str, seeded: dict[str, Any], args: argparse.Namespace, 
         def get(path: str) -> RequestMaker:
             return lambda _: ("GET", f"{base}{path}", {"headers": headers}, 200)
 
-        def legacy_submit(i: int) -> tuple[str, str, dict[str, Any], int]:
-            body = {**seeded["legacy_body"], "name": f"legacy-{i}", "gpus": 1, "duration_s": 600}
-            legacy = {**PROXY_HEADERS, "Authorization": f"Token {seeded['legacy_token']}"}
-            options = {"json": body, "headers": {**legacy, "Idempotency-Key": str(uuid.uuid4())}}
-            return "POST", f"{base}/api/jobs/submit/", options, 201
-
-        if args.legacy:
-            log(f"legacy submit: {args.clients} clients for {args.duration_s:.0f} s")
-            results["legacy_job_submit"] = await measured(
-                layout.cpu_s, http_phase(session, make=legacy_submit, clients=args.clients, duration_s=args.duration_s)
-            )
         log(f"v1 submit: {args.clients} clients for {args.duration_s:.0f} s")
         results["v1_job_submit"] = await measured(
             layout.cpu_s, http_phase(session, make=submit, clients=args.clients, duration_s=args.duration_s)
@@ -135,9 +113,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="Celery workers (the cycle runs throughout)")
     parser.add_argument("--max-s", type=float, default=600.0, help="the whole run stops after this")
     parser.add_argument("--database", default="fleetline_apiload", help="dropped and made again for this run")
-    parser.add_argument(
-        "--legacy", action="store_true", help="first, the same submissions through /api/jobs/submit/, to compare"
-    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     return parser.parse_args()
 
@@ -145,7 +120,7 @@ def parse_args() -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["API_THROTTLE_RATE"] = os.environ["API_SUBMIT_THROTTLE_RATE"] = UNLIMITED_RATE
     report: dict[str, Any] = {
-        "settings": {k: getattr(args, k) for k in ("duration_s", "clients", "web_workers", "workers", "legacy")},
+        "settings": {k: getattr(args, k) for k in ("duration_s", "clients", "web_workers", "workers")},
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }

@@ -74,23 +74,22 @@ SUBMIT_THREADS = 8
 
 
 def demo_seed_with_token() -> dict[str, Any]:
-    """The demo fleet and logins, and an API token for the demo member."""
+    """The demo fleet and logins, and an API v1 token for the demo member, made as the tokens page does."""
     from django.contrib.auth.models import User
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
+    from api.services import api_token_create
     from portal.demo import demo_seed
-    from scheduling.models import AcceleratorType
-    from tenants.models import Membership, PriorityClass
+    from tenants.models import Membership
 
     call_command("migrate", interactive=False, verbosity=0)
     demo_seed()
     member = User.objects.get(username=DEMO_USER)
     return {
-        "token": Token.objects.get_or_create(user=member)[0].key,
+        "token": api_token_create(user=member, name="web_load").secret,
         "team": Membership.objects.filter(user=member).select_related("team").get().team.slug,
-        "priority_class": PriorityClass.objects.get(name="training").pk,
-        "accelerator_type": AcceleratorType.objects.get(name="H100").pk,
+        "priority_class": "training",
+        "accelerator": "H100",
     }
 
 
@@ -114,7 +113,7 @@ class Client:
         return {**PROXY_HEADERS, "Cookie": self.cookie}
 
     def api_headers(self) -> dict[str, str]:
-        return {**PROXY_HEADERS, "Authorization": f"Token {self.token}"}
+        return {**PROXY_HEADERS, "Authorization": f"Bearer {self.token}"}
 
 
 async def session_login(session: Any, client: Client, *, username: str, password: str) -> None:
@@ -267,7 +266,7 @@ async def web_load(
         def submit(i: int) -> tuple[str, str, dict[str, Any], int]:
             body = {**client.api, "name": f"load-{i}", "gpus": 1, "duration_s": 600}
             headers = {**client.api_headers(), "Idempotency-Key": str(uuid.uuid4())}
-            return "POST", f"{base}/api/jobs/submit/", {"json": body, "headers": headers}, 201
+            return "POST", f"{base}/api/v1/jobs/", {"json": body, "headers": headers}, 201
 
         def get(path: str, headers: dict[str, str]) -> RequestMaker:
             return lambda _: ("GET", f"{base}{path}", {"headers": headers}, 200)
@@ -276,15 +275,15 @@ async def web_load(
         results["api_job_submit"] = await measured(
             cpu, http_phase(session, make=submit, clients=clients, duration_s=duration_s)
         )
-        async with session.get(f"{base}/api/jobs/", headers=client.api_headers()) as response:
-            listed = await response.json()
+        async with session.get(f"{base}/api/v1/jobs/", headers=client.api_headers()) as response:
+            listed = (await response.json())["results"]
         phases: list[tuple[str, RequestMaker]] = [
             ("dashboard", get("/", client.page_headers())),
             ("jobs_page", get("/jobs/", client.page_headers())),
-            ("api_job_list", get("/api/jobs/", client.api_headers())),
+            ("api_job_list", get("/api/v1/jobs/", client.api_headers())),
         ]
         if listed:
-            phases.append(("api_job_detail", get(f"/api/jobs/{listed[0]['id']}/", client.api_headers())))
+            phases.append(("api_job_detail", get(f"/api/v1/jobs/{listed[0]['id']}/", client.api_headers())))
         for name, make in phases:
             log(f"{name}: {clients} clients for {duration_s:.0f} s")
             results[name] = await measured(cpu, http_phase(session, make=make, clients=clients, duration_s=duration_s))
@@ -423,8 +422,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--password", default=DEMO_PASSWORD)
     parser.add_argument("--token", help="API token (with --base-url)")
     parser.add_argument("--team", help="team slug for submissions (with --base-url)")
-    parser.add_argument("--priority-class", type=int, help="priority class id for submissions (with --base-url)")
-    parser.add_argument("--accelerator-type", type=int, help="accelerator type id for submissions (with --base-url)")
+    parser.add_argument("--priority-class", help="priority class name for submissions (with --base-url)")
+    parser.add_argument("--accelerator", help="accelerator type name for submissions (with --base-url)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     return parser.parse_args()
 
@@ -443,7 +442,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         client.api = {
             "team": args.team,
             "priority_class": args.priority_class,
-            "accelerator_type": args.accelerator_type,
+            "accelerator": args.accelerator,
         }
         report["layout"] = f"running at {client.base_url}"
         report["web"] = asyncio.run(web_load(client, args, username=args.username, password=args.password))

@@ -79,7 +79,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_prometheus",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -344,10 +343,10 @@ SIMULATION_MAX_HISTORY_DAYS = float(os.environ.get("SIMULATION_MAX_HISTORY_DAYS"
 SIMULATION_MAX_NODES = int(os.environ.get("SIMULATION_MAX_NODES") or 4096)
 
 REST_FRAMEWORK = {
-    # Token first: DRF answers an unauthenticated call with the first class's challenge, so
-    # anonymous clients get 401 with "WWW-Authenticate: Token" rather than a bare 403.
+    # Bearer first: DRF answers an unauthenticated call with the first class's challenge, so
+    # anonymous clients get 401 with "WWW-Authenticate: Bearer" rather than a bare 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

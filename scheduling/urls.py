@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from scheduling import api, views
+from scheduling import views
 
 urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
@@ -14,8 +14,4 @@ urlpatterns = [
     path("fleet/", views.fleet_map_view, name="fleet-map"),
     path("fleet/node-action/", views.node_action_view, name="node-action"),
     path("incidents/", views.incident_list, name="incident-list"),
-    path("api/jobs/", api.JobListApi.as_view(), name="api-job-list"),
-    path("api/jobs/submit/", api.JobSubmitApi.as_view(), name="api-job-submit"),
-    path("api/jobs/<int:job_id>/", api.JobDetailApi.as_view(), name="api-job-detail"),
-    path("api/jobs/<int:job_id>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
 ]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_standardized_errors.handler import exception_handler
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import BasePagination
 from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
@@ -30,12 +30,8 @@ if TYPE_CHECKING:
 
 class ApiV1Mixin:
     # Bearer first: DRF answers an anonymous call with the first class's challenge, so the 401
-    # carries "WWW-Authenticate: Bearer". The older "Token" keys still work while clients move.
-    authentication_classes: Sequence[type[BaseAuthentication]] = [
-        BearerTokenAuthentication,
-        TokenAuthentication,
-        SessionAuthentication,
-    ]
+    # carries "WWW-Authenticate: Bearer".
+    authentication_classes: Sequence[type[BaseAuthentication]] = [BearerTokenAuthentication, SessionAuthentication]
     permission_classes: Sequence[_PermissionClass] = [IsAuthenticated]
     throttle_classes: Sequence[type[BaseThrottle]] = [ApiUserThrottle]
     parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
@@ -43,7 +39,7 @@ class ApiV1Mixin:
     filter_backends: Sequence[type[Any]] = [DjangoFilterBackend]
 
     def get_exception_handler(self) -> Any:
-        # The v1 format here only: the older /api/jobs/ routes keep answering as they did.
+        # The v1 format for these views (DRF's default handler stays for anything else).
         return exception_handler
 
 

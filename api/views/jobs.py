@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 import redis
@@ -25,10 +25,10 @@ from api.lean_input import LeanInput
 from api.throttling import ApiSubmitThrottle
 from api.views.base import ApiViewSet
 from portal.auth import signed_in_user
-from scheduling.api import IDEMPOTENCY_HEADER, _idempotency_key, _submission_team  # shared, not copied
+from portal.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.limits import MAX_COMMAND_CHARS
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
-from scheduling.models import AcceleratorType, Job, JobKind, Level, SchedulerEvent
+from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
 from scheduling.services.jobs import (
     IdempotencyKeyReused,
@@ -39,10 +39,12 @@ from scheduling.services.jobs import (
     job_submit_idempotent,
 )
 from tenants.models import PriorityClass, Team
+from tenants.selectors import teams_for_user
 
 logger = logging.getLogger(__name__)
 
 LEVEL_CHOICES = [("", "any"), *Level.choices]
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 # The service's error keys -> the fields of this API.
 FIELD_FOR_ERROR = {
@@ -246,6 +248,37 @@ def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
     except redis.RedisError:
         logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
         return {}
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER, "")
+    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH or not all(" " <= char <= "~" for char in key):
+        raise ValidationError(
+            {
+                "idempotency_key": [
+                    f"{IDEMPOTENCY_HEADER} must be at most {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters."
+                ]
+            }
+        )
+    return key.strip()
+
+
+def member_team(*, user_id: int, slug: str) -> QuerySet[Team, dict[str, Any]]:
+    """The team ``slug`` if the user is among its members."""
+    return Team.objects.filter(slug=slug, memberships__user_id=user_id).values(*attnames(Team))[:1]
+
+
+# Every submission runs it: its SQL is built once (`CompiledQuery`), not on each request.
+MEMBER_TEAM = CompiledQuery(member_team, user_id=int, slug=str)
+
+
+def _submission_team(*, user: Any, slug: str) -> Team | None:
+    """The team ``slug`` among the user's (``teams_for_user``): a member's own team in one query;
+    the full rule, where fleet admins may use any team, only when that finds none."""
+    row = MEMBER_TEAM.first(user_id=user.pk, slug=slug)
+    if row is not None:
+        return cast(Team, instance_from(Team, row))
+    return teams_for_user(user=user).filter(slug=slug).first()
 
 
 # Priority class and accelerator type ids by name, as last resolved in this process. A cached id

@@ -12,8 +12,8 @@ from django.db.models.signals import pre_save
 
 from api.authentication import TOKEN_CANDIDATES
 from api.services import api_token_create
+from api.views.jobs import MEMBER_TEAM
 from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
-from scheduling.api import MEMBER_TEAM
 from scheduling.models import AcceleratorType, Job, SchedulerEvent
 from scheduling.services.jobs import ACCELERATOR_LOOKUPS, EVENT_INSERT, JOB_INSERT, PRIORITY_CLASS
 from tenants.models import PriorityClass, Team

@@ -283,15 +283,3 @@ def test_listing_takes_a_fixed_number_of_queries(people: People, django_assert_m
 
     with django_assert_max_num_queries(6):  # type: ignore[operator]
         assert len(client.get("/api/v1/jobs/").json()["results"]) == 20
-
-
-def test_the_older_routes_keep_answering_and_point_to_their_successor(people: People) -> None:
-    job = people.fleet.submit(gpus=8)
-    client = APIClient()
-    client.force_authenticate(people.member)
-
-    response = client.get(f"/api/jobs/{job.pk}/")
-
-    assert response.status_code == 200
-    assert response["Deprecation"] == "true"
-    assert response["Link"] == '</api/v1/jobs/>; rel="successor-version"'

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
+from api.services import api_token_create
 from tests.factories import UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +97,7 @@ def _sessions_ended() -> int:
 def test_the_production_web_server_reuses_its_database_connections_across_requests(
     subprocess_env: dict[str, str],
 ) -> None:
-    token = Token.objects.create(user=UserFactory()).key
+    token = api_token_create(user=UserFactory(), name="pool").secret
     port = _free_port()
     var_dir = tempfile.mkdtemp(prefix="fl-pool-")
     env = {
@@ -108,8 +108,8 @@ def test_the_production_web_server_reuses_its_database_connections_across_reques
         "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO,https",
         "FLEETLINE_VAR_DIR": var_dir,
     }
-    url = f"http://127.0.0.1:{port}/api/jobs/"
-    headers = {"X-Forwarded-Proto": "https", "Authorization": f"Token {token}"}
+    url = f"http://127.0.0.1:{port}/api/v1/jobs/"
+    headers = {"X-Forwarded-Proto": "https", "Authorization": f"Bearer {token}"}
     server = subprocess.Popen(
         [str(VENV_BIN / "uvicorn"), "portal.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
         + ["--lifespan", "off", "--no-access-log", "--proxy-headers"],

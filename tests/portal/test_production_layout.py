@@ -107,8 +107,8 @@ def test_honcho_runs_the_production_layout_on_https_with_two_workers_and_beat(
         status, headers = _get(f"http://127.0.0.1:{port}/login/", HTTPS)
         assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
         assert "; secure" in headers["Set-Cookie"].lower()
-        status, headers = _get(f"http://127.0.0.1:{port}/api/jobs/", HTTPS)
-        assert (status, headers["WWW-Authenticate"]) == (401, "Token")
+        status, headers = _get(f"http://127.0.0.1:{port}/api/v1/jobs/", HTTPS)
+        assert (status, headers["WWW-Authenticate"]) == (401, "Bearer")
 
         replies: list[dict[str, Any]] = []
         while len(replies) < 2:

@@ -210,10 +210,10 @@ def test_log_lines_name_time_level_logger_and_process_at_the_log_level(var_dir: 
     assert line[:4].isdigit() and "T" in line.split()[0]
 
 
-def test_an_anonymous_api_call_is_answered_401_with_a_token_challenge(db: None) -> None:
-    response = Client().get("/api/jobs/")
+def test_an_anonymous_api_call_is_answered_401_with_a_bearer_challenge(db: None) -> None:
+    response = Client().get("/api/v1/jobs/")
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == "Token"
+    assert response["WWW-Authenticate"] == "Bearer"
 
 
 @pytest.mark.django_db

@@ -446,7 +446,7 @@ class Submitter(threading.Thread):
                 "team": self.layout.api["team"],
                 "name": f"fault-suite-{count}",
                 "priority_class": self.layout.api["priority_class"],
-                "accelerator_type": self.layout.api["accelerator_type"],
+                "accelerator": self.layout.api["accelerator"],
                 "gpus": gpus,
                 "duration_s": duration_s,
             }
@@ -471,12 +471,12 @@ class Submitter(threading.Thread):
 
     def _post(self, url: str, body: dict[str, Any], key: str) -> tuple[int, Any, bool]:
         request = urllib.request.Request(
-            f"{url}/api/jobs/submit/",
+            f"{url}/api/v1/jobs/",
             data=json.dumps(body).encode(),
             method="POST",
             headers={
                 **HTTPS,
-                "Authorization": f"Token {self.layout.api['token']}",
+                "Authorization": f"Bearer {self.layout.api['token']}",
                 "Content-Type": "application/json",
                 "Idempotency-Key": key,
             },

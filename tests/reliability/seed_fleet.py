@@ -1,5 +1,5 @@
 """Run as a child process by the fault suite, on the suite's own database: migrate it, seed the
-demo fleet and teams (``portal.demo``), give one member of the first team an API token, and print
+demo fleet and teams (``portal.demo``), give one member of the first team an API v1 token, and print
 what a client needs to submit jobs as one JSON line.
 
 The suite's database lives on a PostgreSQL server that the suite restarts, so it is set up here,
@@ -17,8 +17,8 @@ django.setup()
 
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
+from api.services import api_token_create  # noqa: E402
 from portal.demo import demo_seed  # noqa: E402
 from scheduling.models import AcceleratorType  # noqa: E402
 from tenants.models import Membership, PriorityClass  # noqa: E402
@@ -29,17 +29,17 @@ def main() -> None:
     demo_seed()
     member = User.objects.get(username="member")
     team = Membership.objects.filter(user=member).select_related("team").get().team
-    token, _ = Token.objects.get_or_create(user=member)
+    token = api_token_create(user=member, name="fault suite")
     accelerator = AcceleratorType.objects.get(name="H100")
     training = PriorityClass.objects.get(name="training")
     print(
         json.dumps(
             {
-                "token": token.key,
+                "token": token.secret,
                 "team": team.slug,
                 "user_id": member.pk,
-                "priority_class": training.pk,
-                "accelerator_type": accelerator.pk,
+                "priority_class": training.name,
+                "accelerator": accelerator.name,
             }
         ),
         flush=True,
