@@ -82,11 +82,12 @@ pid_alive() {
     pid="$(tr -dc '0-9' <"$file")"
     [[ -n "$pid" && -r "/proc/$pid/comm" ]] || return 1
     [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$comm" ]] || return 1
+    [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 1 # killed, not yet reaped
     printf '%s\n' "$pid"
 }
 
-# procs_with_env VAR=VALUE...: pids whose initial environment holds every given VAR=VALUE (never
-# this script's own process or its parents).
+# procs_with_env VAR=VALUE...: pids whose initial environment holds every given VAR=VALUE ("VAR="
+# alone: VAR with any value), never this script's own process or its parents.
 procs_with_env() {
     local p ok kv self_chain=" $$ $PPID "
     local q=$PPID
@@ -99,6 +100,11 @@ procs_with_env() {
         [[ "$self_chain" == *" $p "* ]] && continue
         ok=1
         for kv in "$@"; do
+            if [[ "$kv" == *= ]]; then
+                grep -qz -- "^$kv" "/proc/$p/environ" 2>/dev/null && continue
+                ok=0
+                break
+            fi
             if ! grep -qzxF -- "$kv" "/proc/$p/environ" 2>/dev/null; then
                 ok=0
                 break
@@ -115,7 +121,7 @@ node_procs() {
     local node="$1"
     {
         procs_with_env "FLEETLINE_DEVCLUSTER_SLURMD=$DIR" "FLEETLINE_DEVCLUSTER_NODE=$node"
-        procs_with_env "SLURM_CONF=$CONF" "SLURMD_NODENAME=$node"
+        procs_with_env "SLURM_CONF=$CONF" "SLURMD_NODENAME=$node" "SLURM_JOB_ID="
     } | sort -un
 }
 
@@ -123,7 +129,7 @@ node_procs() {
 cluster_job_procs() {
     {
         procs_with_env "FLEETLINE_DEVCLUSTER_SLURMD=$DIR"
-        procs_with_env "SLURM_CONF=$CONF" "SLURM_JOB_ID"
+        procs_with_env "SLURM_CONF=$CONF" "SLURM_JOB_ID="
     } | sort -un
 }
 
@@ -305,7 +311,7 @@ ensure_users() {
 
 start_munged() {
     munged --socket="$MUNGE_SOCK" --key-file="$ETC/munge.key" --pid-file="$RUN/munged.pid" \
-        --log-file="$LOG/munged.log" --seed-file="$RUN/munge/munged.seed" --force
+        --log-file="$LOG/munged.log" --seed-file="$RUN/munge/munged.seed" --force 9>&-
     wait_for 10 munged test -S "$MUNGE_SOCK"
 }
 
@@ -322,7 +328,7 @@ start_mysqld() {
     setsid mariadbd --no-defaults --datadir="$DIR/mysql/data" --socket="$MYSQL_SOCK" \
         --port="$MYSQL_PORT" --bind-address=127.0.0.1 --pid-file="$RUN/mysqld.pid" --user=root \
         --log-error="$LOG/mysqld.log" --skip-name-resolve --innodb-buffer-pool-size=64M \
-        --innodb-lock-wait-timeout=900 --max-connections=50 </dev/null >/dev/null 2>&1 &
+        --innodb-lock-wait-timeout=900 --max-connections=50 </dev/null >/dev/null 2>&1 9>&- &
     wait_for 30 "the private MariaDB" mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -uroot ping
     wait_for 10 "the private MariaDB pid file" pid_alive "$RUN/mysqld.pid" mariadbd
     if ((fresh)) || ! mariadb --no-defaults --socket="$MYSQL_SOCK" -uroot -Nse \
@@ -339,7 +345,7 @@ start_mysqld() {
 
 start_slurmdbd() {
     # slurmdbd finds slurmdbd.conf beside $SLURM_CONF.
-    slurmdbd
+    slurmdbd 9>&-
     wait_for 30 slurmdbd port_open "$DBD_PORT"
     wait_for 10 "slurmdbd pid file" pid_alive "$RUN/slurmdbd.pid" slurmdbd
 }
@@ -355,7 +361,7 @@ register_accounting() {
 }
 
 start_slurmctld() {
-    slurmctld -f "$CONF"
+    slurmctld -f "$CONF" 9>&-
     wait_for 30 slurmctld scontrol ping
     wait_for 10 "slurmctld pid file" pid_alive "$RUN/slurmctld.pid" slurmctld
 }
@@ -365,7 +371,7 @@ start_slurmctld() {
 start_slurmd() {
     local node="$1"
     env FLEETLINE_DEVCLUSTER_SLURMD="$DIR" FLEETLINE_DEVCLUSTER_NODE="$node" SLURM_CONF="$CONF" \
-        slurmd -f "$CONF" -N "$node"
+        slurmd -f "$CONF" -N "$node" 9>&-
 }
 
 start_slurmrestd() {
@@ -373,7 +379,7 @@ start_slurmrestd() {
     # (SLURM_JWT=daemon makes it accept them at all).
     SLURM_JWT=daemon setsid slurmrestd -u nobody -g nogroup -a rest_auth/jwt \
         -s openapi/v0.0.38,openapi/dbv0.0.38 "127.0.0.1:$REST_PORT" \
-        </dev/null >>"$LOG/slurmrestd.log" 2>&1 &
+        </dev/null >>"$LOG/slurmrestd.log" 2>&1 9>&- &
     echo $! >"$RUN/slurmrestd.pid"
     wait_for 15 slurmrestd port_open "$REST_PORT"
 }
@@ -439,8 +445,7 @@ cmd_down() {
     t0="$(now)"
     # Jobs end as cancelled (so a later up does not requeue leftovers).
     if pid_alive "$RUN/slurmctld.pid" slurmctld >/dev/null; then
-        timeout 5 scancel --full --quiet --user=all 2>/dev/null || timeout 5 bash -c \
-            'squeue -h -o %i | xargs -r scancel' 2>/dev/null || true
+        timeout 5 bash -c 'squeue -h -o %i | xargs -r scancel' 2>/dev/null || true
     fi
     # slurmrestd, all slurmd and their steps and jobs, slurmctld: together.
     pid="$(pid_alive "$RUN/slurmrestd.pid" slurmrestd)" && pids+=("$pid")
@@ -507,6 +512,18 @@ cmd_restart_node() {
         echo "restarted slurmd $node"
     fi
 }
+
+# One command at a time per cluster dir (two `up`s racing would start everything twice). The
+# daemons are started with fd 9 closed so that they do not keep holding it.
+lock() {
+    mkdir -p "$DIR"
+    exec 9>"$DIR/.lock"
+    flock -w 120 9 || die "another devcluster.sh holds $DIR/.lock"
+}
+
+case "${1:-}" in
+up | down | kill-node | restart-node) lock ;;
+esac
 
 case "${1:-}" in
 install) cmd_install ;;
