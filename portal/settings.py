@@ -266,6 +266,9 @@ FLEETLINE_SLURM_ADMIN_USER = os.environ.get("FLEETLINE_SLURM_ADMIN_USER", "root"
 # The slurm.conf of the cluster, for ``scontrol show topology`` (racks and pods).
 FLEETLINE_SLURM_CONF = os.environ.get("FLEETLINE_SLURM_CONF") or os.environ.get("SLURM_CONF", "")
 FLEETLINE_SLURM_PARTITION = os.environ.get("FLEETLINE_SLURM_PARTITION", "")
+# Every run's Slurm job name starts with it: one Fleetline's runs, told from anything else the
+# cluster runs (and from another Fleetline's).
+FLEETLINE_SLURM_RUN_PREFIX = os.environ.get("FLEETLINE_SLURM_RUN_PREFIX", "fleetline-")
 # A folder every node sees at the same path (shared storage): each job's checkpoint and progress
 # folders live under it.
 FLEETLINE_SLURM_SHARED_DIR = os.environ.get("FLEETLINE_SLURM_SHARED_DIR", "")
@@ -442,5 +445,7 @@ LOGGING = {
         # its own line per tick.
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
+        # A line per request to slurmrestd, several a tick on a real backend.
+        "httpx": {"level": "WARNING"},
     },
 }
