@@ -6,12 +6,28 @@ PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-pure lint typecheck install install-dev migrate bench clean
+.PHONY: run run-slurm slurm-up slurm-down test test-pure lint typecheck install install-dev migrate bench clean
 
 # The demo: DEBUG pages, demo data and logins, demo arrivals and failure injection (each can be
 # overridden from the environment); warnings and errors only on the terminal.
 run: $(VENV)/.installed
 	DEBUG=$${DEBUG:-1} FLEETLINE_DEMO=$${FLEETLINE_DEMO:-1} LOG_LEVEL=$${LOG_LEVEL:-WARNING} $(PY) manage.py up
+
+# The same product driving a real Slurm cluster: the local development cluster (8 nodes x 8 GPUs
+# in 2 racks, deploy/slurm/devcluster.sh; installs Slurm's Debian packages if missing, needs root)
+# comes up under var/slurm, and Fleetline runs jobs on it as the demo users' cluster accounts.
+run-slurm: $(VENV)/.installed slurm-up
+	eval "$$(deploy/slurm/devcluster.sh env)" && FLEETLINE_BACKEND=slurm FLEETLINE_SLURM_CONF=$$SLURM_CONF \
+	FLEETLINE_CLUSTER_ACCOUNTS=$${FLEETLINE_CLUSTER_ACCOUNTS:-lead=fl-lead,member=fl-member} \
+	FLEETLINE_VAR_DIR=$${FLEETLINE_VAR_DIR:-var/slurm-fleetline} \
+	DEBUG=$${DEBUG:-1} FLEETLINE_DEMO=$${FLEETLINE_DEMO:-1} LOG_LEVEL=$${LOG_LEVEL:-WARNING} $(PY) manage.py up
+
+slurm-up:
+	deploy/slurm/devcluster.sh install
+	deploy/slurm/devcluster.sh up
+
+slurm-down:
+	deploy/slurm/devcluster.sh down
 
 # Tests use DATABASE_URL / REDIS_URL when set; otherwise SQLite and an embedded Redis of their
 # own, apart from the one `make run` uses. Settings: tests/settings.py (pyproject.toml).

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,9 +44,11 @@ from django.db.models import F
 
 from scheduling.backends.base import Observed
 from scheduling.backends.slurm_api import SlurmClient, SlurmError, SlurmJob, SlurmNode
+from scheduling.cycle.failures import detector_policy, job_requeue_at
 from scheduling.job_release import nodes_shift
 from scheduling.models import AcceleratorType, Allocation, Incident, Job, Node, Pod, Rack, SchedulerEvent
 from scheduling.tick_outcome import FinishedRun, JobChange
+from tenants.selectors import fleet_policy_for_cycle
 
 if TYPE_CHECKING:
     from scheduling.cycle.snapshot import Loaded
@@ -58,6 +63,8 @@ DRAIN_STATES = frozenset({"DRAIN", "DRAINED", "DRAINING"})
 # Slurm job states of a run that is still there (held, starting, running, being signalled).
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 DEFAULT_RACK, DEFAULT_POD = "rack-default", "pod-default"
+# Calls to slurmrestd made at once when a tick starts, releases or stops many runs.
+PARALLEL_CALLS = 8
 
 # The batch script of every run, the same text for every job: the job's own command is data
 # (``FLEETLINE_COMMAND`` in the environment), run by one task per node through srun, which hands
@@ -179,7 +186,8 @@ class SlurmBackend:
         self._clock = _Clock(sim_now_s, wall_now.timestamp())
         self._runs = {run.name: run for run in self.client.jobs() if run.name.startswith(self.prefix)}
         self._starts_record(sim_now_s)
-        return nodes_sync(
+        slow = self._slow_detect(sim_now_s)
+        return slow | nodes_sync(
             nodes=self.client.nodes(),
             topology=self.client.topology(),
             accelerator=self.accelerator,
@@ -205,6 +213,50 @@ class SlurmBackend:
                 Job.objects.filter(pk=job_id, state=Job.State.RUNNING, started_s=started_s).update(
                     started_s=real_s, anchor_s=real_s
                 )
+
+    def _slow_detect(self, sim_now_s: float) -> set[int]:
+        """Slow nodes from the gangs' own progress (``progress_slow_nodes``): the node is
+        cordoned (drained in Slurm), a slow incident opened, and its gangs told to checkpoint and
+        leave within the preemption grace; the engine restarts them on other nodes."""
+        policy = detector_policy(fleet_policy_for_cycle())
+        grace_s = policy_grace_s()
+        now_unix = self._clock.unix(sim_now_s)
+        changed: set[int] = set()
+        gangs = _gangs_running()
+        for job_id, nodes in gangs.items():
+            if len(nodes) < 2:
+                continue
+            progress = progress_read(job_dir(self.shared_dir, self.prefix, job_id) / "progress")
+            for node_name, slowdown in progress_slow_nodes(
+                progress, now_unix=now_unix, threshold=policy.slow_threshold, steps=policy.slow_consecutive_steps
+            ).items():
+                node = Node.objects.filter(name=node_name, state=Node.State.UP).first()
+                if node is None:
+                    continue
+                changed.add(self._slow_node(node, slowdown, sim_now_s, grace_s, job_id))
+        return changed
+
+    def _slow_node(self, node: Node, slowdown: float, sim_now_s: float, grace_s: float, job_id: int) -> int:
+        Node.objects.filter(pk=node.pk).update(state=Node.State.CORDONED)
+        incident = Incident.objects.create(
+            node=node, kind=Incident.Kind.SLOW, slowdown=slowdown, failed_at=sim_now_s, detected_at=sim_now_s
+        )
+        leaving = list(Job.objects.filter(allocations__node=node, state=Job.State.RUNNING).distinct())
+        incident.jobs.set(leaving)
+        for job in leaving:
+            job_requeue_at(job, sim_now_s + grace_s)
+            run = self._runs.get(run_name(self.prefix, job.pk, job.restarts))
+            if run is not None and run.state in LIVE_STATES:
+                self._each(lambda slurm_id: self.client.signal(slurm_id, "USR1"), [run.job_id], "signal to checkpoint")
+        logger.warning(
+            "node %s is slow (%.1fx its gang's pace, job %d): cordoned, incident %d; %d gang(s) leave",
+            node.name,
+            slowdown,
+            job_id,
+            incident.pk,
+            len(leaving),
+        )
+        return incident.pk
 
     # 2. What ended ------------------------------------------------------------------------------
     def runs_observe(self, *, loaded: Loaded) -> Observed:
@@ -244,32 +296,58 @@ class SlurmBackend:
     def plan_carry_out(self, *, applied: AppliedTick, sim_now_s: float, token: int) -> None:
         wanted = _runs_wanted(self.prefix)
         node_names = dict(Node.objects.values_list("id", "name"))
-        for name, listed in self._runs.items():
-            if listed.state in LIVE_STATES and name not in wanted:
-                self._cancel(listed, why="no longer runs in Fleetline")
-                Job.objects.filter(backend_job_id=str(listed.job_id)).update(backend_job_id="")
+        stale = [run for name, run in self._runs.items() if run.state in LIVE_STATES and name not in wanted]
+        submits: list[tuple[_Wanted, list[str]]] = []
         for name, want in wanted.items():
             nodes = [node_names[node_id] for node_id, _ in want.allocation]
             run = self._runs.get(name)
             if run is None:
-                if want.backend_job_id and self._lost(want, name, sim_now_s):
-                    continue
-                self._to_release.append(self._submit(want, nodes, token))
+                if not (want.backend_job_id and self._lost(want, name, sim_now_s)):
+                    submits.append((want, nodes))
             elif run.state not in LIVE_STATES or not run.held:
                 continue  # running, or ended: the next tick records how
-            elif sorted(run.nodes) == sorted(nodes):
+            elif sorted(run.required_nodes) == sorted(nodes):
                 self._to_release.append(run.job_id)  # held by a tick that committed, then died
             else:
-                self._cancel(run, why="held for other nodes by a tick that did not commit")
-                self._to_release.append(self._submit(want, nodes, token))
+                stale.append(run)  # held for other nodes by a tick that did not commit
+                submits.append((want, nodes))
+        self._each(self.client.cancel, [run.job_id for run in stale], "cancel")
+        Job.objects.filter(backend_job_id__in=[str(run.job_id) for run in stale]).update(backend_job_id="")
+        self._submit_all(submits, token=token, sim_now_s=sim_now_s)
         preempted = {c.job_id for c in applied.changes if c.event == SchedulerEvent.Kind.PREEMPTING}
-        for name, want in wanted.items():
-            run = self._runs.get(name)
-            if want.job_id in preempted and run is not None and run.state in LIVE_STATES:
-                try:
-                    self.client.signal(run.job_id, "USR1")
-                except SlurmError as error:
-                    logger.error("could not signal %s (Slurm job %d) to checkpoint: %s", name, run.job_id, error)
+        signalled = [
+            run.job_id
+            for name, want in wanted.items()
+            if want.job_id in preempted and (run := self._runs.get(name)) is not None and run.state in LIVE_STATES
+        ]
+        self._each(lambda slurm_id: self.client.signal(slurm_id, "USR1"), signalled, "signal to checkpoint")
+
+    def _each(self, call: Callable[[int], object], slurm_ids: list[int], what: str) -> None:
+        """``call`` on each Slurm job, several at once; a failure is logged (the next tick's
+        reconcile tries again)."""
+        with ThreadPoolExecutor(max_workers=PARALLEL_CALLS) as pool:
+            for slurm_id, error in zip(slurm_ids, pool.map(_outcome(call), slurm_ids), strict=True):
+                if error is not None:
+                    logger.error("could not %s Slurm job %d: %s", what, slurm_id, error)
+
+    def _submit_all(self, submits: list[tuple[_Wanted, list[str]]], *, token: int, sim_now_s: float) -> None:
+        """Submit the runs (held), several at once; record each Slurm id, or fail the job with
+        Slurm's reason when Slurm refuses it (an account it does not know, a node it lacks)."""
+        with ThreadPoolExecutor(max_workers=PARALLEL_CALLS) as pool:
+            done = list(pool.map(lambda item: self._submit(item[0], item[1], token), submits))
+        for (want, nodes), outcome in zip(submits, done, strict=True):
+            name = run_name(self.prefix, want.job_id, want.attempt)
+            if isinstance(outcome, SlurmError):
+                logger.error("Slurm refused %s: %s", name, outcome)
+                row = Job.objects.filter(pk=want.job_id).values_list("id", "team_id", "state", "version", named=True)
+                message = f"Failed: Slurm refused to run it ({outcome})"[:300]
+                _run_end_write(
+                    row=row.get(), end=_End(Job.State.FAILED, SchedulerEvent.Kind.FAILED, message), end_s=sim_now_s
+                )
+                continue
+            Job.objects.filter(pk=want.job_id).update(backend_job_id=str(outcome))
+            self._to_release.append(outcome)
+            logger.info("submitted %s as Slurm job %d on %s (held until commit)", name, outcome, ",".join(nodes))
 
     def _lost(self, want: _Wanted, name: str, sim_now_s: float) -> bool:
         """A run submitted before that Slurm no longer lists (it forgets ended jobs after
@@ -284,54 +362,120 @@ class SlurmBackend:
         logger.error("%s (Slurm job %s) is gone from the cluster: failed as lost", name, want.backend_job_id)
         return True
 
-    def _submit(self, want: _Wanted, nodes: list[str], token: int) -> int:
+    def _submit(self, want: _Wanted, nodes: list[str], token: int) -> int | SlurmError:
         per_node = want.gpus // max(1, len(nodes))
         folder = job_dir(self.shared_dir, self.prefix, want.job_id)
-        slurm_id = self.client.submit(
-            user=want.account,
-            name=run_name(self.prefix, want.job_id, want.attempt),
-            script=WRAPPER,
-            nodelist=nodes,
-            gpus_per_node=per_node,
-            exclusive=want.whole_nodes,
-            time_limit_min=None if want.time_limit_s is None else math.ceil(want.time_limit_s / 60.0) + 1,
-            partition=self.partition or None,
-            cwd=self.shared_dir,
-            # Slurm opens it before the job makes its own folder: beside the folders, not in one.
-            stdout=str(Path(self.shared_dir) / f"{run_name(self.prefix, want.job_id, want.attempt)}.out"),
-            comment=f"fleetline job {want.job_id} attempt {want.attempt} token {token}",
-            env={
-                "FLEETLINE_JOB_ID": str(want.job_id),
-                "FLEETLINE_RESTART_COUNT": str(want.attempt),
-                "FLEETLINE_CHECKPOINT_DIR": str(folder / "checkpoint"),
-                "FLEETLINE_PROGRESS_DIR": str(folder / "progress"),
-                "FLEETLINE_COMMAND": want.command,
-            },
-            hold=True,
-        )
-        Job.objects.filter(pk=want.job_id).update(backend_job_id=str(slurm_id))
-        logger.info(
-            "submitted %s as Slurm job %d on %s (held until commit)",
-            run_name(self.prefix, want.job_id, want.attempt),
-            slurm_id,
-            ",".join(nodes),
-        )
-        return slurm_id
-
-    def _cancel(self, run: SlurmJob, *, why: str) -> None:
+        name = run_name(self.prefix, want.job_id, want.attempt)
         try:
-            self.client.cancel(run.job_id)
-            logger.info("cancelled %s (Slurm job %d): %s", run.name, run.job_id, why)
+            return self.client.submit(
+                user=want.account,
+                name=name,
+                script=WRAPPER,
+                nodelist=nodes,
+                gpus_per_node=per_node,
+                exclusive=want.whole_nodes,
+                time_limit_min=None if want.time_limit_s is None else math.ceil(want.time_limit_s / 60.0) + 1,
+                partition=self.partition or None,
+                cwd=self.shared_dir,
+                # Slurm opens it before the job makes its own folder: beside the folders, not in one.
+                stdout=str(Path(self.shared_dir) / f"{name}.out"),
+                comment=f"fleetline job {want.job_id} attempt {want.attempt} token {token}",
+                env={
+                    "FLEETLINE_JOB_ID": str(want.job_id),
+                    "FLEETLINE_RESTART_COUNT": str(want.attempt),
+                    "FLEETLINE_CHECKPOINT_DIR": str(folder / "checkpoint"),
+                    "FLEETLINE_PROGRESS_DIR": str(folder / "progress"),
+                    "FLEETLINE_COMMAND": want.command,
+                },
+                hold=True,
+            )
         except SlurmError as error:
-            logger.error("could not cancel %s (Slurm job %d): %s", run.name, run.job_id, error)
+            return error
 
     def after_commit(self) -> None:
         releasing, self._to_release = self._to_release, []
-        for slurm_id in releasing:
+        # A run left held (a release that failed, a leader that died here) is released by the
+        # next tick's reconcile.
+        self._each(self.client.release, releasing, "release")
+
+
+def _outcome(call: Callable[[int], object]) -> Callable[[int], SlurmError | None]:
+    def outcome(slurm_id: int) -> SlurmError | None:
+        try:
+            call(slurm_id)
+        except SlurmError as error:
+            return error
+        return None
+
+    return outcome
+
+
+def _gangs_running() -> dict[int, list[int]]:
+    """Running real jobs and the nodes they hold."""
+    gangs: dict[int, list[int]] = defaultdict(list)
+    for job_id, node_id in (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .exclude(job__command="")
+        .values_list("job_id", "node_id")
+    ):
+        gangs[job_id].append(node_id)
+    return gangs
+
+
+def progress_read(folder: Path, *, tail_bytes: int = 4096) -> dict[str, list[tuple[float, float]]]:
+    """Each rank's recent progress, by node: the ``UNIX_TIME STEP`` lines its job appended to
+    ``$FLEETLINE_PROGRESS_FILE`` (``<node>.<rank>`` in the job's progress folder), oldest first."""
+    by_node: dict[str, list[tuple[float, float]]] = {}
+    try:
+        files = list(folder.iterdir())
+    except OSError:
+        return by_node
+    for path in files:
+        node = path.name.rsplit(".", 1)[0]
+        try:
+            with path.open("rb") as handle:
+                offset = max(0, path.stat().st_size - tail_bytes)
+                handle.seek(offset)
+                lines = handle.read().decode("utf-8", "replace").splitlines()
+            lines = lines[1:] if offset else lines  # the first line read may be cut
+        except OSError:
+            continue
+        points = []
+        for line in lines:
+            parts = line.split()
             try:
-                self.client.release(slurm_id)
-            except SlurmError as error:  # the next tick finds it held and releases it again
-                logger.error("could not release Slurm job %d: %s", slurm_id, error)
+                points.append((float(parts[0]), float(parts[1])))
+            except (IndexError, ValueError):
+                continue
+        if points and (node not in by_node or points[-1][0] > by_node[node][-1][0]):
+            by_node[node] = points
+    return by_node
+
+
+def progress_slow_nodes(
+    progress: dict[str, list[tuple[float, float]]], *, now_unix: float, threshold: float, steps: int
+) -> dict[str, float]:
+    """The rule for a slow node on a real gang: its last ``steps`` steps each took more than
+    ``threshold`` times the gang's median step time (the still-open step counting as one, so a
+    stalled rank is slow too). Returns each slow node with how many times slower it goes."""
+    durations: dict[str, list[float]] = {}
+    for node, points in progress.items():
+        taken = [b[0] - a[0] for a, b in zip(points, points[1:], strict=False) if b[1] > a[1]]
+        durations[node] = [*taken[-steps:], now_unix - points[-1][0]]
+    recent = [d for taken in durations.values() for d in taken[-steps - 1 : -1]]
+    if len(durations) < 2 or len(recent) < steps:
+        return {}
+    median = statistics.median(recent)
+    slow = {}
+    for node, taken in durations.items():
+        finished, open_step = taken[:-1], taken[-1]
+        if median <= 0:
+            continue
+        if len(finished) >= steps and all(d > threshold * median for d in finished[-steps:]):
+            slow[node] = statistics.median(finished[-steps:]) / median
+        elif open_step > threshold * median * steps:
+            slow[node] = open_step / median
+    return slow
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,7 +520,12 @@ def _runs_wanted(prefix: str) -> dict[str, _Wanted]:
     return wanted
 
 
-def _run_end_write(*, row: Any, end: _End, end_s: float, exit_code: int | None) -> bool:
+def policy_grace_s() -> float:
+    row = fleet_policy_for_cycle()
+    return row.preemption_grace_s if row is not None else 30.0
+
+
+def _run_end_write(*, row: Any, end: _End, end_s: float, exit_code: int | None = None) -> bool:
     """Record a run's end under the guard of the version the tick read; free its GPUs."""
     with transaction.atomic():
         fields: dict[str, Any] = {"state": end.state, "grace_until_s": None, "exit_code": exit_code}

@@ -82,6 +82,7 @@ class SlurmJob:
     restarts: int
     comment: str = ""
     requeue: bool = True
+    required_nodes: tuple[str, ...] = ()  # the node list it was submitted with
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,6 +499,7 @@ def _job(raw: Mapping[str, Any]) -> SlurmJob:
         end_unix=None if live else _unix(raw.get("end_time")),
         restarts=int(raw.get("restart_cnt") or 0),
         comment=str(raw.get("comment") or ""),
+        required_nodes=tuple(hostlist_expand(str(raw["required_nodes"]))) if raw.get("required_nodes") else (),
         requeue=bool(raw.get("requeue", True)),
     )
 

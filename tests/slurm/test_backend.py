@@ -3,7 +3,10 @@ Slurm runs the processes exactly where the plan put them, and what really happen
 
 from __future__ import annotations
 
+import os
 import pwd
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -280,3 +283,86 @@ def test_the_ledger_of_a_run_equals_sacct(fleetline: Fleetline) -> None:
     ledger_gpu_s = sum(JobUsage.objects.filter(job=job).values_list("allocated_gpu_s", flat=True))
     assert records[0].gpus == 8
     assert abs(ledger_gpu_s - sacct_gpu_s) <= 8 * 1.5  # within one tick (and sacct's whole seconds)
+
+
+def _job_processes(job: Job, node: str) -> list[int]:
+    """The job's own processes on ``node``: its account's, with SLURMD_NODENAME (which Slurm sets
+    in a job's environment) naming that node."""
+    uid = pwd.getpwnam(job.cluster_account).pw_uid
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            owner = proc.stat().st_uid
+        except OSError:
+            continue
+        if owner != uid:
+            continue
+        if f"SLURMD_NODENAME={node}".encode() in environ and f"FLEETLINE_JOB_ID={job.pk}".encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_a_throttled_node_is_detected_slow_not_dead_and_its_gang_moves_off_it(fleetline: Fleetline) -> None:
+    job = fleetline.submit(gpus=16, command=STEPPING.replace("STEPS", "400"), name="gang")
+    fleetline.until(lambda: (r := fleetline.run_of(job)) is not None and r.state == "RUNNING", what="the gang runs")
+    time.sleep(4)  # some steps at full pace on both nodes
+    slow = sorted(job.allocations.values_list("node__name", flat=True))[1]
+    stop = threading.Event()
+
+    def throttle() -> None:  # stopped 1 s of every 1.3 s: about 3x slower, still heartbeating
+        while not stop.is_set():
+            pids = _job_processes(job, slow)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            stop.wait(1.0)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=throttle, daemon=True)
+    throttled = time.monotonic()
+    thread.start()
+    try:
+        fleetline.until(lambda: Incident.objects.filter(node__name=slow).exists(), timeout_s=60, what="slow noticed")
+        detected_s = time.monotonic() - throttled
+    finally:
+        stop.set()
+        thread.join()
+        for pid in _job_processes(job, slow):
+            os.kill(pid, signal.SIGCONT)
+    incident = Incident.objects.get(node__name=slow)
+    assert incident.kind == Incident.Kind.SLOW and incident.slowdown > 1.3
+    assert Node.objects.get(name=slow).state == Node.State.CORDONED  # cordoned, not down
+    fleetline.until(lambda: Job.objects.get(pk=job.pk).restarts == 1, timeout_s=60, what="the gang leaves")
+    fleetline.until(lambda: (fleetline.folder(job) / "resumed.1.0").exists(), timeout_s=60, what="it runs again")
+    job.refresh_from_db()
+    assert slow not in job.allocations.values_list("node__name", flat=True)
+    assert detected_s < 30
+
+
+def test_a_tick_that_dies_after_submitting_starts_nothing_twice(fleetline: Fleetline, monkeypatch: Any) -> None:
+    job = fleetline.submit(gpus=8, command="sleep 2")
+
+    def die(**kwargs: Any) -> None:
+        raise RuntimeError("the worker died here")
+
+    # The leader dies inside the tick after its runs were submitted (held), before it commits.
+    monkeypatch.setattr("scheduling.cycle.tick.usage_record", die)
+    with pytest.raises(RuntimeError):
+        fleetline.tick()
+    monkeypatch.undo()
+    assert Job.objects.get(pk=job.pk).state == Job.State.PENDING  # rolled back
+    name = run_name(fleetline.prefix, job.pk, 0)
+    held = fleetline.cluster.client.jobs(name)
+    assert [r.held for r in held] == [True]  # submitted held: nothing ran
+    # The next leader commits, then dies before releasing what it held.
+    backend = backends.backend_get()
+    monkeypatch.setattr(backend, "after_commit", lambda: backend._to_release.clear())
+    fleetline.tick()
+    monkeypatch.undo()
+    fleetline.until(lambda: Job.objects.get(pk=job.pk).state == Job.State.COMPLETED, what="it completes")
+    runs = [r for r in fleetline.cluster.client.jobs(name) if r.name == name]
+    assert [r.state for r in runs] == ["COMPLETED"]  # the held run was released, once: one run ever
