@@ -221,6 +221,21 @@ def gpu_limit(text: str) -> int | None:
     return int(text)
 
 
+def _positive(text: str, what: str) -> int:
+    # ASCII digits only, and no more of them than an id can have (int() would read "٣" too).
+    if not re.fullmatch(r"\s*[0-9]{1,18}\s*", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (a whole number, 1 or more)")
+    return int(text)
+
+
+def job_id(text: str) -> int:
+    return _positive(text, "a job id")
+
+
+def row_limit(text: str) -> int:
+    return _positive(text, "a number of rows")
+
+
 def seconds_from(text: str) -> float:
     """``90``, ``90s``, ``45m``, ``2h``, ``1.5d`` -> seconds."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
@@ -538,7 +553,7 @@ def parser() -> argparse.ArgumentParser:
 
     queue = commands.add_parser("queue", parents=[common], help="pending jobs: why they wait, when they start")
     queue.add_argument("--team")
-    queue.add_argument("--limit", type=int, default=500)
+    queue.add_argument("--limit", type=row_limit, default=500, help="at most this many jobs (default 500)")
     queue.set_defaults(run=cmd_queue)
 
     jobs = commands.add_parser("jobs", parents=[common], help="jobs you may see, newest first")
@@ -551,12 +566,12 @@ def parser() -> argparse.ArgumentParser:
     jobs.add_argument("--user")
     jobs.add_argument("--kind", choices=["training", "serving", "batch"])
     jobs.add_argument("--accelerator")
-    jobs.add_argument("--limit", type=int, default=100)
+    jobs.add_argument("--limit", type=row_limit, default=100, help="at most this many jobs (default 100)")
     jobs.set_defaults(run=cmd_jobs)
 
     for name, helptext, run in (("show", "one job and its history", cmd_show), ("cancel", "cancel a job", cmd_cancel)):
         command = commands.add_parser(name, parents=[common], help=helptext)
-        command.add_argument("job", type=int, metavar="JOB")
+        command.add_argument("job", type=job_id, metavar="JOB")
         command.set_defaults(run=run)
 
     quota = commands.add_parser("quota", parents=[common], help="quota and use of a team (default: all yours)")

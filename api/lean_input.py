@@ -29,6 +29,8 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from api.fields import StrictFloatField, is_subnormal
+
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 _INT_BOUND = 10**18  # far inside what DRF turns back into the same int
 
@@ -88,7 +90,7 @@ def _lean_int(value: Any) -> Any:
 
 
 def _lean_float(value: Any) -> Any:
-    if type(value) is float and math.isfinite(value):
+    if type(value) is float and math.isfinite(value) and not is_subnormal(value):
         return value
     if type(value) is int and -_INT_BOUND < value < _INT_BOUND:
         return float(value)
@@ -114,10 +116,15 @@ def _rule(name: str, field: drf.Field) -> _Rule:
         check = _lean_text(field)  # type: ignore[arg-type]
     elif kind is drf.ChoiceField and not field.validators:
         check = _lean_choice(field)  # type: ignore[arg-type]
-    elif kind in (drf.IntegerField, drf.FloatField, drf.BooleanField):
+    elif kind in (drf.IntegerField, drf.FloatField, StrictFloatField, drf.BooleanField):
         if field.validators:
             raise TypeError(f"LeanInput cannot apply the bounds of {name}.")
-        check = {drf.IntegerField: _lean_int, drf.FloatField: _lean_float, drf.BooleanField: _lean_bool}[kind]
+        check = {
+            drf.IntegerField: _lean_int,
+            drf.FloatField: _lean_float,
+            StrictFloatField: _lean_float,
+            drf.BooleanField: _lean_bool,
+        }[kind]
     else:
         raise TypeError(f"LeanInput does not know {kind.__name__} ({name}).")
     if field.read_only or field.source != name or (field.default is not empty and callable(field.default)):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.router import router
 from api.views import fleet, jobs, reports, tenants
+from api.views.base import NoSuchEndpoint
 
 app_name = "api-v1"
 
@@ -27,4 +28,7 @@ urlpatterns = [
     path("accelerators/", fleet.AcceleratorListView.as_view(), name="accelerators"),
     path("reports/usage/", reports.UsageReportView.as_view(), name="usage-report"),
     path("", include(router.urls)),
+    # Last: whatever else ends in a slash is no endpoint (a path without one is first sent to
+    # the same path with a slash, by APPEND_SLASH, as before).
+    re_path(r"^.*/$", NoSuchEndpoint.as_view(), name="no-such-endpoint"),
 ]

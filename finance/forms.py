@@ -7,7 +7,7 @@ from decimal import Decimal
 from django import forms
 
 from finance.models import Budget
-from portal.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY, ReportPeriodForm
+from portal.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY, AsciiDecimalField, ReportPeriodForm
 from scheduling.models import AcceleratorType
 from tenants.models import Team
 
@@ -40,7 +40,7 @@ class ReopenForm(MonthForm):
 
 class RateForm(forms.Form):
     accelerator_type = forms.ModelChoiceField(queryset=AcceleratorType.objects.order_by("name"))
-    price_per_gpu_hour = forms.DecimalField(label="Price per GPU-hour", max_digits=10, decimal_places=4)
+    price_per_gpu_hour = AsciiDecimalField(label="Price per GPU-hour", max_digits=10, decimal_places=4)
     effective_from = forms.DateField(
         label="Effective from (fleet calendar)",
         widget=forms.DateInput(attrs={"type": "date"}),
@@ -62,7 +62,7 @@ class RateForm(forms.Form):
 class BudgetForm(forms.Form):
     team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"))
     unit = forms.ChoiceField(choices=Budget.Unit.choices)
-    monthly_amount = forms.DecimalField(label="Monthly amount", max_digits=14, decimal_places=2)
+    monthly_amount = AsciiDecimalField(label="Monthly amount", max_digits=14, decimal_places=2)
 
     def clean_monthly_amount(self) -> Decimal:
         amount = self.cleaned_data["monthly_amount"]

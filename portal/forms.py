@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -42,3 +45,42 @@ class ReportPeriodForm(forms.Form):
         if start and end and (end - start).days > REPORT_MAX_DAYS:
             raise forms.ValidationError("A report covers at most one year.")
         return data
+
+
+# Numbers as the pages take them: ASCII digits only. Python's int(), float() and Decimal() also
+# read other scripts' digits ("٣", "３", "²" even fails half-way), which a person did not mean as
+# a number and which no other part of the product would show back the same way.
+_NON_ASCII_DIGIT = re.compile(r"[^\x00-\x7f]")
+NOT_ASCII_NUMBER = "Enter the number with the digits 0-9."
+# Ids in a query string or a form: what a database id can hold.
+MAX_ID = 2**63 - 1
+_ID = re.compile(r"[0-9]{1,19}")
+
+
+def _ascii_number(value: Any) -> Any:
+    if isinstance(value, str) and _NON_ASCII_DIGIT.search(value):
+        raise forms.ValidationError(NOT_ASCII_NUMBER, code="invalid")
+    return value
+
+
+class AsciiIntegerField(forms.IntegerField):
+    def to_python(self, value: Any) -> int | None:
+        return super().to_python(_ascii_number(value))
+
+
+class AsciiFloatField(forms.FloatField):
+    def to_python(self, value: Any) -> float | None:  # type: ignore[override]
+        return super().to_python(_ascii_number(value))
+
+
+class AsciiDecimalField(forms.DecimalField):
+    def to_python(self, value: Any) -> Decimal | None:  # type: ignore[override]
+        return super().to_python(_ascii_number(value))
+
+
+def id_from_text(text: str) -> int | None:
+    """An id written in ASCII digits (``42``), or None for anything else: another script's
+    digits, a sign, a number no id can be."""
+    if not _ID.fullmatch(text) or int(text) > MAX_ID:
+        return None
+    return int(text)

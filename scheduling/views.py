@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
+from portal.forms import id_from_text
 from portal.spreadsheet import row_safe
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
@@ -83,8 +84,9 @@ def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, JobFilt
     query = request.GET.get("q", "").strip()[:200]
     if query:
         match = Q(name__icontains=query)
-        if query.lstrip("#").isdigit():
-            match |= Q(pk=int(query.lstrip("#")))
+        job_id = id_from_text(query.removeprefix("#"))
+        if job_id is not None:
+            match |= Q(pk=job_id)
         jobs = jobs.filter(match)
     sort = request.GET.get("sort", "-id")
     if sort.removeprefix("-") not in SORTS:

@@ -17,7 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.errors import Conflict
-from api.views.base import ApiViewSet
+from api.fields import StrictFloatField
+from api.views.base import ID_LOOKUP, ApiViewSet
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import upload_size_check
@@ -36,7 +37,7 @@ class SimulationInput(serializers.Serializer):
     preset = serializers.ChoiceField(choices=list(PRESETS), default="fleetline")
     trace = serializers.FileField(required=False, help_text="source=trace: the trace file (multipart).")
     trace_format = serializers.ChoiceField(choices=list(FORMATS), default="canonical")
-    history_days = serializers.FloatField(required=False, help_text="source=history: fleet days of jobs to replay.")
+    history_days = StrictFloatField(required=False, help_text="source=history: fleet days of jobs to replay.")
     policy_settings = serializers.JSONField(
         required=False,
         help_text='Overrides of the preset\'s policy, e.g. {"backfill": false, "reservation_depth": 2}; '
@@ -92,7 +93,7 @@ class SimulationDetailOutput(SimulationOutput):
 
 class SimulationViewSet(ApiViewSet):
     queryset = Simulation.objects.none()  # for the schema; requests use the selectors
-    lookup_value_regex = "[0-9]+"
+    lookup_value_regex = ID_LOOKUP
 
     def get_queryset(self) -> Any:
         return simulations_for_user(user=self.request.user)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from portal.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.engine.vocabulary import QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
@@ -23,7 +24,7 @@ class SimulationForm(forms.Form):
     source = forms.ChoiceField(choices=Simulation.Source.choices, widget=forms.RadioSelect, initial="history")
     trace = forms.FileField(required=False, label="Trace file", help_text="CSV, at most the size shown below.")
     trace_format = forms.ChoiceField(choices=[(f, f) for f in FORMATS], initial="canonical")
-    history_days = forms.FloatField(required=False, initial=7, label="Days of the fleet's jobs (fleet days)")
+    history_days = AsciiFloatField(required=False, initial=7, label="Days of the fleet's jobs (fleet days)")
     preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial="fleetline", label="Policy")
     fleet_spec = forms.CharField(
         required=False,
@@ -31,27 +32,27 @@ class SimulationForm(forms.Form):
         label="Fleet shape",
         help_text="PODSxRACKSxNODESxGPUS[:accelerator], groups joined by +; empty: the live fleet's shape.",
     )
-    seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1)
+    seed = AsciiIntegerField(initial=0, min_value=0, max_value=2**31 - 1)
     # Policy settings, each optional: empty keeps the chosen policy's own value.
     backfill = forms.ChoiceField(choices=TRI_STATE, required=False)
-    reservation_depth = forms.IntegerField(required=False)
+    reservation_depth = AsciiIntegerField(required=False)
     topology_aware = forms.ChoiceField(choices=TRI_STATE, required=False)
     preemption = forms.ChoiceField(choices=TRI_STATE, required=False)
-    preemption_grace_s = forms.FloatField(required=False, label="Preemption grace (s)")
-    reclaim_after_s = forms.FloatField(required=False, label="Evict for an owner after waiting (s)")
-    reclaim_wait_credit = forms.FloatField(
+    preemption_grace_s = AsciiFloatField(required=False, label="Preemption grace (s)")
+    reclaim_after_s = AsciiFloatField(required=False, label="Evict for an owner after waiting (s)")
+    reclaim_wait_credit = AsciiFloatField(
         required=False, label="Credit a reclaim at most this many times the wait so far"
     )
-    reclaim_guaranteed_share = forms.FloatField(
+    reclaim_guaranteed_share = AsciiFloatField(
         required=False, label="Reclaim for a job with this share within its guarantee (0-1)"
     )
-    partial_reclaim_young_s = forms.FloatField(
+    partial_reclaim_young_s = AsciiFloatField(
         required=False, label="Such a reclaim takes loans without checkpoints started within (s)"
     )
     fairshare = forms.ChoiceField(choices=TRI_STATE, required=False, label="Fair share")
-    fairshare_half_life_s = forms.FloatField(required=False, label="Fair-share half-life (s)")
-    age_weight = forms.FloatField(required=False)
-    max_age_s = forms.FloatField(required=False, label="Max age (s)")
+    fairshare_half_life_s = AsciiFloatField(required=False, label="Fair-share half-life (s)")
+    age_weight = AsciiFloatField(required=False)
+    max_age_s = AsciiFloatField(required=False, label="Max age (s)")
     queue_order = forms.ChoiceField(
         choices=[(KEEP, "as the policy has it"), *QUEUE_ORDER_LABELS.items()],
         required=False,
@@ -65,8 +66,8 @@ class SimulationForm(forms.Form):
         required=False,
     )
     elastic = forms.ChoiceField(choices=TRI_STATE, required=False)
-    gang_spread_after_s = forms.FloatField(required=False, label="Gangs spread after (s)")
-    guarantee_spread_after_s = forms.FloatField(
+    gang_spread_after_s = AsciiFloatField(required=False, label="Gangs spread after (s)")
+    guarantee_spread_after_s = AsciiFloatField(
         required=False, label="Gangs of a team below its guarantee spread after (s)"
     )
 

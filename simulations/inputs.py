@@ -21,9 +21,9 @@ from django.core.exceptions import ValidationError
 from scheduling import engine
 from scheduling.convert import UNLIMITED, policy_from_row
 from scheduling.engine.vocabulary import QUEUE_ORDERS, WITHIN_TEAM_ORDERS
-from scheduling.models import Job, Node
+from scheduling.models import AcceleratorType, Job, Node
 from scheduling.services.jobs import fleet_now_s
-from scheduling.sim.fleet import Fleet, NodeGroup, QuotaSpec, SpecError, parse_fleet
+from scheduling.sim.fleet import DEFAULT_ACCELERATOR, Fleet, NodeGroup, QuotaSpec, SpecError, parse_fleet
 from scheduling.sim.runner import PRESETS, Preset
 from scheduling.sim.trace import FORMATS, TraceError, TraceJob, load_trace
 from tenants.models import FleetPolicy, Quota, Team
@@ -251,6 +251,7 @@ def fleet_spec_check(*, spec: str) -> Fleet:
         fleet = Fleet(tuple(g for group in groups for g in parse_fleet(group).groups))
     except SpecError as error:
         raise ValidationError({"fleet_spec": str(error)}) from None
+    _fleet_accelerators_check(fleet=fleet)
     nodes = sum(g.pods * g.racks * g.nodes for g in fleet.groups)
     if nodes > settings.SIMULATION_MAX_NODES or any(g.gpus > MAX_GPUS_PER_NODE for g in fleet.groups):
         raise ValidationError(
@@ -260,6 +261,17 @@ def fleet_spec_check(*, spec: str) -> Fleet:
             }
         )
     return fleet
+
+
+def _fleet_accelerators_check(*, fleet: Fleet) -> None:
+    """A group that names its accelerator names one the fleet knows (an accelerator type): the
+    jobs replayed ask for those, so a group of another kind would only stand idle. A group that
+    names none is of the simulator's generic kind."""
+    named = set(fleet.accelerators) - {DEFAULT_ACCELERATOR}
+    unknown = sorted(named - set(AcceleratorType.objects.filter(name__in=named).values_list("name", flat=True)))
+    if unknown:
+        known = ", ".join(AcceleratorType.objects.order_by("name").values_list("name", flat=True)) or "none yet"
+        raise ValidationError({"fleet_spec": f"No accelerator type named {unknown[0]!r}: the fleet knows {known}."})
 
 
 def fleet_spec_current() -> str:

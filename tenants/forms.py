@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from portal.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.models import AcceleratorType
 from tenants import policy_units
 from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, PriorityClass, Team
@@ -28,11 +29,11 @@ class QuotaRequestForm(forms.Form):
             "invalid_choice": "The fleet has no accelerator type named “%(value)s”: choose one of the list."
         },
     )
-    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed GPUs")
-    borrow_limit = forms.IntegerField(
+    guaranteed = AsciiIntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed GPUs")
+    borrow_limit = AsciiIntegerField(
         min_value=0, max_value=MAX_GPUS, required=False, help_text="Leave empty for unlimited."
     )
-    lend_limit = forms.IntegerField(
+    lend_limit = AsciiIntegerField(
         min_value=0, max_value=MAX_GPUS, required=False, help_text="Leave empty for unlimited."
     )
     justification = forms.CharField(
@@ -53,9 +54,9 @@ class QuotaSetForm(forms.Form):
     """A fleet admin's direct quota change for one accelerator type (the URL names the type by its
     name)."""
 
-    guaranteed = forms.IntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed")
-    borrow_limit = forms.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Borrow limit")
-    lend_limit = forms.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Lend limit")
+    guaranteed = AsciiIntegerField(min_value=0, max_value=MAX_GPUS, label="Guaranteed")
+    borrow_limit = AsciiIntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Borrow limit")
+    lend_limit = AsciiIntegerField(min_value=0, max_value=MAX_GPUS, required=False, label="Lend limit")
     reason = forms.CharField(max_length=2000)
 
 
@@ -145,8 +146,8 @@ def _bounded_field(described: policy_units.PolicyField, *, whole: bool) -> forms
         "error_messages": {"min_value": out_of_range, "max_value": out_of_range},
     }
     if whole:
-        return forms.IntegerField(min_value=int(low), max_value=int(high), **shared)
-    return forms.FloatField(min_value=low, max_value=high, **shared)
+        return AsciiIntegerField(min_value=int(low), max_value=int(high), **shared)
+    return AsciiFloatField(min_value=low, max_value=high, **shared)
 
 
 class AuditFilterForm(forms.Form):

@@ -13,7 +13,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.views.base import ApiView, ApiViewSet, require_fleet_admin
+from api.views.base import ID_LOOKUP, ApiView, ApiViewSet, require_fleet_admin
 from scheduling.models import AcceleratorType, Incident, Node
 from scheduling.selectors import fleet_map, fleet_summary
 from scheduling.services.jobs import fleet_now_s
@@ -202,7 +202,7 @@ class IncidentFilter(django_filters.FilterSet):
 class IncidentViewSet(ApiViewSet):
     """Node failures and their recovery, newest first."""
 
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_LOOKUP
     filterset_class = IncidentFilter
 
     def get_queryset(self) -> QuerySet[Incident]:

@@ -21,9 +21,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.errors import Conflict, ErrorResponse409Serializer, validation_error_from_django
+from api.fields import StrictFloatField
 from api.lean_input import LeanInput
 from api.throttling import ApiSubmitThrottle
-from api.views.base import ApiViewSet
+from api.views.base import ID_LOOKUP, ApiViewSet
 from portal.auth import signed_in_user
 from portal.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.limits import MAX_COMMAND_CHARS
@@ -158,16 +159,16 @@ class JobSubmitInput(serializers.Serializer):
     )
     accelerator = serializers.CharField(max_length=50, help_text="Accelerator type name (GET /api/v1/accelerators/).")
     gpus = serializers.IntegerField(help_text="Gang size.")
-    duration_s = serializers.FloatField(
+    duration_s = StrictFloatField(
         required=False,
         allow_null=True,
         help_text="Work at full size, in seconds. On a real backend, optional: the time limit stands in for it.",
     )
-    time_limit_s = serializers.FloatField(required=False, allow_null=True)
+    time_limit_s = StrictFloatField(required=False, allow_null=True)
     min_gpus = serializers.IntegerField(required=False, allow_null=True)
     max_gpus = serializers.IntegerField(required=False, allow_null=True)
-    checkpoint_interval_s = serializers.FloatField(required=False, allow_null=True)
-    checkpoint_gb = serializers.FloatField(default=0.0)
+    checkpoint_interval_s = StrictFloatField(required=False, allow_null=True)
+    checkpoint_gb = StrictFloatField(default=0.0)
     checkpoint_on_preempt = serializers.BooleanField(
         default=False, help_text="The job checkpoints when told it is preempted, within the grace period."
     )
@@ -251,12 +252,17 @@ def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
 
 
 def _idempotency_key(request: Request) -> str:
-    key = request.headers.get(IDEMPOTENCY_HEADER, "")
-    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH or not all(" " <= char <= "~" for char in key):
+    """The header's key, or "" when there is no header. A header that is there but blank is
+    refused: taken for no key, a retry would make a second job."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return ""
+    if not key.strip() or len(key) > IDEMPOTENCY_KEY_MAX_LENGTH or not all(" " <= char <= "~" for char in key):
         raise ValidationError(
             {
                 "idempotency_key": [
-                    f"{IDEMPOTENCY_HEADER} must be at most {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters."
+                    f"{IDEMPOTENCY_HEADER} must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters, "
+                    "not only spaces."
                 ]
             }
         )
@@ -339,7 +345,7 @@ def _submit(*, request: Request, team: Team, values: dict[str, Any], key: str) -
 
 
 class JobViewSet(ApiViewSet):
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_LOOKUP
     filterset_class = JobFilter
 
     def get_queryset(self) -> QuerySet[Job]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import date
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -12,13 +13,26 @@ from rest_framework.response import Response
 
 from api.views.base import ApiView
 from finance.selectors import finance_report, report_team_ids_for
+from portal.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY
 
 MAX_PERIOD_DAYS = 366
 
 
+def _day(help_text: str) -> serializers.DateField:
+    """A report's day, within the days the report page takes too (a period's end past the last
+    one would not fit in a date)."""
+    return serializers.DateField(
+        help_text=help_text,
+        validators=[
+            MinValueValidator(REPORT_FIRST_DAY, message=OUT_OF_RANGE),
+            MaxValueValidator(REPORT_LAST_DAY, message=OUT_OF_RANGE),
+        ],
+    )
+
+
 class UsageQuery(serializers.Serializer):
-    start = serializers.DateField(help_text="First fleet calendar day, inclusive (YYYY-MM-DD).")
-    end = serializers.DateField(help_text="Last fleet calendar day, inclusive (YYYY-MM-DD).")
+    start = _day("First fleet calendar day, inclusive (YYYY-MM-DD).")
+    end = _day("Last fleet calendar day, inclusive (YYYY-MM-DD).")
 
     def validate(self, attrs: dict[str, date]) -> dict[str, date]:
         if attrs["end"] < attrs["start"]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import django_filters
 from django.contrib.auth import get_user_model
+from django.db import models
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_standardized_errors.openapi_serializers import ErrorResponse403Serializer
@@ -15,8 +16,9 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.fields import StrictFloatField
 from api.selectors import memberships_for_team, quota_request_for_user, quota_requests_for_user
-from api.views.base import ApiView, ApiViewSet, require_fleet_admin
+from api.views.base import ID_LOOKUP, ApiView, ApiViewSet, require_fleet_admin
 from portal.auth import signed_in_user
 from scheduling.models import AcceleratorType
 from tenants import policy_units
@@ -228,7 +230,7 @@ class QuotaRequestViewSet(ApiViewSet):
     """Your teams' quota requests (every team's for fleet admins). Leads file and withdraw; fleet
     admins approve (applying the quota, within fleet capacity) or reject with a note."""
 
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_LOOKUP
     filterset_class = QuotaRequestFilter
 
     def get_queryset(self) -> QuerySet[QuotaRequest]:
@@ -362,6 +364,11 @@ def _out_of_range_messages() -> dict[str, dict[str, Any]]:
 
 
 class PolicySerializer(serializers.ModelSerializer):
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.FloatField: StrictFloatField,
+    }
+
     class Meta:
         model = FleetPolicy
         fields = [*POLICY_FIELDS, "updated_at"]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -152,22 +153,32 @@ def _rows(path: Path, required: Sequence[str], collector: _Collector) -> Iterabl
         raise TraceError(name, None, None, f"cannot be read: {exc.strerror or exc}") from None
     with handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise TraceError(name, 1, None, "is empty: expected a header line")
-        columns = [column.strip() for column in header]
-        missing = [column for column in required if column not in columns]
-        if missing:
-            raise TraceError(name, 1, missing[0], f"required column is missing (header: {','.join(columns)})")
-        for record in reader:
-            if not record or all(not value.strip() for value in record):
-                continue
-            if len(record) != len(columns):
-                collector.add(
-                    TraceError(name, reader.line_num, None, f"has {len(record)} fields, the header has {len(columns)}")
-                )
-                continue
-            yield _Row(name, reader.line_num, dict(zip(columns, record, strict=True)))
+        try:
+            yield from _records(name, reader, required, collector)
+        except csv.Error as exc:
+            # The csv module's own refusals (a field over its size limit, a NUL byte): the file
+            # cannot be read past this line, so the errors found so far end with this one.
+            collector.add(TraceError(name, reader.line_num, None, f"is not readable CSV: {exc}"))
+            collector.raise_if_any()
+
+
+def _records(name: str, reader: Any, required: Sequence[str], collector: _Collector) -> Iterable[_Row]:
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(name, 1, None, "is empty: expected a header line")
+    columns = [column.strip() for column in header]
+    missing = [column for column in required if column not in columns]
+    if missing:
+        raise TraceError(name, 1, missing[0], f"required column is missing (header: {','.join(columns)})")
+    for record in reader:
+        if not record or all(not value.strip() for value in record):
+            continue
+        if len(record) != len(columns):
+            collector.add(
+                TraceError(name, reader.line_num, None, f"has {len(record)} fields, the header has {len(columns)}")
+            )
+            continue
+        yield _Row(name, reader.line_num, dict(zip(columns, record, strict=True)))
 
 
 def _parse_all(

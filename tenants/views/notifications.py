@@ -3,11 +3,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.auth import AuthenticatedHttpRequest
+from portal.forms import id_from_text
 from tenants import selectors, services
 from tenants.forms import NotificationPreferencesForm
 
@@ -22,9 +23,12 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def notification_read(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Mark one notice (``id`` in the form) or all of them read; only ever the user's own."""
+    """Mark one notice (``id`` in the form) or, without an id, all of them read; only ever the
+    user's own. An id that is no id is refused rather than taken for "all"."""
     raw_id = request.POST.get("id", "")
-    notification_id = int(raw_id) if raw_id.isdigit() else None
+    notification_id = id_from_text(raw_id) if raw_id else None
+    if raw_id and notification_id is None:
+        return HttpResponseBadRequest("The notice's id must be a whole number.", content_type="text/plain")
     services.notification_mark_read(user=request.user, notification_id=notification_id)
     return redirect("tenants:notifications")
 
