@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
-from .capacity import AcceleratorPool, CapacityIndex, level_of
+from .capacity import AcceleratorPool, CapacityIndex, domain_gpus, level_of
 from .model import LEVEL_RANK, LEVELS, Job, Policy, Running
 from .placement import first_in_one_domain, fit_gang, gang_level, narrowest_level, nodes_needed, patience_s
 from .plan import Allocation
@@ -309,12 +309,7 @@ def reservation_start(  # noqa: PLR0913 (the last two: what the fast engine's cy
 
 def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:
     """Whether some domain of `level` has enough healthy nodes for `gpus` GPUs, when empty."""
-    _, largest, whole, rack_whole, pod_whole = pool.shape
-    if gpus <= pool.gpus_per_node:
-        return gpus <= largest
-    count = nodes_needed(gpus, pool.gpus_per_node)
-    room = {"node": 1, "rack": rack_whole, "pod": pod_whole}.get(level, whole)
-    return count <= room
+    return gpus <= domain_gpus(pool.shape, level)
 
 
 def _earliest_single(

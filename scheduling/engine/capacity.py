@@ -19,6 +19,21 @@ from .packing import RackPacking
 Shape = tuple[int, int, int, int, int]
 
 
+def domain_gpus(shape: Shape, level: str) -> int:
+    """The largest gang an empty fleet of `shape` holds within one domain of `level` (a topology
+    level; "fleet": anywhere): one node's GPUs up to the node size planning assumes, or, since a
+    larger gang takes whole nodes, the node size times the whole nodes of the domain with the most.
+
+    What could ever run: the submission refuses a gang larger than this at its required level, and
+    the explanation says a job waits for hardware or a domain when it is larger (`explain._short_of`)."""
+    gpus_per_node, largest, whole, rack_whole, pod_whole = shape
+    if level == "node":
+        room = min(1, whole)
+    else:
+        room = rack_whole if level == "rack" else pod_whole if level == "pod" else whole
+    return max(min(gpus_per_node, largest), room * gpus_per_node)
+
+
 class AcceleratorPool:
     """Free capacity of one accelerator type."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .backfill import HORIZON_S, ReleaseProfile, earliest_start, expected_end_s
-from .capacity import AcceleratorPool, Shape
+from .capacity import AcceleratorPool, Shape, domain_gpus
 from .model import LEVEL_RANK, Job
 from .placement import fit_gang, nodes_needed
 from .plan import (
@@ -205,17 +205,11 @@ class Blockers:
 
 def _short_of(shape: Shape, gpus: int, level: str | None) -> str | None:
     """`WAITS_HARDWARE` or `WAITS_DOMAIN` when even an empty fleet of today's healthy nodes could
-    not hold `gpus` GPUs within `level`, else None."""
-    gpn, largest, whole, rack_whole, pod_whole = shape
-    if gpus <= gpn:
-        return WAITS_HARDWARE if gpus > largest else None
-    count = nodes_needed(gpus, gpn)
-    if count > whole:
+    not hold `gpus` GPUs within `level` (`domain_gpus`), else None."""
+    if gpus > domain_gpus(shape, "fleet"):
         return WAITS_HARDWARE
-    if level is not None and LEVEL_RANK[level] < LEVEL_RANK["fleet"]:
-        room = 1 if level == "node" else rack_whole if level == "rack" else pod_whole
-        if count > room:
-            return f"{WAITS_DOMAIN}{level}"
+    if level is not None and gpus > domain_gpus(shape, level):
+        return f"{WAITS_DOMAIN}{level}"
     return None
 
 

@@ -71,7 +71,7 @@ RESERVED_FOR_TEXT = "nodes are reserved for job #{}, which starts first"
 WAITS_QUOTA_LIMIT = "quota-limit:"  # + team: larger than the team may ever run (guarantee + borrow)
 WAITS_QUOTA = "quota:"  # + team: the team's own running work must end first, beyond the horizon
 WAITS_HARDWARE = "hardware"  # more healthy GPUs or whole nodes than the accelerator has
-WAITS_DOMAIN = "domain:"  # + level: no rack (or pod) has enough healthy nodes for the gang
+WAITS_DOMAIN = "domain:"  # + level: no node (rack, pod) of today's healthy ones could hold the gang
 WAITS_JOB = "job:"  # + job id: the running job whose end makes room ends beyond the horizon
 WAITS_QUEUE = "queue"  # the work queued ahead of it runs beyond the horizon
 
@@ -84,6 +84,11 @@ WAITS_TEXTS: dict[str, str] = {
     WAITS_DOMAIN[:-1]: "when a {subject} of the fleet has enough healthy nodes for it",
     WAITS_JOB[:-1]: "when job #{subject} ends, beyond the next {horizon}",
     WAITS_QUEUE: "after more than {horizon} of work queued ahead of it",
+}
+# Where a form's words depend on its subject: a gang bound to one node but larger than the node
+# size never starts, however healthy the fleet (a rack or pod may yet get more healthy nodes).
+WAITS_TEXTS_BY_SUBJECT: dict[str, str] = {
+    f"{WAITS_DOMAIN}node": "never, at this size: more GPUs than one node holds",
 }
 
 
@@ -103,5 +108,5 @@ def waits_text(waits_for: str | None, *, horizon_s: float) -> str:
     if not waits_for:
         return "unknown"
     kind, _, subject = waits_for.partition(":")
-    text = WAITS_TEXTS.get(kind)
+    text = WAITS_TEXTS_BY_SUBJECT.get(waits_for) or WAITS_TEXTS.get(kind)
     return waits_for if text is None else text.format(subject=subject, horizon=f"{horizon_s / 86400:.0f} days")

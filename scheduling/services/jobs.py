@@ -12,9 +12,12 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
 from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
+from scheduling.engine.capacity import Shape, domain_gpus
+from scheduling.engine.model import LEVELS, Policy
+from scheduling.engine.schedule import smallest_size
 from scheduling.job_release import jobs_release
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -106,6 +109,12 @@ def _bound_errors(spec: JobSpec) -> dict[str, str]:
     return errors
 
 
+# Engine knobs admins cannot set, as every cycle runs them (`scheduling.convert.ENGINE_ONLY_FIELDS`):
+# the node size planning assumes (a larger gang takes whole nodes of it) and whether elastic jobs
+# may start at their minimum size.
+_ENGINE = Policy()
+
+
 @dataclass(frozen=True, slots=True)
 class _Lookups:
     """What checking and recording a submission reads, in two queries: the priority class, and the
@@ -115,45 +124,89 @@ class _Lookups:
     accelerator: AcceleratorType | None
     per_node_gpus: int | None  # the GPUs of its first node by name
     fleet_gpus: int
+    # The engine's `Shape` of the accelerator's nodes, all of them healthy: what the fleet could
+    # ever run, whatever is down today.
+    healthy_shape: Shape
     quota_guaranteed: int | None
     quota_borrow_limit: int | None  # None: unlimited, or no quota
     now_s: float
 
 
-def accelerator_lookups(*, accelerator_type_id: int, team_id: int) -> QuerySet[AcceleratorType, dict[str, Any]]:
+def _most_in_one(nodes: QuerySet[Node], domain: str) -> Subquery:
+    """The most of ``nodes`` that one ``domain`` (a rack, a pod) holds."""
+    return Subquery(nodes.values(domain).annotate(value=Count("pk")).order_by("-value").values("value")[:1])
+
+
+def accelerator_lookups(
+    *, accelerator_type_id: int, team_id: int, topology: bool = False
+) -> QuerySet[AcceleratorType, dict[str, Any]]:
     """The accelerator type, with the GPUs of its first node by name, the fleet's GPUs of it, the
-    team's quota on it and the fleet clock."""
-    nodes = Node.objects.filter(accelerator_type=OuterRef("pk"))
+    shape of its nodes (the largest node, the nodes that can be whole, and with ``topology`` how
+    many of those the fullest rack and the fullest pod have), the team's quota on it and the
+    fleet clock. The fleet-wide figures are aggregates over one join of its nodes."""
+    nodes = Node.objects.filter(accelerator_type=OuterRef("pk")).order_by()
+    whole_size = _ENGINE.gpus_per_node
+    whole = nodes.filter(gpus__gte=whole_size)
     quota = Quota.objects.filter(team_id=team_id, accelerator_type=OuterRef("pk"))
-    return AcceleratorType.objects.filter(pk=accelerator_type_id).values(
-        *attnames(AcceleratorType),
-        per_node_gpus=Subquery(nodes.order_by("name").values("gpus")[:1]),
-        fleet_gpus=Subquery(nodes.order_by().values("accelerator_type").annotate(total=Sum("gpus")).values("total")),
-        quota_guaranteed=Subquery(quota.values("guaranteed")[:1]),
-        quota_borrow_limit=Subquery(quota.values("borrow_limit")[:1]),
-        now_s=Subquery(FleetClock.objects.filter(pk=1).values("sim_now_s")),
-    )[:1]
+    domains = {"rack_whole_nodes": _most_in_one(whole, "rack"), "pod_whole_nodes": _most_in_one(whole, "rack__pod")}
+    return (
+        AcceleratorType.objects.filter(pk=accelerator_type_id)
+        .values(
+            *attnames(AcceleratorType),
+            per_node_gpus=Subquery(nodes.order_by("name").values("gpus")[:1]),
+            fleet_gpus=Sum("nodes__gpus"),
+            largest_node_gpus=Max("nodes__gpus"),
+            whole_nodes=Count("nodes", filter=Q(nodes__gpus__gte=whole_size)),
+            **(domains if topology else {}),
+            quota_guaranteed=Subquery(quota.values("guaranteed")[:1]),
+            quota_borrow_limit=Subquery(quota.values("borrow_limit")[:1]),
+            now_s=Subquery(FleetClock.objects.filter(pk=1).values("sim_now_s")),
+        )
+        .order_by()[:1]
+    )
+
+
+def accelerator_lookups_with_topology(
+    *, accelerator_type_id: int, team_id: int
+) -> QuerySet[AcceleratorType, dict[str, Any]]:
+    return accelerator_lookups(accelerator_type_id=accelerator_type_id, team_id=team_id, topology=True)
 
 
 def priority_class_row(*, priority_class_id: int) -> QuerySet[PriorityClass, dict[str, Any]]:
     return PriorityClass.objects.filter(pk=priority_class_id).values(*attnames(PriorityClass))[:1]
 
 
-# Every submission runs both: their SQL is built once (`CompiledQuery`), not on each submission.
+# Every submission runs two of these: their SQL is built once (`CompiledQuery`), not on each
+# submission. Counting the whole nodes per rack and per pod is most of the lookup's cost on a large
+# fleet, so only a submission bound to a domain (`JobSpec.required_level`) reads those counts.
 ACCELERATOR_LOOKUPS = CompiledQuery(accelerator_lookups, accelerator_type_id=int, team_id=int)
+ACCELERATOR_LOOKUPS_WITH_TOPOLOGY = CompiledQuery(
+    accelerator_lookups_with_topology, accelerator_type_id=int, team_id=int
+)
 PRIORITY_CLASS = CompiledQuery(priority_class_row, priority_class_id=int)
 JOB_INSERT = CompiledInsert(Job)
 EVENT_INSERT = CompiledInsert(SchedulerEvent)
 
 
 def _lookups(spec: JobSpec, team: Team) -> _Lookups:
-    row = ACCELERATOR_LOOKUPS.first(accelerator_type_id=spec.accelerator_type_id, team_id=team.pk) or {}
+    bound = spec.required_level in ("node", "rack", "pod")
+    lookups = ACCELERATOR_LOOKUPS_WITH_TOPOLOGY if bound else ACCELERATOR_LOOKUPS
+    row = lookups.first(accelerator_type_id=spec.accelerator_type_id, team_id=team.pk) or {}
+    whole = row.get("whole_nodes") or 0
     priority = PRIORITY_CLASS.first(priority_class_id=spec.priority_class_id)
     return _Lookups(
         priority=instance_from(PriorityClass, priority) if priority else None,
         accelerator=instance_from(AcceleratorType, row) if row else None,
         per_node_gpus=row.get("per_node_gpus"),
         fleet_gpus=row.get("fleet_gpus") or 0,
+        healthy_shape=(
+            _ENGINE.gpus_per_node,
+            row.get("largest_node_gpus") or 0,
+            whole,
+            # Read only for a required level: without one, only the fleet-wide figures matter.
+            row.get("rack_whole_nodes", whole) or 0,
+            row.get("pod_whole_nodes", whole) or 0,
+        ),
         quota_guaranteed=row.get("quota_guaranteed"),
         quota_borrow_limit=row.get("quota_borrow_limit"),
         now_s=row.get("now_s") or 0.0,
@@ -189,13 +242,42 @@ def _capacity_errors(spec: JobSpec, team: Team, accelerator: AcceleratorType, lo
         return {"accelerator_type": f"The fleet has no {accelerator.name} nodes."}
     if spec.gpus > per_node and spec.gpus % per_node:
         return {"gpus": f"Multi-node gangs take whole nodes: ask for a multiple of {per_node} GPUs."}
-    if spec.gpus > total:
+    # An elastic job can start at its minimum size, so that is the size that must fit.
+    size = smallest_size(spec.gpus, spec.min_gpus, _ENGINE.elastic)
+    if size > total:
         return {"gpus": f"The fleet has only {total} {accelerator.name} GPUs."}
+    level = spec.required_level if spec.required_level in LEVELS else "fleet"  # none, or refused above
+    if size > domain_gpus(looked_up.healthy_shape, level):
+        return {"gpus": _what_fits(accelerator.name, looked_up.healthy_shape, level, size < spec.gpus)}
     guaranteed, borrow_limit = looked_up.quota_guaranteed, looked_up.quota_borrow_limit
     if guaranteed is not None and borrow_limit is not None and spec.gpus > guaranteed + borrow_limit:
         limit = guaranteed + borrow_limit
         return {"gpus": f"{team.name} may use at most {limit} {accelerator.name} GPUs (guarantee plus borrowing)."}
     return {}
+
+
+_WITHIN = {"node": "within one node", "rack": "within one rack", "pod": "within one pod", "fleet": "in all"}
+
+
+def _what_fits(accelerator: str, shape: Shape, level: str, elastic: bool) -> str:
+    """The largest gang a healthy fleet of ``shape`` holds within one domain of ``level``, then
+    within each wider level until one holds as much as the whole fleet, in words."""
+    anywhere = domain_gpus(shape, "fleet")
+    if level == "fleet":
+        words = (
+            f"On {accelerator} a gang can have at most {anywhere} GPUs"
+            f" (one larger than a node takes whole nodes of {shape[0]} GPUs)."
+        )
+    else:
+        bounds: list[tuple[str, int]] = []
+        for wider in LEVELS[LEVELS.index(level) :]:
+            bounds.append((wider, domain_gpus(shape, wider)))
+            if bounds[-1][1] >= anywhere:
+                break
+        (_, most), *wider_bounds = bounds
+        words = f"On {accelerator} a gang that must fit {_WITHIN[level]} can have at most {most} GPUs"
+        words += "".join(f"; {_WITHIN[wider]} at most {gpus}" for wider, gpus in wider_bounds) + "."
+    return f"{words} An elastic job must fit at its minimum size." if elastic else words
 
 
 @transaction.atomic

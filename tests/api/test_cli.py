@@ -96,6 +96,19 @@ def test_an_invalid_submission_names_the_field_and_exits_7(as_lead: Run) -> None
     assert not Job.objects.exists()
 
 
+def test_a_gang_no_node_can_hold_is_refused_with_what_fits_and_exits_7(as_lead: Run) -> None:
+    code, _, err = as_lead(
+        "submit", "--team", "language-models", "--name", "x", "--gpus", "16", "--duration", "1h",
+        "--required-level", "node",
+    )  # fmt: skip
+
+    assert code == cli.EXIT_INVALID
+    assert (
+        "gpus: On H100 a gang that must fit within one node can have at most 8 GPUs; within one rack at most 16" in err
+    )
+    assert not Job.objects.exists()
+
+
 def test_quota_request_quota_and_usage(people: People, as_lead: Run, live_server: Any) -> None:
     code, table, _ = as_lead("quota")
     assert code == 0 and "language-models  H100" in table

@@ -15,7 +15,13 @@ from api.services import api_token_create
 from api.views.jobs import MEMBER_TEAM
 from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
 from scheduling.models import AcceleratorType, Job, SchedulerEvent
-from scheduling.services.jobs import ACCELERATOR_LOOKUPS, EVENT_INSERT, JOB_INSERT, PRIORITY_CLASS
+from scheduling.services.jobs import (
+    ACCELERATOR_LOOKUPS,
+    ACCELERATOR_LOOKUPS_WITH_TOPOLOGY,
+    EVENT_INSERT,
+    JOB_INSERT,
+    PRIORITY_CLASS,
+)
 from tenants.models import PriorityClass, Team
 from tests.api.conftest import People
 
@@ -46,9 +52,13 @@ def test_each_compiled_query_answers_as_its_queryset(people: People) -> None:
     accelerators = [fleet.accelerator.pk, AcceleratorType.objects.create(name="A100", memory_gb=80).pk, 10**6]
     for accelerator_type_id in accelerators:
         for team in teams:
-            rows = _same_rows(ACCELERATOR_LOOKUPS, accelerator_type_id=accelerator_type_id, team_id=team.pk)
+            for lookups in (ACCELERATOR_LOOKUPS, ACCELERATOR_LOOKUPS_WITH_TOPOLOGY):
+                rows = _same_rows(lookups, accelerator_type_id=accelerator_type_id, team_id=team.pk)
     rows = ACCELERATOR_LOOKUPS.rows(accelerator_type_id=fleet.accelerator.pk, team_id=fleet.team.pk)
     assert rows[0]["fleet_gpus"] == 32 and rows[0]["quota_borrow_limit"] == 64
+    assert (rows[0]["largest_node_gpus"], rows[0]["whole_nodes"]) == (8, 4)
+    rows = ACCELERATOR_LOOKUPS_WITH_TOPOLOGY.rows(accelerator_type_id=fleet.accelerator.pk, team_id=fleet.team.pk)
+    assert (rows[0]["rack_whole_nodes"], rows[0]["pod_whole_nodes"]) == (2, 4)
     for priority_class_id in [*PriorityClass.objects.values_list("pk", flat=True), 10**6]:
         _same_rows(PRIORITY_CLASS, priority_class_id=priority_class_id)
 

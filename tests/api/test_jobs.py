@@ -69,6 +69,43 @@ def test_bad_submissions_are_refused_field_by_field_in_one_format_and_nothing_is
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"gpus": 16, "required_level": "node"},
+            "On H100 a gang that must fit within one node can have at most 8 GPUs;"
+            " within one rack at most 16; within one pod at most 32.",
+        ),
+        (
+            {"gpus": 24, "required_level": "rack"},
+            "On H100 a gang that must fit within one rack can have at most 16 GPUs; within one pod at most 32.",
+        ),
+    ],
+)
+def test_a_gang_no_healthy_fleet_of_this_shape_could_hold_is_refused_with_what_fits(
+    people: People, overrides: dict[str, object], message: str
+) -> None:
+    response = people.client("member").post("/api/v1/jobs/", submission(people.fleet, **overrides), format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["type"] == "validation_error"
+    assert [(error["attr"], error["detail"]) for error in body["errors"]] == [("gpus", message)]
+    assert not Job.objects.exists()
+
+
+def test_a_gang_that_fits_its_required_level_is_taken(people: People) -> None:
+    client = people.client("member")
+
+    for gpus, level in ((8, "node"), (16, "rack"), (32, "pod")):
+        response = client.post(
+            "/api/v1/jobs/", submission(people.fleet, gpus=gpus, required_level=level), format="json"
+        )
+        assert response.status_code == 201, response.json()
+    assert Job.objects.count() == 3
+
+
 def test_a_submission_may_declare_that_the_job_checkpoints_when_preempted(people: People) -> None:
     payload = submission(people.fleet, checkpoint_on_preempt=True)
 

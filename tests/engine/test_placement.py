@@ -3,6 +3,10 @@ from __future__ import annotations
 import pytest
 
 from scheduling.engine import Node, Policy, Reserve
+from scheduling.engine.capacity import CapacityIndex, Shape, domain_gpus
+from scheduling.engine.explain import _short_of
+from scheduling.engine.model import LEVELS
+from scheduling.engine.vocabulary import WAITS_DOMAIN, WAITS_HARDWARE
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -246,3 +250,37 @@ def test_a_gang_that_cannot_reserve_the_pod_it_would_wait_for_starts_across_pods
 
     (start,) = plan.starts()
     assert (start.job_id, start.level) == ("gang", "fleet")
+
+
+def _shape(nodes: tuple[Node, ...]) -> Shape:
+    return CapacityIndex(nodes, {}, Policy().gpus_per_node).pools["a100"].shape
+
+
+@pytest.mark.parametrize(
+    ("nodes", "most"),
+    [
+        # pods x racks x nodes x GPUs: the largest gang one node, rack, pod and the fleet hold.
+        (fleet("2x4x8x8"), {"node": 8, "rack": 64, "pod": 256, "fleet": 512}),
+        (fleet("1x2x2x8"), {"node": 8, "rack": 16, "pod": 32, "fleet": 32}),
+        # Nodes smaller than the node size planning assumes are never whole: one node is the most.
+        (fleet("1x2x2x4"), {"node": 4, "rack": 4, "pod": 4, "fleet": 4}),
+        # Down and degraded nodes hold nothing, or less, until they are healthy again.
+        (
+            (Node("n1", "p", "r", "a100", healthy_gpus=0), Node("n2", "p", "r", "a100", healthy_gpus=6)),
+            {"node": 6, "rack": 6, "pod": 6, "fleet": 6},
+        ),
+        (
+            (Node("n1", "p", "r1", "a100"), Node("n2", "p", "r2", "a100"), Node("n3", "q", "r3", "a100")),
+            {"node": 8, "rack": 8, "pod": 16, "fleet": 24},
+        ),
+    ],
+)
+def test_the_largest_gang_each_level_holds_follows_the_fleets_healthy_shape(
+    nodes: tuple[Node, ...], most: dict[str, int]
+) -> None:
+    shape = _shape(nodes)
+
+    assert {level: domain_gpus(shape, level) for level in LEVELS} == most
+    for level, gpus in most.items():  # the explanation says the same of one more GPU
+        assert _short_of(shape, gpus, level) is None
+        assert _short_of(shape, gpus + 1, level) in (WAITS_HARDWARE, f"{WAITS_DOMAIN}{level}")

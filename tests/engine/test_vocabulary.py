@@ -29,6 +29,8 @@ def test_every_form_of_what_a_blocked_job_waits_for_has_its_text() -> None:
         ("quota-limit:7", "never, at this size: more GPUs than team 7 may use (guarantee plus borrow limit)"),
         ("job:12", "when job #12 ends, beyond the next 30 days"),
         ("domain:rack", "when a rack of the fleet has enough healthy nodes for it"),
+        # No number of healthy nodes makes a gang larger than a node fit within one.
+        ("domain:node", "never, at this size: more GPUs than one node holds"),
         ("queue", "after more than 30 days of work queued ahead of it"),
         ("something-new", "something-new"),
         (None, "unknown"),

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from scheduling.live.waits import JobWait, job_waits_for
-from scheduling.models import Job
+from scheduling.models import Job, Node
 from scheduling.selectors import JobRow, job_rows, pending_jobs_for_team
 from scheduling.templatetags.fleet import starts_in
 from tests.factories import MembershipFactory
@@ -36,9 +36,15 @@ def test_an_estimate_reads_as_a_time_or_as_what_the_job_waits_for(wait: JobWait 
     assert starts_in(wait, 60.0).startswith(shown)
 
 
+def _one_node_down_in_each_rack() -> None:
+    Node.objects.filter(name__endswith="-n2").update(state=Node.State.DOWN, healthy_gpus=0)
+
+
 def test_a_job_no_rack_can_hold_shows_what_it_waits_for_instead_of_a_date(fleet: Fleet) -> None:
-    # Racks of two 8-GPU nodes: a 24-GPU gang bound to one rack can never start.
-    job = fleet.submit(gpus=24, name="wide", required_level="rack")
+    # Racks of two 8-GPU nodes, one of them down: no rack holds a 16-GPU gang bound to one rack
+    # until a node comes back.
+    job = fleet.submit(gpus=16, name="wide", required_level="rack")
+    _one_node_down_in_each_rack()
     fleet.tick()
 
     wait = job_waits_for(job_ids=[job.pk])[job.pk]
@@ -54,7 +60,8 @@ def test_a_job_no_rack_can_hold_shows_what_it_waits_for_instead_of_a_date(fleet:
 
 def test_the_pages_read_each_job_with_its_wait_and_patch_no_row(fleet: Fleet) -> None:
     fits = fleet.submit(gpus=8, name="fits")
-    wide = fleet.submit(gpus=24, name="wide", required_level="rack")
+    wide = fleet.submit(gpus=16, name="wide", required_level="rack")
+    _one_node_down_in_each_rack()
     fleet.tick()
 
     rows = job_rows(jobs=Job.objects.filter(pk__in=[fits.pk, wide.pk]).order_by("pk"))

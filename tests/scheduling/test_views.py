@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from scheduling.cycle.snapshot import snapshot_build
-from scheduling.models import Job, SchedulerEvent
+from scheduling.models import Job, Node, SchedulerEvent
 from tenants.roles import FLEET_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.scheduling.conftest import Fleet
@@ -98,6 +98,78 @@ def test_the_submit_form_rejects_bad_input_with_a_clear_message_and_saves_nothin
     assert response.status_code == 200
     assert message in " ".join(response.context["form"].errors[field])
     assert not Job.objects.exists()
+
+
+# The fleet: one pod of two racks of two 8-GPU nodes.
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"gpus": 16, "required_level": "node"},
+            "On H100 a gang that must fit within one node can have at most 8 GPUs;"
+            " within one rack at most 16; within one pod at most 32.",
+        ),
+        (
+            {"gpus": 24, "required_level": "rack"},
+            "On H100 a gang that must fit within one rack can have at most 16 GPUs; within one pod at most 32.",
+        ),
+        (
+            {"gpus": 16, "min_gpus": 16, "max_gpus": 16, "required_level": "node"},
+            "within one node can have at most 8 GPUs",
+        ),
+        (
+            {"gpus": 32, "min_gpus": 24, "max_gpus": 32, "required_level": "rack"},
+            "within one rack can have at most 16 GPUs; within one pod at most 32."
+            " An elastic job must fit at its minimum size.",
+        ),
+    ],
+)
+def test_the_submit_form_refuses_a_gang_no_healthy_fleet_of_this_shape_could_hold_and_says_what_fits(
+    fleet: Fleet, member: Client, overrides: dict[str, object], message: str
+) -> None:
+    response = member.post("/jobs/new/", _form(fleet, **overrides))
+
+    assert response.status_code == 200
+    assert message in " ".join(response.context["form"].errors["gpus"])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"gpus": 8, "required_level": "node"},
+        {"gpus": 16, "required_level": "rack"},
+        {"gpus": 32, "required_level": "pod"},
+        # Elastic: it can start at 8 GPUs on one node, and grow wider when it may.
+        {"gpus": 16, "min_gpus": 8, "max_gpus": 16, "required_level": "node"},
+        {"gpus": 32, "min_gpus": 16, "max_gpus": 32, "required_level": "rack"},
+    ],
+)
+def test_the_submit_form_takes_a_gang_that_fits_within_its_required_level(
+    fleet: Fleet, member: Client, overrides: dict[str, object]
+) -> None:
+    response = member.post("/jobs/new/", _form(fleet, **overrides))
+
+    assert response.status_code == 302, response.context["form"].errors
+    assert Job.objects.get().gpus == overrides["gpus"]
+
+
+def test_an_elastic_gang_larger_than_its_required_domain_starts_at_a_size_that_fits(fleet: Fleet) -> None:
+    job = fleet.submit(gpus=16, min_gpus=8, max_gpus=16, required_level="node")
+    fleet.tick()
+
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+    assert [allocation.gpus for allocation in job.allocations.all()] == [8]
+
+
+def test_a_gang_that_fits_a_healthy_fleet_is_taken_while_nodes_are_down(fleet: Fleet, member: Client) -> None:
+    Node.objects.filter(name__endswith="-n2").update(state=Node.State.DOWN, healthy_gpus=0)
+
+    response = member.post("/jobs/new/", _form(fleet, gpus=16, required_level="rack"))
+
+    assert response.status_code == 302
+    assert Job.objects.get().required_level == "rack"
 
 
 def test_a_member_cannot_submit_for_a_team_they_are_not_in(fleet: Fleet, outsider: Client) -> None:
