@@ -26,10 +26,11 @@ from prometheus_client.utils import floatToGoString
 from redis.exceptions import RedisError
 
 from observability.counters import EVENTS, LEDGER, counter_totals
+from scheduling.engine.quota import borrowed_gpus
 from scheduling.live.cycle_timings import StepHistogram, cycle_timings_read
 from scheduling.live.waits import NEW_JOB_REASON, WAITS_KEY
 from scheduling.models import AcceleratorType, Allocation, FleetClock, Incident, Job, Node
-from tenants.models import Team
+from tenants.models import Quota, Team
 
 # Fleet seconds from a failure to its detection, and to the gangs computing again.
 DETECTION_BUCKETS_S: tuple[float, ...] = (10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -125,17 +126,27 @@ def _read_nodes(metrics: FleetMetrics) -> None:
 
 
 def _read_allocations(metrics: FleetMetrics) -> None:
+    """GPUs held by running jobs, and what each team borrows of them: per accelerator, those beyond
+    its guarantee (`borrowed_gpus`, as the usage ledger books it), whatever its runs' `borrowing`
+    flags say (they record how each run was admitted, not what the team borrows now)."""
     rows = (
         Allocation.objects.filter(job__state=Job.State.RUNNING)
-        .values("job__team__slug", "job__accelerator_type__name", "job__kind", "job__borrowing")
+        .values("job__team__slug", "job__accelerator_type__name", "job__kind")
         .annotate(gpus=Sum("gpus"))
     )
+    held: dict[tuple[str, str], int] = {}
     for row in rows:
         team, accelerator = row["job__team__slug"], row["job__accelerator_type__name"]
         key = (team, accelerator, row["job__kind"])
         metrics.allocated_gpus[key] = metrics.allocated_gpus.get(key, 0) + row["gpus"]
-        if row["job__borrowing"]:
-            metrics.borrowed_gpus[(team, accelerator)] = metrics.borrowed_gpus.get((team, accelerator), 0) + row["gpus"]
+        held[(team, accelerator)] = held.get((team, accelerator), 0) + row["gpus"]
+    # Every quota row (one per team and accelerator, a few hundred at most): one query, whatever runs.
+    guarantees = Quota.objects.values_list("team__slug", "accelerator_type__name", "guaranteed")
+    guaranteed = {(team, accelerator): gpus for team, accelerator, gpus in guarantees}
+    for group, gpus in held.items():
+        borrowed = borrowed_gpus(gpus, guaranteed.get(group, 0))  # no quota row: no guarantee
+        if borrowed:
+            metrics.borrowed_gpus[group] = borrowed
 
 
 def _read_jobs(metrics: FleetMetrics, raw_pending: bytes | None) -> None:

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduling.engine.quota import borrowed_gpus
+
 Group = tuple[int, str]  # team id, accelerator name
 
 
@@ -64,7 +66,7 @@ def _group_split(spans: list[Span], guaranteed: int) -> list[float]:
     for now, upto in zip(times, times[1:], strict=False):
         flagged += delta[now][0]
         other += delta[now][1]
-        excess = max(0, flagged + other - guaranteed)
+        excess = borrowed_gpus(flagged + other, guaranteed)
         from_flagged = min(excess, flagged)
         seconds = upto - now
         flagged_per_gpu[upto] = flagged_per_gpu[now] + (from_flagged / flagged * seconds if flagged else 0.0)

@@ -46,6 +46,13 @@ _OWN = Admission(borrowing=False, within_guarantee=True)
 _BORROWED = Admission(borrowing=True, within_guarantee=False)
 
 
+def borrowed_gpus(held: int, guaranteed: int) -> int:
+    """What a team borrows of an accelerator while it holds `held` GPUs of it: those beyond its
+    guarantee (none below it, whatever its runs were admitted as). The ledger books this, summed
+    over time (`scheduling.cycle.borrowed`), and /metrics shows it (`fleetline_gpus_borrowed`)."""
+    return max(0, held - guaranteed)
+
+
 @dataclass(slots=True)
 class _Account:
     guaranteed: int
@@ -60,7 +67,7 @@ class _Account:
         return min(self.lend_cap, max(0, self.guaranteed - self.used))
 
     def borrowed(self) -> int:
-        return max(0, self.used - self.guaranteed)
+        return borrowed_gpus(self.used, self.guaranteed)
 
     def beyond(self, gpus: int) -> int:
         """How many of `gpus` more GPUs would lie beyond the guarantee."""

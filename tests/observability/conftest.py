@@ -16,7 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY, cycle_timings_record
 from scheduling.live.waits import WAITS_KEY
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node, SchedulerEvent, UsageSample
-from tests.factories import AcceleratorTypeFactory, NodeFactory, PriorityClassFactory, RackFactory, TeamFactory
+from tests.factories import (
+    AcceleratorTypeFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    QuotaFactory,
+    RackFactory,
+    TeamFactory,
+)
 
 
 def redis_client() -> redis.Redis:
@@ -25,8 +32,9 @@ def redis_client() -> redis.Redis:
 
 @pytest.fixture
 def known_fleet(db: None) -> dict[str, Any]:
-    """Two H100 nodes up and one down, one A100 node; team alpha runs 8 training GPUs and waits
-    with two jobs, team beta runs 4 serving GPUs on borrowed quota and waits with one."""
+    """Two H100 nodes up and one down, one A100 node; team alpha runs 8 training GPUs, all of its
+    guarantee, and waits with two jobs, team beta (no guarantee) runs 4 serving GPUs on borrowed
+    quota and waits with one."""
     redis_client().delete(CYCLE_TIMINGS_KEY, WAITS_KEY)
     h100, a100 = AcceleratorTypeFactory(name="H100"), AcceleratorTypeFactory(name="A100")
     rack = RackFactory()
@@ -35,6 +43,7 @@ def known_fleet(db: None) -> dict[str, Any]:
     NodeFactory(rack=rack, accelerator_type=h100, state=Node.State.DOWN, healthy_gpus=0)
     NodeFactory(rack=rack, accelerator_type=a100, gpus=4, healthy_gpus=4)
     alpha, beta = TeamFactory(slug="alpha"), TeamFactory(slug="beta")
+    QuotaFactory(team=alpha, accelerator_type=h100, guaranteed=8)
     training = PriorityClassFactory(name="training", kind="training")
     common = {"priority_class": training, "accelerator_type": h100, "duration_s": 3600.0, "submit_s": 0.0}
     running = {"state": Job.State.RUNNING, "started_s": 0.0, "anchor_s": 0.0}

@@ -11,7 +11,9 @@ from django.utils import timezone
 
 from observability.selectors import fleet_metrics_read
 from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY
-from scheduling.models import FleetClock, Incident, Node
+from scheduling.models import AcceleratorType, Allocation, FleetClock, Incident, Job, Node
+from tenants.models import PriorityClass
+from tests.factories import QuotaFactory
 from tests.observability.conftest import redis_client, scrape
 
 
@@ -39,6 +41,32 @@ def test_the_gauges_describe_the_fleet_as_it_stands(client: Client, known_fleet:
     assert _value(samples, "fleetline_fleet_time_seconds") == 5000
     assert _value(samples, "fleetline_redis_up") == 1
     assert 4 <= _value(samples, "fleetline_cycle_last_tick_age_seconds") < 60
+
+
+def test_a_team_borrows_only_the_gpus_it_holds_beyond_its_guarantee(client: Client, known_fleet: dict) -> None:
+    beta, h100 = known_fleet["beta"], AcceleratorType.objects.get(name="H100")
+    QuotaFactory(team=beta, accelerator_type=h100, guaranteed=6)
+    # A second run admitted on borrowed quota: beta holds 8 GPUs, every run flagged borrowing.
+    second = Job.objects.create(
+        team=beta,
+        name="b2",
+        gpus=4,
+        kind="serving",
+        borrowing=True,
+        state=Job.State.RUNNING,
+        started_s=0.0,
+        anchor_s=0.0,
+        priority_class=PriorityClass.objects.get(name="training"),
+        accelerator_type=h100,
+        duration_s=3600.0,
+        submit_s=0.0,
+    )
+    Allocation.objects.create(job=second, node=Node.objects.filter(allocated_gpus=4).get(), gpus=4)
+
+    samples = scrape(client)
+
+    assert _value(samples, "fleetline_gpus_allocated", team="beta", accelerator="H100", kind="serving") == 8
+    assert _value(samples, "fleetline_gpus_borrowed", team="beta", accelerator="H100") == 2
 
 
 def test_the_counters_come_from_durable_rows(client: Client, known_fleet: dict) -> None:
@@ -105,7 +133,7 @@ def test_a_cycle_run_by_the_leader_records_its_step_times(known_fleet: dict) -> 
 
 
 def test_the_fleet_figures_take_a_fixed_number_of_queries(known_fleet: dict, django_assert_num_queries: Any) -> None:
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         fleet_metrics_read()
 
 
