@@ -72,25 +72,41 @@ class Bench:
         self.token = int(time.time())
         self.backend: Any = backend_get()
         self.decided: dict[int, float] = {}
+        self.failed_ticks: list[str] = []
 
     def tick(self) -> None:
         from django.utils import timezone
 
+        from scheduling.backends.slurm_api import SlurmError
         from scheduling.cycle.tick import cycle_tick
         from scheduling.models import Job
 
         self.token += 1
         before = set(Job.objects.filter(state="running").values_list("id", flat=True))
-        cycle_tick(token=self.token, wall_now=timezone.now())
+        try:
+            cycle_tick(token=self.token, wall_now=timezone.now())
+        except SlurmError as error:  # as the leader does: the next tick tries again
+            self.failed_ticks.append(str(error)[:200])
+            return
         committed = time.time()
         for job_id in Job.objects.filter(state="running").exclude(id__in=before).values_list("id", flat=True):
             self.decided.setdefault(job_id, committed)
 
     def until(self, done: Any, timeout_s: float, what: str) -> None:
+        from django.db.models import Count
+
+        from scheduling.models import Job
+
         deadline = time.monotonic() + timeout_s
         while not done():
             if time.monotonic() > deadline:
-                raise SystemExit(f"not within {timeout_s:.0f} s: {what}")
+                jobs = dict(Job.objects.values_list("state").annotate(n=Count("id")))
+                runs: dict[str, int] = {}
+                for run in self.backend.client.jobs(self.backend.prefix):
+                    key = f"{run.state}{' held' if run.held else ''}"
+                    runs[key] = runs.get(key, 0) + 1
+                failed = self.failed_ticks[:3]
+                raise SystemExit(f"not within {timeout_s:.0f} s: {what}; jobs {jobs}, runs {runs}, failures {failed}")
             started = time.monotonic()
             self.tick()
             time.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
@@ -101,7 +117,7 @@ class Bench:
         return job_dir(self.backend.shared_dir, self.backend.prefix, job_id)
 
 
-def _seed(users: list[str]) -> dict[str, Any]:
+def _seed(users: list[str], fleet_gpus: int) -> dict[str, Any]:
     from django.contrib.auth.models import User
 
     from scheduling.models import AcceleratorType, ClusterAccount, FleetClock
@@ -111,8 +127,8 @@ def _seed(users: list[str]) -> dict[str, Any]:
     department = Department.objects.create(name="Research")
     owner = Team.objects.create(department=department, name="Owners", slug="owners")
     borrower = Team.objects.create(department=department, name="Borrowers", slug="borrowers")
-    Quota.objects.create(team=owner, accelerator_type=h100, guaranteed=64, borrow_limit=0)
-    Quota.objects.create(team=borrower, accelerator_type=h100, guaranteed=0, borrow_limit=64)
+    Quota.objects.create(team=owner, accelerator_type=h100, guaranteed=fleet_gpus, borrow_limit=0)
+    Quota.objects.create(team=borrower, accelerator_type=h100, guaranteed=0, borrow_limit=fleet_gpus)
     FleetPolicy.objects.create(pk=FleetPolicy.SINGLETON_ID, preemption_grace_s=5.0)
     training = PriorityClass.objects.create(name="training", value=300, kind="training", preemptible=True)
     FleetClock.objects.create(pk=1, sim_now_s=0.0)
@@ -264,7 +280,15 @@ def main() -> None:
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--keep-cluster", action="store_true")
+    parser.add_argument(
+        "--gpus-per-node", type=int, default=8, help="fake GPUs per node (64: all 500 one-GPU jobs fit at once)"
+    )
+    parser.add_argument(
+        "--only", choices=["latency", "preemption", "dead-node", "throughput"], action="append", help="these parts only"
+    )
     args = parser.parse_args()
+    CLUSTER_ENV["FLEETLINE_SLURM_GPUS_PER_NODE"] = str(args.gpus_per_node)
+    parts = set(args.only or ["latency", "preemption", "dead-node", "throughput"])
 
     up_started = time.monotonic()
     devcluster("up")
@@ -294,16 +318,25 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     try:
-        seeded = _seed(CLUSTER_ENV["FLEETLINE_SLURM_USERS"].split())
+        seeded = _seed(CLUSTER_ENV["FLEETLINE_SLURM_USERS"].split(), 8 * args.gpus_per_node)
         bench = Bench(args.interval)
         since = time.time()
         bench.tick()
-        result: dict[str, Any] = {"cluster_up_s": round(cluster_up_s, 1), "tick_interval_s": args.interval}
-        result["start_latency_s"] = start_latency(bench, seeded, args.latency_runs)
-        result["preemption"] = preemption(bench, seeded)
-        result["dead_node"] = dead_node(bench, seeded)
-        result["throughput"] = throughput(bench, seeded, args.jobs)
+        result: dict[str, Any] = {
+            "cluster_up_s": round(cluster_up_s, 1),
+            "tick_interval_s": args.interval,
+            "gpus_per_node": args.gpus_per_node,
+        }
+        if "latency" in parts:
+            result["start_latency_s"] = start_latency(bench, seeded, args.latency_runs)
+        if "preemption" in parts:
+            result["preemption"] = preemption(bench, seeded)
+        if "dead-node" in parts:
+            result["dead_node"] = dead_node(bench, seeded)
+        if "throughput" in parts:
+            result["throughput"] = throughput(bench, seeded, args.jobs)
         result["ledger_vs_sacct"] = ledger_vs_sacct(bench, since)
+        result["failed_ticks"] = {"count": len(bench.failed_ticks), "first": bench.failed_ticks[:3]}
         print(json.dumps(result, indent=2))
     finally:
         if not args.keep_cluster:

@@ -263,6 +263,8 @@ FLEETLINE_SLURM_URL = os.environ.get("FLEETLINE_SLURM_URL", "http://127.0.0.1:68
 # and runs as, its submitter's own account.
 FLEETLINE_SLURM_JWT_KEY = os.environ.get("FLEETLINE_SLURM_JWT_KEY", "")
 FLEETLINE_SLURM_ADMIN_USER = os.environ.get("FLEETLINE_SLURM_ADMIN_USER", "root")
+# How long one call to slurmrestd may take (a tick that cannot reach Slurm fails and is retried).
+FLEETLINE_SLURM_TIMEOUT_S = float(os.environ.get("FLEETLINE_SLURM_TIMEOUT_S", "15"))
 # The slurm.conf of the cluster, for ``scontrol show topology`` (racks and pods).
 FLEETLINE_SLURM_CONF = os.environ.get("FLEETLINE_SLURM_CONF") or os.environ.get("SLURM_CONF", "")
 FLEETLINE_SLURM_PARTITION = os.environ.get("FLEETLINE_SLURM_PARTITION", "")

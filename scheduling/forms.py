@@ -11,6 +11,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from portal.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,
@@ -68,13 +69,13 @@ class JobSubmitForm(forms.Form):
         label="Accelerator",
         help_text="Defaults to the type your team has the most quota for.",
     )
-    gpus = forms.IntegerField(
+    gpus = AsciiIntegerField(
         min_value=1,
         max_value=MAX_GANG_GPUS,
         label="GPUs (gang size)",
         help_text="All start together or none does. Above one node's GPUs, whole nodes are taken.",
     )
-    min_gpus = forms.IntegerField(
+    min_gpus = AsciiIntegerField(
         min_value=1,
         max_value=MAX_GANG_GPUS,
         required=False,
@@ -82,21 +83,21 @@ class JobSubmitForm(forms.Form):
         help_text="Optional. The job may start, or shrink under pressure, down to this many GPUs; it runs "
         "slower in proportion.",
     )
-    max_gpus = forms.IntegerField(
+    max_gpus = AsciiIntegerField(
         min_value=1,
         max_value=MAX_GANG_GPUS,
         required=False,
         label="Elastic: maximum GPUs",
         help_text="Optional. The job may grow up to this many GPUs when they are idle.",
     )
-    duration_h = forms.FloatField(
+    duration_h = AsciiFloatField(
         min_value=0.01,
         max_value=MAX_DURATION_S / 3600,
         label="Work at full size (hours)",
         help_text="How long the job computes on its full gang. It takes longer when shrunk, spread over "
         "pods, or preempted.",
     )
-    time_limit_h = forms.FloatField(
+    time_limit_h = AsciiFloatField(
         min_value=0.01,
         max_value=MAX_TIME_LIMIT_S / 3600,
         required=False,
@@ -104,7 +105,7 @@ class JobSubmitForm(forms.Form):
         help_text="Optional. The job is stopped at this point of its run. A tight limit lets it fill gaps "
         "sooner (backfill); within your team, shorter limits go first.",
     )
-    checkpoint_interval_min = forms.FloatField(
+    checkpoint_interval_min = AsciiFloatField(
         min_value=1,
         max_value=MAX_CHECKPOINT_INTERVAL_S / 60,
         required=False,
@@ -112,7 +113,7 @@ class JobSubmitForm(forms.Form):
         help_text="Optional. After a preemption or failure the job resumes from its last checkpoint; "
         "without checkpoints it starts over.",
     )
-    checkpoint_gb = forms.FloatField(
+    checkpoint_gb = AsciiFloatField(
         min_value=0,
         max_value=MAX_CHECKPOINT_GB,
         required=False,

@@ -171,6 +171,7 @@ class SlurmBackend:
             settings.FLEETLINE_SLURM_URL,
             jwt_key_path=settings.FLEETLINE_SLURM_JWT_KEY,
             admin_user=settings.FLEETLINE_SLURM_ADMIN_USER,
+            timeout_s=settings.FLEETLINE_SLURM_TIMEOUT_S,
             slurm_conf=settings.FLEETLINE_SLURM_CONF or None,
         )
         return cls(

@@ -125,7 +125,7 @@ def test_a_key_that_is_too_long_or_not_ascii_is_refused(fleet: Fleet, key: str) 
     response = _submit(_client(fleet), _payload(fleet), key)
 
     assert response.status_code == 400
-    assert "Idempotency-Key must be at most 255 printable ASCII characters" in _errors(response, "idempotency_key")[0]
+    assert "Idempotency-Key must be 1 to 255 printable ASCII characters" in _errors(response, "idempotency_key")[0]
     assert not Job.objects.exists()
 
 
