@@ -5,6 +5,8 @@ runs Fleetline's live cycle against it in this process (a tick every ``--interva
 the cycle leader does), and measures, on real processes:
 - ``start_latency_s``: the deciding tick's commit -> the job's first process running (its own
   clock, written by the job), for gangs of 8 and 16 GPUs;
+- ``slow_node``: a 16-GPU gang's node throttled (its processes stopped and continued in a duty
+  cycle): MTTD (throttle -> slow incident; never dead) and when the gang runs elsewhere;
 - ``dead_node``: a 16-GPU gang's node killed (slurmd and job processes): MTTD (kill -> incident)
   and MTTR (kill -> the gang's next run computing again from its checkpoint);
 - ``preemption``: a borrowed 64-GPU job that checkpoints on SIGUSR1, preempted by an owner's
@@ -236,21 +238,126 @@ def preemption(bench: Bench, seeded: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _job_processes(job_id: int, node: str, account: str) -> list[int]:
+    """The job's own processes on ``node``: its account's, with SLURMD_NODENAME naming the node."""
+    import pwd
+
+    uid, pids = pwd.getpwnam(account).pw_uid, []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or proc.stat().st_uid != uid:
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURMD_NODENAME={node}".encode() in environ and f"FLEETLINE_JOB_ID={job_id}".encode() in environ:
+            pids.append(int(proc.name))
+    return pids
+
+
+def slow_node(bench: Bench, seeded: dict[str, Any]) -> dict[str, Any]:
+    """A 16-GPU gang's second node throttled (its processes stopped 1 s of every 1.3 s, so its
+    slurmd still answers): time until Fleetline flags it slow, and that it never calls it dead."""
+    import signal
+    import threading
+
+    from scheduling.models import Incident, Job
+    from scheduling.services.jobs import job_cancel
+
+    progress = STEPPING.replace(
+        "  step=$((step + 1))", '  step=$((step + 1)); echo "$(date +%s.%N) $step" >> "$FLEETLINE_PROGRESS_FILE"'
+    )
+    job_id = _submit(seeded, "lead", gpus=16, command=progress, name="gang-slow")
+    bench.until((bench.folder(job_id) / "began.0.0").exists, 60, "the gang begins")
+    time.sleep(5)
+    job = Job.objects.get(pk=job_id)
+    node = sorted(job.allocations.values_list("node__name", flat=True))[1]
+    stop = threading.Event()
+
+    def throttle() -> None:
+        while not stop.is_set():
+            pids = _job_processes(job_id, node, job.cluster_account)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            stop.wait(1.0)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=throttle, daemon=True)
+    throttled = time.time()
+    thread.start()
+    try:
+        bench.until(lambda: Incident.objects.filter(node__name=node).exists(), 90, "the slow node is noticed")
+        detected = time.time()
+    finally:
+        stop.set()
+        thread.join()
+    incident = Incident.objects.get(node__name=node)
+    bench.until((bench.folder(job_id) / "began.1.0").exists, 90, "the gang runs again elsewhere")
+    moved = float((bench.folder(job_id) / "began.1.0").read_text())
+    job_cancel(job=Job.objects.get(pk=job_id), user=seeded["people"]["lead"][0])
+    bench.until(lambda: Job.objects.filter(state="running").count() == 0, 60, "the gang is cancelled")
+    return {
+        "mttd_s": round(detected - throttled, 2),
+        "kind": incident.kind,
+        "slowdown_seen": round(incident.slowdown, 2),
+        "moved_off_after_s": round(moved - throttled, 2),
+    }
+
+
 def throughput(bench: Bench, seeded: dict[str, Any], jobs: int) -> dict[str, Any]:
     from scheduling.models import Job
 
-    ids = [_submit(seeded, "lead", gpus=1, command="true", name=f"burst-{i}") for i in range(jobs)]
+    began = 'date +%s.%N > "$FLEETLINE_CHECKPOINT_DIR/../began.0.0"'
+    ids = [_submit(seeded, "lead", gpus=1, command=began, name=f"burst-{i}") for i in range(jobs)]
     first = time.time()
+    bench.tick()  # plans every start, submits them held, commits, releases them
+    first_tick_s = time.time() - first
     bench.until(lambda: Job.objects.filter(pk__in=ids, state="completed").count() == jobs, 600, "the burst ends")
     last = time.time()
-    prefix, wanted = bench.backend.prefix, {str(i) for i in ids}
-    runs = bench.backend.client.jobs(prefix)
-    starts = sorted(r.start_unix for r in runs if r.start_unix and r.name[len(prefix) :].split(".")[0] in wanted)
+    # When each process really began, by its own clock (Slurm's start times are whole seconds).
+    starts = sorted(float((bench.folder(i) / "began.0.0").read_text()) for i in ids)
     return {
         "jobs": jobs,
+        "first_tick_s": round(first_tick_s, 2),
+        "process_start_spread_s": round(starts[-1] - starts[0], 2),
+        "jobs_started_per_s": round(jobs / max(1e-9, starts[-1] - first), 1),
         "wall_s": round(last - first, 2),
-        "jobs_started_per_s": round(jobs / max(1e-9, (starts[-1] - first)) if starts else 0.0, 1),
         "completed_per_s": round(jobs / (last - first), 1),
+    }
+
+
+def slurm_alone(bench: Bench, jobs: int, users: list[str]) -> dict[str, Any]:
+    """Slurm's own rate on this box: the same one-GPU jobs submitted straight to slurmrestd (not
+    held, Slurm's own scheduler placing them), several calls at once as Fleetline makes them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, shared = bench.backend.client, Path(bench.backend.shared_dir)
+    name = f"{bench.backend.prefix}alone-"
+    folder = shared / name
+    folder.mkdir()
+    folder.chmod(0o777)
+    first = time.time()
+
+    def submit(i: int) -> int:
+        script = f"#!/bin/bash\ndate +%s.%N > {folder}/{i}\n"
+        return int(client.submit(user=users[0], name=f"{name}{i}", script=script, cwd=str(shared), gpus_per_node=1))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(submit, range(jobs)))
+    submitted = time.time()
+    deadline = time.monotonic() + 600
+    while len(list(folder.iterdir())) < jobs:
+        if time.monotonic() > deadline:
+            raise SystemExit("Slurm alone did not start its jobs within 600 s")
+        time.sleep(0.5)
+    time.sleep(0.5)  # the last files written whole
+    starts = sorted(float(path.read_text()) for path in folder.iterdir())
+    return {
+        "jobs": jobs,
+        "submit_s": round(submitted - first, 2),
+        "jobs_started_per_s": round(jobs / max(1e-9, starts[-1] - first), 1),
     }
 
 
@@ -284,11 +391,14 @@ def main() -> None:
         "--gpus-per-node", type=int, default=8, help="fake GPUs per node (64: all 500 one-GPU jobs fit at once)"
     )
     parser.add_argument(
-        "--only", choices=["latency", "preemption", "dead-node", "throughput"], action="append", help="these parts only"
+        "--only",
+        choices=["latency", "preemption", "slow-node", "dead-node", "throughput"],
+        action="append",
+        help="these parts only",
     )
     args = parser.parse_args()
     CLUSTER_ENV["FLEETLINE_SLURM_GPUS_PER_NODE"] = str(args.gpus_per_node)
-    parts = set(args.only or ["latency", "preemption", "dead-node", "throughput"])
+    parts = set(args.only or ["latency", "preemption", "slow-node", "dead-node", "throughput"])
 
     up_started = time.monotonic()
     devcluster("up")
@@ -331,10 +441,13 @@ def main() -> None:
             result["start_latency_s"] = start_latency(bench, seeded, args.latency_runs)
         if "preemption" in parts:
             result["preemption"] = preemption(bench, seeded)
+        if "slow-node" in parts:
+            result["slow_node"] = slow_node(bench, seeded)
         if "dead-node" in parts:
             result["dead_node"] = dead_node(bench, seeded)
         if "throughput" in parts:
             result["throughput"] = throughput(bench, seeded, args.jobs)
+            result["slurm_alone"] = slurm_alone(bench, args.jobs, CLUSTER_ENV["FLEETLINE_SLURM_USERS"].split())
         result["ledger_vs_sacct"] = ledger_vs_sacct(bench, since)
         result["failed_ticks"] = {"count": len(bench.failed_ticks), "first": bench.failed_ticks[:3]}
         print(json.dumps(result, indent=2))

@@ -32,7 +32,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -67,10 +67,16 @@ DEFAULT_RACK, DEFAULT_POD = "rack-default", "pod-default"
 PARALLEL_CALLS = 8
 
 # The batch script of every run, the same text for every job: the job's own command is data
-# (``FLEETLINE_COMMAND`` in the environment), run by one task per node through srun, which hands
-# each rank its GPUs (CUDA_VISIBLE_DEVICES), its rank layout, and forwards the preemption signal.
+# (``FLEETLINE_COMMAND`` in the environment). On one node the batch shell becomes it; on several,
+# one task per node runs it through srun, which hands each rank its GPUs (CUDA_VISIBLE_DEVICES) and
+# its rank layout, and forwards the preemption signal.
 WRAPPER = """#!/bin/bash
 mkdir -p "$FLEETLINE_CHECKPOINT_DIR" "$FLEETLINE_PROGRESS_DIR"
+if [ "$SLURM_JOB_NUM_NODES" = 1 ]; then
+  export FLEETLINE_RANK=0 FLEETLINE_WORLD_SIZE=1 FLEETLINE_NODE_RANK=0 \
+    FLEETLINE_PROGRESS_FILE="$FLEETLINE_PROGRESS_DIR/$SLURMD_NODENAME.0"
+  exec /bin/bash -c "$FLEETLINE_COMMAND"
+fi
 exec srun --kill-on-bad-exit=1 --export=ALL /bin/bash -c 'export FLEETLINE_RANK=$SLURM_PROCID \
 FLEETLINE_WORLD_SIZE=$SLURM_NTASKS FLEETLINE_NODE_RANK=$SLURM_NODEID \
 FLEETLINE_PROGRESS_FILE=$FLEETLINE_PROGRESS_DIR/$SLURMD_NODENAME.$SLURM_PROCID; exec /bin/bash -c "$FLEETLINE_COMMAND"'
@@ -333,22 +339,27 @@ class SlurmBackend:
 
     def _submit_all(self, submits: list[tuple[_Wanted, list[str]]], *, token: int, sim_now_s: float) -> None:
         """Submit the runs (held), several at once; record each Slurm id, or fail the job with
-        Slurm's reason when Slurm refuses it (an account it does not know, a node it lacks)."""
+        Slurm's reason when Slurm refuses it (an account it does not know, a node it lacks). Each
+        answer is written as it comes, so a long burst of starts keeps the tick's transaction busy
+        rather than idle (PostgreSQL ends a transaction idle for ``FLEET_CYCLE_IDLE_TIMEOUT_S``)."""
         with ThreadPoolExecutor(max_workers=PARALLEL_CALLS) as pool:
-            done = list(pool.map(lambda item: self._submit(item[0], item[1], token), submits))
-        for (want, nodes), outcome in zip(submits, done, strict=True):
-            name = run_name(self.prefix, want.job_id, want.attempt)
-            if isinstance(outcome, SlurmError):
-                logger.error("Slurm refused %s: %s", name, outcome)
-                row = Job.objects.filter(pk=want.job_id).values_list("id", "team_id", "state", "version", named=True)
-                message = f"Failed: Slurm refused to run it ({outcome})"[:300]
-                _run_end_write(
-                    row=row.get(), end=_End(Job.State.FAILED, SchedulerEvent.Kind.FAILED, message), end_s=sim_now_s
-                )
-                continue
-            Job.objects.filter(pk=want.job_id).update(backend_job_id=str(outcome))
-            self._to_release.append(outcome)
-            logger.info("submitted %s as Slurm job %d on %s (held until commit)", name, outcome, ",".join(nodes))
+            futures = {pool.submit(self._submit, want, nodes, token): (want, nodes) for want, nodes in submits}
+            for future in as_completed(futures):
+                self._submitted(*futures[future], future.result(), sim_now_s)
+
+    def _submitted(self, want: _Wanted, nodes: list[str], outcome: int | SlurmError, sim_now_s: float) -> None:
+        name = run_name(self.prefix, want.job_id, want.attempt)
+        if isinstance(outcome, SlurmError):
+            logger.error("Slurm refused %s: %s", name, outcome)
+            row = Job.objects.filter(pk=want.job_id).values_list("id", "team_id", "state", "version", named=True)
+            message = f"Failed: Slurm refused to run it ({outcome})"[:300]
+            _run_end_write(
+                row=row.get(), end=_End(Job.State.FAILED, SchedulerEvent.Kind.FAILED, message), end_s=sim_now_s
+            )
+            return
+        Job.objects.filter(pk=want.job_id).update(backend_job_id=str(outcome))
+        self._to_release.append(outcome)
+        logger.info("submitted %s as Slurm job %d on %s (held until commit)", name, outcome, ",".join(nodes))
 
     def _lost(self, want: _Wanted, name: str, sim_now_s: float) -> bool:
         """A run submitted before that Slurm no longer lists (it forgets ended jobs after
@@ -395,9 +406,14 @@ class SlurmBackend:
 
     def after_commit(self) -> None:
         releasing, self._to_release = self._to_release, []
+        if not releasing:
+            return
         # A run left held (a release that failed, a leader that died here) is released by the
         # next tick's reconcile.
-        self._each(self.client.release, releasing, "release")
+        try:
+            self.client.release_all(releasing)
+        except SlurmError as error:
+            logger.error("could not release every one of %d Slurm jobs: %s", len(releasing), error)
 
 
 def _outcome(call: Callable[[int], object]) -> Callable[[int], SlurmError | None]:

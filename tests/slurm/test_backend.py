@@ -25,6 +25,7 @@ from scheduling.backends.slurm import job_dir, run_name
 from scheduling.backends.slurm_api import SlurmJob
 from scheduling.cycle.tick import cycle_tick
 from scheduling.models import ClusterAccount, Incident, Job, JobUsage, Node
+from scheduling.services.nodes import node_action
 from tenants.models import Team
 from tests.factories import (
     AcceleratorTypeFactory,
@@ -366,3 +367,25 @@ def test_a_tick_that_dies_after_submitting_starts_nothing_twice(fleetline: Fleet
     fleetline.until(lambda: Job.objects.get(pk=job.pk).state == Job.State.COMPLETED, what="it completes")
     runs = [r for r in fleetline.cluster.client.jobs(name) if r.name == name]
     assert [r.state for r in runs] == ["COMPLETED"]  # the held run was released, once: one run ever
+
+
+def test_the_job_page_shows_the_failed_jobs_exit_code_and_command(fleetline: Fleetline, client: Any) -> None:
+    job = fleetline.submit(gpus=1, command="echo failing; exit 3")
+    fleetline.until(lambda: Job.objects.get(pk=job.pk).state == Job.State.FAILED, what="the job fails")
+    client.force_login(fleetline.lead)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Failed" in page and 'id="job-exit"' in page and ">3<" in page
+    assert "echo failing; exit 3" in page and fleetline.cluster.users[0] in page
+
+
+def test_a_cordon_in_fleetline_is_a_drain_in_slurm_and_an_uncordon_a_resume(fleetline: Fleetline) -> None:
+    node = Node.objects.get(name="node03")
+
+    def slurm_states() -> frozenset[str]:
+        return next(n.states for n in fleetline.cluster.client.nodes() if n.name == "node03")
+
+    node_action(node=node, action="cordon", actor=fleetline.lead, sim_now_s=0.0)
+    fleetline.until(lambda: bool(slurm_states() & {"DRAIN", "DRAINED"}), timeout_s=20, what="drained in Slurm")
+    node_action(node=Node.objects.get(name="node03"), action="uncordon", actor=fleetline.lead, sim_now_s=0.0)
+    fleetline.until(lambda: not slurm_states() & {"DRAIN", "DRAINED"}, timeout_s=20, what="resumed in Slurm")
+    assert Node.objects.get(name="node03").state == Node.State.UP
