@@ -229,11 +229,19 @@ class SlurmBackend:
         grace_s = policy_grace_s()
         now_unix = self._clock.unix(sim_now_s)
         changed: set[int] = set()
-        gangs = _gangs_running()
-        for job_id, nodes in gangs.items():
-            if len(nodes) < 2:
+        names = dict(Node.objects.values_list("id", "name"))
+        for job_id, gang in _gangs_running().items():
+            started_s, node_ids = gang
+            if len(node_ids) < 2 or started_s is None:
                 continue
-            progress = progress_read(job_dir(self.shared_dir, self.prefix, job_id) / "progress")
+            # This run's ranks only: earlier runs' progress files stay in the job's folder.
+            since_unix, held = self._clock.unix(started_s), {names[node_id] for node_id in node_ids}
+            progress = {
+                node: [point for point in points if point[0] >= since_unix]
+                for node, points in progress_read(job_dir(self.shared_dir, self.prefix, job_id) / "progress").items()
+                if node in held
+            }
+            progress = {node: points for node, points in progress.items() if points}
             for node_name, slowdown in progress_slow_nodes(
                 progress, now_unix=now_unix, threshold=policy.slow_threshold, steps=policy.slow_consecutive_steps
             ).items():
@@ -427,15 +435,15 @@ def _outcome(call: Callable[[int], object]) -> Callable[[int], SlurmError | None
     return outcome
 
 
-def _gangs_running() -> dict[int, list[int]]:
-    """Running real jobs and the nodes they hold."""
-    gangs: dict[int, list[int]] = defaultdict(list)
-    for job_id, node_id in (
+def _gangs_running() -> dict[int, tuple[float | None, list[int]]]:
+    """Running real jobs: when their run started, and the nodes they hold."""
+    gangs: dict[int, tuple[float | None, list[int]]] = {}
+    for job_id, started_s, node_id in (
         Allocation.objects.filter(job__state=Job.State.RUNNING)
         .exclude(job__command="")
-        .values_list("job_id", "node_id")
+        .values_list("job_id", "job__started_s", "node_id")
     ):
-        gangs[job_id].append(node_id)
+        gangs.setdefault(job_id, (started_s, []))[1].append(node_id)
     return gangs
 
 
