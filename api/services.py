@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 
 from api.models import TOKEN_NAME_MAX_LENGTH, ApiToken
+from portal.socket_events import socket_tokens_revoked_publish
 
 # A user with more live tokens than this has lost track of them: revoke some first.
 MAX_TOKENS_PER_USER = 50
@@ -40,6 +42,10 @@ def api_token_create(*, user: User, name: str) -> NewToken:
 
 def api_token_revoke(*, user: User, token_key: str) -> bool:
     """Revoke the user's token(s) starting with ``token_key``; False when there was none. Another
-    user's token is never touched, whatever key is given."""
-    deleted, _ = ApiToken.objects.filter(user_id=user.pk, token_key=token_key).delete()
+    user's token is never touched, whatever key is given. The sockets the revoked tokens opened
+    close once the revocation commits."""
+    with transaction.atomic():
+        digests = list(ApiToken.objects.filter(user_id=user.pk, token_key=token_key).values_list("digest", flat=True))
+        deleted, _ = ApiToken.objects.filter(digest__in=digests).delete()
+        socket_tokens_revoked_publish(token_digests=digests)
     return deleted > 0

@@ -1,6 +1,6 @@
 """API tokens on the live websocket: a script opens ``/ws/fleet/`` with
 ``Authorization: Bearer <token>`` instead of a session cookie; its socket lives as long as the
-token does (revoking the token closes it at the next access re-check)."""
+token does (revoking the token closes it at once)."""
 
 from __future__ import annotations
 

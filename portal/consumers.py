@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from api.socket_auth import socket_user_for_token
-from portal.groups import ACCESS_CHANGED
+from portal.groups import ACCESS_CHANGED, token_group
 from portal.socket_access import (
     SocketAccess,
     socket_access_for,
@@ -65,7 +65,7 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         self.session_key = getattr(self.scope.get("session"), "session_key", None)
         self.groups_joined = set()
         self.access = await database_sync_to_async(socket_access_for)(user=user)
-        if not await self._join(self.access.groups):
+        if not await self._join(self._groups(self.access)):
             await self._end(CLOSE_TRY_AGAIN)
             return
         await self.accept()
@@ -102,17 +102,28 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         if access is None:
             await self._end(CLOSE_SESSION_ENDED)
             return
-        leaving = self.groups_joined - access.groups
+        leaving = self.groups_joined - self._groups(access)
         self.access = access
         for group in leaving:
             self.groups_joined.discard(group)
             await _layer_call(self.channel_layer.group_discard, group, self.channel_name)
         # Joining again also renews membership of the groups the socket stays in.
-        await self._join(access.groups)
+        await self._join(self._groups(access))
 
     async def session_ended(self, event: dict[str, Any]) -> None:
         if self.access is not None and event.get("session_key") in (None, self.session_key):
             await self._end(CLOSE_SESSION_ENDED)
+
+    async def token_revoked(self, event: dict[str, Any]) -> None:
+        """The API token this socket was opened with was revoked (only such sockets join its group)."""
+        if self.access is not None:
+            await self._end(CLOSE_SESSION_ENDED)
+
+    def _groups(self, access: SocketAccess) -> frozenset[str]:
+        """The groups the socket belongs to: its user's, and its token's when a token opened it."""
+        if self.token_digest is None:
+            return access.groups
+        return access.groups | {token_group(self.token_digest)}
 
     async def _join(self, groups: frozenset[str]) -> bool:
         joined = True

@@ -1,9 +1,10 @@
 """Telling a user's open websockets that what they may read changed: after a membership change
-(they re-check and leave the groups they may no longer read) and when a session ends (the
-sockets that session opened close); and forwarding a user's new notices. Tenants' services
-announce memberships and notices through `tenants.signals`, which this module receives (tenants
-imports nothing of the web layer). Also the one shape of the events sockets forward to pages,
-``fleet_event_message``, stamped with the payloads' version."""
+(they re-check and leave the groups they may no longer read), when a session ends (the sockets
+that session opened close) or an API token is revoked (the sockets it opened close); and
+forwarding a user's new notices. Tenants' services announce memberships and notices through
+`tenants.signals`, which this module receives (tenants imports nothing of the web layer). Also
+the one shape of the events sockets forward to pages, ``fleet_event_message``, stamped with the
+payloads' version."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 from redis.exceptions import RedisError
 
-from portal.groups import ACCESS_CHANGED, SESSION_ENDED, user_group
+from portal.groups import ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED, token_group, user_group
 from portal.live_events import live_event
 from tenants.signals import memberships_changed, notice_created
 
@@ -47,6 +48,13 @@ def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
     user's other sessions keep theirs."""
     message = {"type": SESSION_ENDED, "session_key": session_key}
     transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
+
+
+def socket_tokens_revoked_publish(*, token_digests: Iterable[str]) -> None:
+    """Once the current transaction commits, the sockets opened with these API tokens close: a
+    revoked token stops streaming at once, not at the socket's next periodic re-check."""
+    messages = [(token_group(digest), {"type": TOKEN_REVOKED}) for digest in sorted(set(token_digests))]
+    transaction.on_commit(lambda: _group_send_all(messages))
 
 
 def user_event_publish(*, user_id: int, payload: dict[str, Any]) -> None:

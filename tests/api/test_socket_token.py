@@ -1,4 +1,4 @@
-"""The live websocket accepts an API token as well as the session; revoking the token closes it."""
+"""The live websocket accepts an API token as well as the session; revoking the token closes it at once."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
@@ -64,3 +67,39 @@ async def test_revoking_the_token_closes_its_open_socket_at_the_next_check() -> 
 
     assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": CLOSE_SESSION_ENDED}
     await socket.disconnect()
+
+
+def _revoke_through_the_tokens_page(user_id: int, token_key: str) -> int:
+    client = Client()
+    client.force_login(User.objects.get(pk=user_id))
+    return client.post(reverse("api-token-revoke", args=[token_key])).status_code
+
+
+async def test_revoking_the_token_on_the_tokens_page_closes_its_open_socket_at_once() -> None:
+    membership = await database_sync_to_async(MembershipFactory)()
+    new = await database_sync_to_async(api_token_create)(user=membership.user, name="feed")
+    connected, _, socket = await _open(new.secret)
+    assert connected
+
+    status = await database_sync_to_async(_revoke_through_the_tokens_page)(membership.user_id, new.token.token_key)
+
+    assert status == 302
+    # No re-check is posted: the revocation itself closes the socket.
+    assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": CLOSE_SESSION_ENDED}
+    await socket.disconnect()
+
+
+async def test_revoking_one_token_leaves_the_sockets_of_the_users_other_tokens_open() -> None:
+    membership = await database_sync_to_async(MembershipFactory)()
+    revoked = await database_sync_to_async(api_token_create)(user=membership.user, name="old")
+    kept = await database_sync_to_async(api_token_create)(user=membership.user, name="new")
+    _, _, revoked_socket = await _open(revoked.secret)
+    _, _, kept_socket = await _open(kept.secret)
+
+    await database_sync_to_async(api_token_revoke)(user=membership.user, token_key=revoked.token.token_key)
+
+    assert (await revoked_socket.receive_output(timeout=5))["type"] == "websocket.close"
+    await get_channel_layer().group_send(FLEET_GROUP, {"type": "fleet.event", "payload": {"kind": "heartbeat"}})
+    assert (await kept_socket.receive_json_from(timeout=5))["kind"] == "heartbeat"
+    await revoked_socket.disconnect()
+    await kept_socket.disconnect()
