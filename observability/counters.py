@@ -28,7 +28,9 @@ from scheduling.models import SchedulerEvent, UsageSample
 
 # A row older than this has committed, and so has every row with a lower id.
 SETTLE_AFTER_S = 300.0
-# An eviction whose engine reason names a node is a failure's, not a preemption's.
+# An eviction whose cause names a node is a failure's (or a drain's), not a preemption's; events
+# written before causes had their own field named it in their message.
+FAILURE_CAUSE_PREFIX = "node-"
 FAILURE_EVICTION_PREFIX = "Evicted (node-"
 
 Key = tuple[Any, ...]
@@ -59,7 +61,10 @@ EVENTS = Source(
         .annotate(
             starts=Count("id", filter=Q(kind=SchedulerEvent.Kind.STARTED)),
             preemptions=Count(
-                "id", filter=Q(kind=SchedulerEvent.Kind.EVICTED) & ~Q(message__startswith=FAILURE_EVICTION_PREFIX)
+                "id",
+                filter=Q(kind=SchedulerEvent.Kind.EVICTED)
+                & ~Q(message__startswith=FAILURE_EVICTION_PREFIX)
+                & ~Q(cause__startswith=FAILURE_CAUSE_PREFIX),
             ),
         )
         .order_by()

@@ -367,6 +367,15 @@ class SchedulerEvent(models.Model):
     sim_time_s = models.FloatField()
     message = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Why a job left its GPUs or is told to (evicted, preemption requested): "preempted-by:<job id>",
+    # "preempted", "node-failed", "node-degraded", "node-slow", "node-drained" or "requeued"
+    # (`scheduling.cycle.causes`); empty for other events.
+    cause = models.CharField(max_length=40, blank=True, default="", db_default="")
+    # The failure behind the event and the node it names, where there is one.
+    incident = models.ForeignKey(
+        "Incident", on_delete=models.SET_NULL, null=True, blank=True, related_name="job_events"
+    )
+    node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="job_events")
 
     class Meta:
         ordering = ["-id"]

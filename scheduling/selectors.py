@@ -98,7 +98,8 @@ def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[JobRow]:
 
 
 def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:
-    return list(SchedulerEvent.objects.filter(job=job).order_by("-id")[:limit])
+    """The job's history, newest first, with the node each event names (for its link)."""
+    return list(SchedulerEvent.objects.filter(job=job).select_related("node").order_by("-id")[:limit])
 
 
 def job_nodes(*, job: Job) -> list[tuple[str, int]]:

@@ -20,7 +20,10 @@ class JobChange:
     state: str
     event: str
     message: str
-    cause: str = ""  # why an evicted job left its GPUs: the engine's reason ("preempted-by:…", "node-failed")
+    # Why an evicted job left its GPUs (`scheduling.cycle.causes`: "preempted-by:…", "node-failed", …).
+    cause: str = ""
+    # The eviction's message, when the job was evicted and started again in the same tick.
+    evicted: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,10 @@ each job fits in turn; if the group's writes break a constraint, its savepoint i
 the group is written job by job, which keeps every job that fits. Tests apply the same plans both
 ways and compare the database.
 
-Scheduler events are inserted with the writes; the live feed is published after commit
-(``cycle_tick``).
+Scheduler events are inserted with the writes: each eviction is an event of its own that names
+its cause, its incident and its node (``causes``) and counts in the job's restarts, even when the
+same plan starts the job again; then the job's final event. The live feed is published after
+commit (``cycle_tick``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from django.utils import timezone
 
 from scheduling import engine
 from scheduling.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
+from scheduling.cycle import causes
+from scheduling.cycle.causes import Cause
+from scheduling.cycle.failures import STEP_S
 from scheduling.cycle.snapshot import Loaded
 from scheduling.job_release import nodes_shift
 from scheduling.models import Allocation, Job, Node, SchedulerEvent
@@ -54,18 +59,36 @@ def _touched(events: list[engine.Event], plan: engine.Plan) -> dict[str, list[en
 
 
 @dataclass(frozen=True, slots=True)
+class EventRow:
+    """A scheduler event to insert for a job: an eviction names its cause, its incident and node."""
+
+    kind: str
+    sim_time_s: float
+    message: str
+    cause: str = ""
+    incident_id: int | None = None
+    node_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class _Target:
-    """What a job ends the tick as: fields to set, counters to add to, its allocation, its event."""
+    """What a job ends the tick as: fields to set, counters to add to, its allocation, its final
+    event, and the evictions on the way there (with the progress it kept), each an event of its own."""
 
     fields: dict[str, Any]
     added: dict[str, int]
     allocation: Alloc
     kind: str
     message: str
+    evictions: tuple[engine.Evicted, ...] = ()
+    kept_s: float = 0.0
 
 
 def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_now_s: float) -> _Target:
     state = loaded.state
+    evicted = tuple(e for e in history if isinstance(e, engine.Evicted))
+    # Every eviction is a restart, whether the job waits now or the same plan started it again.
+    added = {"restarts": len(evicted)} if evicted else {}
     run = state.run_view(job_id)
     if run is not None:
         fields = {
@@ -79,28 +102,20 @@ def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_
             "grace_until_s": run.grace_until_s,
         }
         kind, message = _running_event(history, run)
-        return _Target(fields, {}, run.allocation, kind, message)
+        return _Target(fields, added, run.allocation, kind, message, evicted, run.base_progress_s)
     pending = state.pending.get(job_id)
     if pending is not None:
-        evicted = [e for e in history if isinstance(e, engine.Evicted)]
+        kept_s = state.saved_progress.get(job_id, 0.0)
         fields = {
             "state": Job.State.PENDING,
-            "saved_progress_s": state.saved_progress.get(job_id, 0.0),
+            "saved_progress_s": kept_s,
             "attained_gpu_s": pending.attained_gpu_s,
             "grace_until_s": None,
             "borrowing": False,
             "placement_level": "",
         }
-        reason = evicted[-1].reason if evicted else "requeued"
-        lost_h = sum(e.lost_gpu_s for e in evicted) / 3600
-        back_to = "its last checkpoint" if fields["saved_progress_s"] else "its start"
-        return _Target(
-            fields,
-            {"restarts": len(evicted)},
-            (),
-            SchedulerEvent.Kind.EVICTED,
-            f"Evicted ({reason}); {lost_h:.1f} GPU-h rolled back to {back_to}",
-        )
+        # Its eviction is its final event (`_event_rows`); a requeue with no eviction says so.
+        return _Target(fields, added, (), SchedulerEvent.Kind.EVICTED, "Requeued", evicted, kept_s)
     timed_out = any(isinstance(e, engine.TimedOut) for e in history)
     fields = {
         "state": Job.State.TIMED_OUT if timed_out else Job.State.COMPLETED,
@@ -110,8 +125,8 @@ def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_
         "grace_until_s": None,
     }
     if timed_out:
-        return _Target(fields, {}, (), SchedulerEvent.Kind.TIMED_OUT, "Killed at its time limit")
-    return _Target(fields, {}, (), SchedulerEvent.Kind.COMPLETED, "Completed")
+        return _Target(fields, added, (), SchedulerEvent.Kind.TIMED_OUT, "Killed at its time limit", evicted)
+    return _Target(fields, added, (), SchedulerEvent.Kind.COMPLETED, "Completed", evicted)
 
 
 def _running_event(history: list[engine.Event], run: engine.RunView) -> tuple[str, str]:
@@ -129,6 +144,43 @@ def _running_event(history: list[engine.Event], run: engine.RunView) -> tuple[st
         return SchedulerEvent.Kind.RESIZED, f"Resized to {gpus} GPUs"
     grace = f" until fleet time {run.grace_until_s:.0f} s" if run.grace_until_s is not None else ""
     return SchedulerEvent.Kind.PREEMPTING, f"Preemption requested; checkpointing{grace}"
+
+
+def _work(progress_s: float) -> str:
+    return f"{progress_s:.0f} s" if progress_s < 3600 else f"{progress_s / 3600:.1f} h"
+
+
+def eviction_message(cause: Cause, kept_s: float, lost_gpu_s: float) -> str:
+    """ "Evicted by node failure on node r1-n1, requeued from its last checkpoint at step 12 (120 s
+    of work); 0.4 GPU-h rolled back" (a step is the modelled training step, `failures.STEP_S`)."""
+    lost_h = lost_gpu_s / 3600
+    if kept_s > 0:
+        requeued = f"requeued from its last checkpoint at step {int(kept_s // STEP_S):,} ({_work(kept_s)} of work)"
+        rolled_back = f"{lost_h:.1f} GPU-h rolled back"
+    else:
+        requeued, rolled_back = "requeued to start over", f"{lost_h:.1f} GPU-h rolled back to its start"
+    said = requeued if cause.code == causes.REQUEUED else f"{cause.words}, {requeued}"
+    return f"{said[0].upper()}{said[1:]}; {rolled_back}"
+
+
+def _event_rows(target: _Target, found: Cause | None, sim_now_s: float) -> tuple[EventRow, ...]:
+    """Each eviction as an event naming its cause (`found`, for the last one: `causes`), then the
+    job's final event unless an eviction is it."""
+    rows = []
+    for i, evicted in enumerate(target.evictions):
+        last = i == len(target.evictions) - 1
+        cause = found if last and found is not None else Cause(evicted.reason)
+        message = eviction_message(cause, target.kept_s, evicted.lost_gpu_s)
+        kind = SchedulerEvent.Kind.EVICTED
+        rows.append(EventRow(kind, evicted.time_s, message, cause.code, cause.incident_id, cause.node_id))
+    if not (target.evictions and target.fields["state"] == Job.State.PENDING):
+        message, code = target.message, ""
+        if target.kind == SchedulerEvent.Kind.PREEMPTING and found is not None:
+            by = found.code.removeprefix(causes.PREEMPTED_BY)
+            message = message.replace("requested", f"requested by job {by}") if by != found.code else message
+            code = found.code
+        rows.append(EventRow(target.kind, sim_now_s, message, code))
+    return tuple(rows)
 
 
 def _node_deltas(old: Alloc, new: Alloc) -> dict[int, int]:
@@ -153,9 +205,18 @@ class JobWrite:
     old: Alloc
     new: Alloc
     deltas: dict[int, int]  # node id -> GPUs taken (positive) or released (negative)
-    kind: str
-    message: str
+    events: tuple[EventRow, ...]  # in order; the last is the job's final event
     history: tuple[engine.Event, ...]
+
+    @property
+    def change(self) -> JobChange:
+        """The job's change for the tick's readers: its final event, with the cause of its
+        eviction (and that eviction's words, if the job started again in the same tick)."""
+        final = self.events[-1]
+        evicted = [row for row in self.events if row.kind == SchedulerEvent.Kind.EVICTED]
+        cause = evicted[-1].cause if evicted else final.cause
+        earlier = evicted[-1].message if evicted and evicted[-1] is not final else ""
+        return JobChange(self.job_id, self.team_id, self.fields["state"], final.kind, final.message, cause, earlier)
 
     @property
     def group(self) -> int:
@@ -256,7 +317,7 @@ def _write_in_bulk(writes: Sequence[JobWrite]) -> set[int]:
 
 def _writes(loaded: Loaded, plan: engine.Plan, events: list[engine.Event], sim_now_s: float) -> list[JobWrite]:
     """The jobs the tick changed, in write order."""
-    writes = []
+    targets = []
     for job_id, history in _touched(events, plan).items():
         row = loaded.jobs.get(job_id)
         if row is None:
@@ -266,23 +327,36 @@ def _writes(loaded: Loaded, plan: engine.Plan, events: list[engine.Event], sim_n
         unchanged = old == target.allocation and not target.added
         if unchanged and all(getattr(row, name, None) == value for name, value in target.fields.items()):
             continue
-        writes.append(
-            JobWrite(
-                job_id=row.id,
-                team_id=row.team_id,
-                expected_state=row.state,
-                expected_version=row.version,
-                fields=target.fields,
-                added=target.added,
-                old=old,
-                new=target.allocation,
-                deltas=_node_deltas(old, target.allocation),
-                kind=target.kind,
-                message=target.message,
-                history=tuple(history),
-            )
+        targets.append((row, history, target, old))
+    found = _causes(targets, plan)
+    writes = [
+        JobWrite(
+            job_id=row.id,
+            team_id=row.team_id,
+            expected_state=row.state,
+            expected_version=row.version,
+            fields=target.fields,
+            added=target.added,
+            old=old,
+            new=target.allocation,
+            deltas=_node_deltas(old, target.allocation),
+            events=_event_rows(target, found.get(row.id), sim_now_s),
+            history=tuple(history),
         )
+        for row, history, target, old in targets
+    ]
     return sorted(writes, key=lambda w: (w.group, w.job_id))
+
+
+def _causes(targets: list[tuple[Any, list[engine.Event], _Target, Alloc]], plan: engine.Plan) -> dict[int, Cause]:
+    """Why each job was evicted (its last eviction this tick) or is asked to leave (a preemption
+    with a grace period, whose reason the plan holds)."""
+    reasons = {row.id: target.evictions[-1].reason for row, _, target, _ in targets if target.evictions}
+    found = causes.eviction_causes(reasons=reasons)
+    for action in plan.actions:
+        if isinstance(action, engine.Preempt) and int(action.job_id) not in found:
+            found[int(action.job_id)] = Cause(action.reason)
+    return found
 
 
 Writer = Callable[[Sequence[JobWrite]], set[int]]
@@ -307,13 +381,18 @@ def _applied(writes: Iterable[JobWrite], applied_ids: set[int], sim_now_s: float
         if write.job_id not in applied_ids:
             applied.skipped.append(write.job_id)
             continue
-        state = write.fields["state"]
-        cause = next((e.reason for e in reversed(write.history) if isinstance(e, engine.Evicted)), "")
-        applied.changes.append(JobChange(write.job_id, write.team_id, state, write.kind, write.message, cause))
-        new_events.append((write.job_id, write.team_id, write.kind, sim_now_s, write.message, created_at))
+        applied.changes.append(write.change)
+        job, team = write.job_id, write.team_id
+        new_events += [
+            (job, team, e.kind, e.sim_time_s, e.message, e.cause, e.incident_id, e.node_id, created_at)
+            for e in write.events
+        ]
         for event in write.history:
             if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):
                 lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
                 applied.finished.append(FinishedRun(str(write.job_id), event.time_s, lost))
-    rows_insert(SchedulerEvent, columns=("job", "team", "kind", "sim_time_s", "message", "created_at"), rows=new_events)
+    rows_insert(SchedulerEvent, columns=EVENT_COLUMNS, rows=new_events)
     return applied
+
+
+EVENT_COLUMNS = ("job", "team", "kind", "sim_time_s", "message", "cause", "incident", "node", "created_at")

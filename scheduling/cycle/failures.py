@@ -38,6 +38,7 @@ from django.db.models import F, OuterRef, Subquery
 
 from scheduling import engine
 from scheduling.convert import policy_from_row
+from scheduling.cycle.causes import Cause, incident_cause, request_words
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.detector import DetectorPolicy
 from scheduling.engine.failures import CRASH, GPU_LOSS, SLOW, Failure, FailureRates, failures_between
@@ -50,7 +51,7 @@ from scheduling.engine.recovery import (
     slow_gang_exit,
     slow_stretch_gpu_s,
 )
-from scheduling.models import Allocation, Incident, Job, Node
+from scheduling.models import Allocation, Incident, Job, Node, SchedulerEvent
 from scheduling.tick_outcome import AppliedTick
 from tenants.models import AuditEvent, FleetPolicy
 from tenants.selectors import fleet_policy_for_cycle
@@ -246,7 +247,9 @@ def _detect_gpu_loss(penalties: engine.Policy, now_s: float) -> set[int]:
     gangs (stalled since the loss: which member lost the GPU is not known) go back to their
     checkpoints at once (`recovery.lost_by_detection_gpu_s`)."""
     changed: set[int] = set()
-    found = Incident.objects.filter(kind=Incident.Kind.DEGRADED, detected_at__isnull=True, failed_at__lte=now_s)
+    found = Incident.objects.filter(
+        kind=Incident.Kind.DEGRADED, detected_at__isnull=True, failed_at__lte=now_s
+    ).select_related("node")
     for incident in found:
         lost = incident.gpus_lost
         Node.objects.filter(pk=incident.node_id, healthy_gpus__gte=lost).update(healthy_gpus=F("healthy_gpus") - lost)
@@ -254,7 +257,7 @@ def _detect_gpu_loss(penalties: engine.Policy, now_s: float) -> set[int]:
         lost_gpu_s = sum(lost_by_detection_gpu_s(gang, incident.failed_at, now_s) for _, gang in gangs)
         Incident.objects.filter(pk=incident.pk).update(detected_at=now_s, lost_gpu_s=lost_gpu_s)
         for job, _ in gangs:
-            job_requeue_at(job, now_s)
+            job_requeue_at(job, now_s, cause=incident_cause(incident), now_s=now_s)
         changed.add(incident.pk)
     return changed
 
@@ -264,7 +267,7 @@ def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float)
     slow_detected_at`, the time recorded), the node is cordoned and each gang the failure caught
     leaves or stays to its end as `recovery.slow_gang_exit` says, which also says what it loses."""
     changed: set[int] = set()
-    for incident in Incident.objects.filter(kind=Incident.Kind.SLOW, detected_at__isnull=True):
+    for incident in Incident.objects.filter(kind=Incident.Kind.SLOW, detected_at__isnull=True).select_related("node"):
         gangs = incident.jobs.count()
         detected_s = slow_detected_at(incident.failed_at, incident.slowdown, STEP_S, policy, gangs=gangs)
         if detected_s is None or detected_s > now_s:
@@ -283,7 +286,7 @@ def _detect_slow(policy: DetectorPolicy, penalties: engine.Policy, now_s: float)
             leaving = slow_gang_exit(slowed, incident.failed_at, detected_s, incident.slowdown, policy)
             lost_gpu_s += leaving.lost_gpu_s
             if leaving.leaves_s is not None:  # else it finishes first
-                job_requeue_at(job, leaving.leaves_s)
+                job_requeue_at(job, leaving.leaves_s, cause=incident_cause(incident), now_s=detected_s)
         Incident.objects.filter(pk=incident.pk).update(detected_at=detected_s, lost_gpu_s=lost_gpu_s)
         changed.add(incident.pk)
     return changed
@@ -318,10 +321,28 @@ def throttled_progress_write(*, loaded: Loaded, applied: AppliedTick, sim_now_s:
             )
 
 
-def job_requeue_at(job: Job, at_s: float) -> None:
+def job_requeue_at(job: Job, at_s: float, *, cause: Cause | None = None, now_s: float | None = None) -> None:
     """Leave at ``at_s`` through the preemption grace: the engine evicts the gang then, back to its
-    checkpoint. The version bump turns away a tick that planned on the old row."""
-    Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(grace_until_s=at_s, version=F("version") + 1)
+    checkpoint. The version bump turns away a tick that planned on the old row. With a ``cause``
+    (asked at fleet time ``now_s``), the job's history records the request, and the eviction, when
+    the grace ends, names that cause (`causes.eviction_causes`) rather than a plain "preempted"."""
+    updated = Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(
+        grace_until_s=at_s, version=F("version") + 1
+    )
+    if not updated or cause is None:
+        return
+    asked_s = at_s if now_s is None else now_s
+    when = "now" if at_s <= asked_s else f"at fleet time {at_s:.0f} s"
+    SchedulerEvent.objects.create(
+        job_id=job.pk,
+        team_id=job.team_id,
+        kind=SchedulerEvent.Kind.PREEMPTING,
+        sim_time_s=asked_s,
+        message=f"Preemption requested: {request_words(cause)}; leaves {when}, back to its last checkpoint",
+        cause=cause.code,
+        incident_id=cause.incident_id,
+        node_id=cause.node_id,
+    )
 
 
 def _follow_up(now_s: float) -> set[int]:

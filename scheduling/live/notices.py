@@ -1,5 +1,7 @@
 """Job notices: once a tick has committed, each submitter hears of their jobs that started, were
-preempted, failed or finished, in the app and by e-mail as they chose for each kind.
+preempted, were requeued (a node failed, lost a GPU, turned slow or was drained under them: they go
+back to their checkpoint, they have not failed), failed or finished, in the app and by e-mail as
+they chose for each kind. A notice says what happened and why, as the job's history does.
 
 Batched, and never inside the tick's transaction: per tick one query for the changed jobs'
 submitters, one for their preferences, one insert for every in-app notice (one summary per
@@ -40,27 +42,59 @@ VERBS: dict[str, str] = {
     NoticeKind.JOB_FAILED: "failed",
     NoticeKind.JOB_FINISHED: "finished",
 }
+# A job a node failure (or a slow or drained node) moved is not a failed one: it was requeued from
+# its checkpoint. Its notice is of the kind its submitter chose for node failures, in this word.
+REQUEUED = "requeued"
+RESTARTED = "restarted"
+# The order the words are listed in within a summary.
+WORDS = ("started", RESTARTED, "preempted", REQUEUED, "failed", "finished")
 NAMES_SHOWN = 5  # in a notice's text
 JOBS_LINKED = 50  # in a notice's list and a mail; the rest are on the submitter's jobs list
 
 
+def _preempted(cause: str) -> bool:
+    return cause.startswith("preempted")
+
+
 def job_notice_kind(change: JobChange) -> str | None:
-    """What a job's change in a tick tells its submitter, if anything. Failed: a node failed or
-    degraded under it (it restarts from its checkpoint) or it was killed at its time limit."""
+    """What a job's change in a tick tells its submitter, if anything, by the kind of notice they
+    chose to hear of. A node that failed, degraded, turned slow or was drained under the job
+    (which was requeued from its checkpoint) is of the "failed" kind, as is its time limit; a
+    job evicted and started again in one tick is of the kind of its eviction."""
     if change.event == SchedulerEvent.Kind.STARTED:
+        if change.evicted:
+            return NoticeKind.JOB_PREEMPTED if _preempted(change.cause) else NoticeKind.JOB_FAILED
         return NoticeKind.JOB_STARTED
     if change.event == SchedulerEvent.Kind.COMPLETED:
         return NoticeKind.JOB_FINISHED
     if change.event == SchedulerEvent.Kind.TIMED_OUT:
         return NoticeKind.JOB_FAILED
     if change.event == SchedulerEvent.Kind.EVICTED:
-        return NoticeKind.JOB_FAILED if change.cause.startswith("node-") else NoticeKind.JOB_PREEMPTED
+        return NoticeKind.JOB_PREEMPTED if _preempted(change.cause) else NoticeKind.JOB_FAILED
     return None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def job_notice_words(change: JobChange) -> tuple[str, str]:
+    """The word a summary counts the change under ("requeued"), and what it says of one job
+    ("was evicted by node failure on node r1-n1, requeued from its last checkpoint at step 12 …")."""
+    if change.event == SchedulerEvent.Kind.STARTED and change.evicted:
+        return RESTARTED, f"was {_lower_first(change.evicted)}; it restarted at once"
+    if change.event == SchedulerEvent.Kind.EVICTED:
+        word = "preempted" if _preempted(change.cause) else REQUEUED
+        return word, f"was {_lower_first(change.message)}"
+    kind = job_notice_kind(change)
+    word = VERBS[kind] if kind else ""
+    return word, word
 
 
 @dataclass(frozen=True, slots=True)
 class JobNotice:
-    """One job's event for its submitter."""
+    """One job's event for its submitter: `kind` is the preference it is sent by, `word` what a
+    summary counts it under, `says` what a notice about this job alone says of it."""
 
     user_id: int
     username: str
@@ -68,6 +102,12 @@ class JobNotice:
     name: str
     kind: str
     message: str
+    word: str = ""
+    says: str = ""
+
+    @property
+    def verb(self) -> str:
+        return self.word or VERBS[self.kind]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +130,9 @@ def job_notices_send(*, changes: Iterable[JobChange]) -> JobNoticesSent:
         shown = [item for item in items if wanted[item.kind].in_app]
         if shown:
             in_app[user_id] = shown
-        by_mail += [[item.user_id, item.job_id, item.kind, item.message] for item in items if wanted[item.kind].email]
+        by_mail += [
+            [item.user_id, item.job_id, item.kind, item.message, item.verb] for item in items if wanted[item.kind].email
+        ]
     notices = Notification.objects.bulk_create(_summary(user_id, items) for user_id, items in in_app.items())
     unread = unread_notification_counts(user_ids=in_app)
     user_events_publish(
@@ -108,7 +150,11 @@ def job_notices_send(*, changes: Iterable[JobChange]) -> JobNoticesSent:
 def _by_submitter(changes: Iterable[JobChange]) -> dict[int, list[JobNotice]]:
     """Each submitter's job events, one query per thousand jobs; submitters with no e-mail
     address still get their notices in the app."""
-    kinds = {change.job_id: (kind, change.message) for change in changes if (kind := job_notice_kind(change))}
+    kinds = {
+        change.job_id: (kind, change.message, *job_notice_words(change))
+        for change in changes
+        if (kind := job_notice_kind(change))
+    }
     ids = sorted(kinds)
     by_user: dict[int, list[JobNotice]] = defaultdict(list)
     for start in range(0, len(ids), ROWS_PER_STATEMENT):
@@ -118,33 +164,33 @@ def _by_submitter(changes: Iterable[JobChange]) -> dict[int, list[JobNotice]]:
             .values_list("pk", "name", "submitted_by_id", "submitted_by__username")
         )
         for job_id, name, user_id, username in rows:
-            kind, message = kinds[job_id]
-            by_user[user_id].append(JobNotice(user_id, username, job_id, name, kind, message))
+            kind, message, word, says = kinds[job_id]
+            by_user[user_id].append(JobNotice(user_id, username, job_id, name, kind, message, word, says))
     return by_user
 
 
 def job_notices_summary(items: Sequence[JobNotice]) -> str:
-    """ "train-a started" for one job; "3 jobs started, 1 preempted" for several."""
+    """ "train-a started" for one job; "3 jobs started, 1 requeued" for several."""
     if len(items) == 1:
-        return f"Your job {items[0].name} {VERBS[items[0].kind]}"
-    counts = {kind: sum(1 for item in items if item.kind == kind) for kind in VERBS}
-    parts = [f"{n} {VERBS[kind]}" for kind, n in counts.items() if n]
+        return f"Your job {items[0].name} {items[0].verb}"
+    counts = {word: sum(1 for item in items if item.verb == word) for word in WORDS}
+    parts = [f"{n} {word}" for word, n in counts.items() if n]
     first_count = parts[0].split(" ", 1)[0]
     parts[0] = f"{first_count} {'job' if first_count == '1' else 'jobs'} {parts[0].split(' ', 1)[1]}"
     return ", ".join(parts)
 
 
 def _in_order(items: Iterable[JobNotice]) -> list[JobNotice]:
-    """Started, preempted, failed, finished; by job number within each."""
-    kinds = list(VERBS)
-    return sorted(items, key=lambda item: (kinds.index(item.kind), item.job_id))
+    """Started, restarted, preempted, requeued, failed, finished; by job number within each."""
+    return sorted(items, key=lambda item: (WORDS.index(item.verb), item.job_id))
 
 
 def _summary(user_id: int, items: list[JobNotice]) -> Notification:
     ordered = _in_order(items)
     summary = job_notices_summary(ordered)
     if len(ordered) == 1:
-        message = f"{summary}."
+        only = ordered[0]
+        message = f"Your job {only.name} {only.says}." if only.says else f"{summary}."
         url = reverse("job-detail", kwargs={"job_id": ordered[0].job_id})
     else:
         names = ", ".join(item.name for item in ordered[:NAMES_SHOWN])
@@ -171,26 +217,28 @@ class JobNoticeMail:
 
 
 def job_notice_mails(*, items: Sequence[Sequence[object]]) -> list[JobNoticeMail]:
-    """One mail per user for a tick's ``[user_id, job_id, kind, message]`` rows, each job linked."""
-    by_user: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-    for user_id, job_id, kind, message in items:
+    """One mail per user for a tick's ``[user_id, job_id, kind, message, word]`` rows (rows queued
+    before the word was sent take their kind's), each job linked."""
+    by_user: dict[int, list[tuple[int, str, str, str]]] = defaultdict(list)
+    for user_id, job_id, kind, message, *word in items:
         if str(kind) in VERBS:
-            by_user[int(str(user_id))].append((int(str(job_id)), str(kind), str(message)))
-    job_ids = {job_id for rows in by_user.values() for job_id, _, _ in rows}
+            said = str(word[0]) if word and str(word[0]) in WORDS else VERBS[str(kind)]
+            by_user[int(str(user_id))].append((int(str(job_id)), str(kind), str(message), said))
+    job_ids = {row[0] for rows in by_user.values() for row in rows}
     names = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "name"))
     people = User.objects.filter(pk__in=by_user, is_active=True).exclude(email="").order_by("pk")
     site = settings.FLEETLINE_SITE_URL
     mails = []
     for person in people:
         ordered = _in_order(
-            JobNotice(person.pk, person.username, job_id, names[job_id], kind, message)
-            for job_id, kind, message in by_user[person.pk]
+            JobNotice(person.pk, person.username, job_id, names[job_id], kind, message, word)
+            for job_id, kind, message, word in by_user[person.pk]
             if job_id in names
         )
         if not ordered:
             continue
         lines = [
-            f"- {item.name} (#{item.job_id}) {VERBS[item.kind]}: {item.message}\n  {site}/jobs/{item.job_id}/"
+            f"- {item.name} (#{item.job_id}) {item.verb}: {item.message}\n  {site}/jobs/{item.job_id}/"
             for item in ordered[:JOBS_LINKED]
         ]
         if len(ordered) > JOBS_LINKED:

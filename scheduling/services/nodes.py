@@ -8,11 +8,27 @@ from typing import Any
 
 from django.db import transaction
 
+from scheduling.cycle.causes import NODE_DRAINED, Cause
 from scheduling.cycle.failures import job_requeue_at, jobs_running_on
 from scheduling.models import Node
 from tenants.services.audit import audit_record
 
 NODE_ACTIONS = ("cordon", "uncordon", "drain")
+# The actions that apply to a node in each state: an up node can be cordoned or drained, a
+# cordoned one uncordoned or drained, a down one only put back in service (once repaired).
+NODE_ACTIONS_BY_STATE: dict[str, tuple[str, ...]] = {
+    Node.State.UP: ("cordon", "drain"),
+    Node.State.CORDONED: ("uncordon", "drain"),
+    Node.State.DOWN: ("uncordon",),
+}
+
+
+def node_action_states() -> list[tuple[str, tuple[str, ...]]]:
+    """Each action, with the node states it applies to (for a page to offer only those)."""
+    return [
+        (action, tuple(state for state, actions in NODE_ACTIONS_BY_STATE.items() if action in actions))
+        for action in NODE_ACTIONS
+    ]
 
 
 @transaction.atomic
@@ -30,7 +46,7 @@ def node_action(*, node: Node, action: str, actor: Any, sim_now_s: float) -> Nod
     node.save(update_fields=["state", "healthy_gpus", "last_heartbeat"])
     if action == "drain":
         for job in jobs_running_on(node.pk):
-            job_requeue_at(job, sim_now_s)
+            job_requeue_at(job, sim_now_s, cause=Cause(NODE_DRAINED, node.name, None, node.pk), now_s=sim_now_s)
     audit_record(
         actor=actor,
         kind=f"node.{action}",

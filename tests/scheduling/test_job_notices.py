@@ -66,6 +66,36 @@ def test_each_change_tells_its_submitter_of_the_kind_it_is(event: str, cause: st
     assert job_notice_kind(JobChange(1, 1, "running", event, "", cause)) == kind
 
 
+def test_a_job_evicted_and_started_again_in_one_tick_is_told_of_its_eviction_by_its_cause() -> None:
+    moved = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node(s)", "node-slow", "Moved off slow node n1, …")
+    preempted = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node(s)", "preempted-by:3", "Preempted by job 3")
+
+    assert job_notice_kind(moved) == NoticeKind.JOB_FAILED
+    assert job_notice_kind(preempted) == NoticeKind.JOB_PREEMPTED
+
+
+def test_the_notice_of_a_requeued_job_says_why_and_from_where_and_never_that_it_failed(fleet: Fleet) -> None:
+    lead = UserFactory()
+    requeued = _by(lead, fleet.submit(gpus=4, name="pretrain"))
+    restarted = _by(UserFactory(), fleet.submit(gpus=4, name="finetune"))
+    evicted = "Evicted by node failure on node r1-n1, requeued from its last checkpoint at step 12 (120 s of work)"
+    moved = "Moved off slow node r1-n2, requeued from its last checkpoint at step 30 (300 s of work)"
+
+    job_notices_send(
+        changes=[
+            JobChange(requeued.pk, requeued.team_id, "pending", Kind.EVICTED, evicted, "node-failed"),
+            JobChange(restarted.pk, restarted.team_id, "running", Kind.STARTED, "Started", "node-slow", moved),
+        ]
+    )
+
+    (notice,) = Notification.objects.filter(user=lead)
+    assert notice.message == f"Your job pretrain was {evicted[0].lower()}{evicted[1:]}."
+    assert "failed" not in notice.message
+    (other,) = Notification.objects.exclude(user=lead)
+    assert other.message.startswith("Your job finetune was moved off slow node r1-n2, requeued from its last")
+    assert other.message.endswith("it restarted at once.")
+
+
 def test_a_tick_gives_each_submitter_one_summary_with_links_to_their_jobs(fleet: Fleet) -> None:
     lead, member = UserFactory(username="lead"), UserFactory(username="member")
     leads = [_by(lead, fleet.submit(gpus=4, name=f"train-{i}")) for i in range(3)]
@@ -104,7 +134,8 @@ def test_a_summary_counts_each_kind_in_order_and_names_at_most_five_jobs(fleet: 
 
     assert sent.notices == 1
     (notice,) = Notification.objects.filter(user=lead)
-    assert notice.message == "5 jobs started, 1 preempted, 1 failed, 1 finished: j0, j1, j2, j3, j4 and 3 more."
+    # A node failure requeued j6 from its checkpoint: it did not fail.
+    assert notice.message == "5 jobs started, 1 preempted, 1 requeued, 1 finished: j0, j1, j2, j3, j4 and 3 more."
     assert notice.kind == ""  # several kinds
     assert [job["name"] for job in notice.jobs] == ["j0", "j1", "j2", "j3", "j4", "j7", "j6", "j5"]
 
@@ -223,7 +254,7 @@ def test_a_large_cycle_links_the_first_fifty_jobs_and_points_to_the_rest(fleet: 
     job_notices_send(changes=[_change(job, Kind.EVICTED, "node-failed") for job in jobs])
 
     (notice,) = Notification.objects.filter(user=lead)
-    assert notice.message.startswith("53 jobs failed: sweep-00, sweep-01, sweep-02, sweep-03, sweep-04 and 48 more.")
+    assert notice.message.startswith("53 jobs requeued: sweep-00, sweep-01, sweep-02, sweep-03, sweep-04 and 48 more.")
     assert len(notice.jobs) == 50
     (only,) = job_notice_mails(items=[[lead.pk, job.pk, NoticeKind.JOB_FAILED, "lost"] for job in jobs])
     assert len(re.findall(r"http://localhost:8000/jobs/\d+/", only.body)) == 50

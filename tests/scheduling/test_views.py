@@ -288,6 +288,21 @@ def test_only_a_large_jobs_cancel_button_asks_for_confirmation(fleet: Fleet, mem
     assert "16-GPU gang" in member.get(f"/jobs/{large.pk}/").content.decode()
 
 
+def test_cancelling_a_pending_job_warns_of_its_place_in_the_queue_not_of_gpus_it_holds(
+    fleet: Fleet, member: Client
+) -> None:
+    running = fleet.submit(gpus=16, name="large")
+    fleet.tick()
+    pending = fleet.submit(gpus=32, name="waits-for-the-fleet")
+    assert pending.state == Job.State.PENDING
+
+    waiting = member.get(f"/jobs/{pending.pk}/").content.decode()
+    assert "It gives up its place in the queue for a 32-GPU gang." in waiting
+    assert "holds" not in waiting.split('data-confirm="', 1)[1].split('"', 1)[0]
+    held = member.get(f"/jobs/{running.pk}/").content.decode()
+    assert "It holds a 16-GPU gang; work since its last checkpoint is lost." in held
+
+
 def test_the_job_list_shows_submitter_and_times_and_searches_by_name_or_number(fleet: Fleet, member: Client) -> None:
     alpha, beta = fleet.submit(gpus=8, name="alpha-run"), fleet.submit(gpus=32, name="beta-run")
     fleet.tick()
