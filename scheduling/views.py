@@ -34,7 +34,7 @@ from scheduling.selectors import (
     quota_left_for_teams,
 )
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
-from scheduling.services.nodes import NODE_ACTIONS, node_action
+from scheduling.services.nodes import NODE_ACTIONS, node_action, node_action_states
 from scheduling.services.preview import job_start_preview
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import teams_for_user
@@ -271,7 +271,7 @@ def fleet_map_view(request: HttpRequest) -> HttpResponse:
             "node_jobs": node_jobs,
             "node_words": NODE_WORDS,
             "admin": is_fleet_admin(request.user),
-            "actions": NODE_ACTIONS,
+            "actions": node_action_states(),
         },
     )
 

@@ -60,6 +60,10 @@
       dialog.querySelector("[name=node]").value = node.dataset.node;
       dialog.querySelector("[data-field=name]").textContent = node.dataset.name;
       dialog.querySelector("[data-field=summary]").textContent = describe(node);
+      // Only the actions that apply to the node as it is now (the server says which, per state).
+      dialog.querySelectorAll("[data-states]").forEach(function (button) {
+        button.hidden = button.dataset.states.split(" ").indexOf(node.dataset.state) < 0;
+      });
       hide();
       dialog.showModal();
     });
