@@ -45,8 +45,19 @@ def headers(currency: str) -> tuple[str, ...]:
     )
 
 
+def figure(value: float, places: int = 2) -> float:
+    """A figure rounded to ``places``, never negative zero: a rounding error a hair below zero
+    (-0.001 GPU-h) would otherwise print as "-0.0" in the file."""
+    return round(value, places) + 0.0
+
+
+def money(value: Decimal) -> Decimal:
+    """An amount as it is, but a zero is never negative ("-0.00")."""
+    return abs(value) if value.is_zero() else value
+
+
 def _share(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+    return None if value is None else figure(value, 3)
 
 
 def cells(row: TeamRow, currency: str) -> list[object]:
@@ -55,16 +66,16 @@ def cells(row: TeamRow, currency: str) -> list[object]:
     return [
         row.team,
         row.department,
-        round(row.guarantee_gpu_h, 2),
-        round(row.used_gpu_h, 2),
+        figure(row.guarantee_gpu_h),
+        figure(row.used_gpu_h),
         _share(row.utilisation),
-        round(row.borrowed_gpu_h, 2),
-        round(row.useful_gpu_h, 2),
-        round(row.lost_gpu_h, 2),
-        round(row.serving_gpu_h, 2),
-        round(row.training_gpu_h, 2),
-        round(row.batch_gpu_h, 2),
-        row.cost,
+        figure(row.borrowed_gpu_h),
+        figure(row.useful_gpu_h),
+        figure(row.lost_gpu_h),
+        figure(row.serving_gpu_h),
+        figure(row.training_gpu_h),
+        figure(row.batch_gpu_h),
+        money(row.cost),
         row.budget,
         unit,
         _share(row.budget_used),
@@ -92,11 +103,11 @@ def reconciliation(report: FinanceReport) -> list[list[object]]:
         return []
     f = report.fleet
     return [
-        ["Fleet capacity (GPU-h)", round(f.capacity_gpu_h, 2)],
-        ["Allocated (GPU-h)", round(f.allocated_gpu_h, 2)],
-        ["Idle (GPU-h)", round(f.idle_gpu_h, 2)],
-        ["Down (GPU-h)", round(f.down_gpu_h, 2)],
-        ["Unaccounted (GPU-h)", round(f.unaccounted_gpu_h, 2)],
+        ["Fleet capacity (GPU-h)", figure(f.capacity_gpu_h)],
+        ["Allocated (GPU-h)", figure(f.allocated_gpu_h)],
+        ["Idle (GPU-h)", figure(f.idle_gpu_h)],
+        ["Down (GPU-h)", figure(f.down_gpu_h)],
+        ["Unaccounted (GPU-h)", figure(f.unaccounted_gpu_h)],
     ]
 
 
@@ -177,10 +188,10 @@ def jobs_csv(lines: Sequence[JobLine], currency: str) -> bytes:
                     line.user,
                     line.accelerator,
                     line.kind,
-                    f"{line.gpu_h:.2f}",
-                    f"{line.useful_gpu_h:.2f}",
-                    f"{line.lost_gpu_h:.2f}",
-                    line.cost,
+                    f"{figure(line.gpu_h):.2f}",
+                    f"{figure(line.useful_gpu_h):.2f}",
+                    f"{figure(line.lost_gpu_h):.2f}",
+                    money(line.cost),
                 )
             )
         )
