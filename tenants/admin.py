@@ -120,7 +120,16 @@ class QuotaRequestAdmin(GovernedAdmin):
     governed_note = "Quota requests are filed on the team page and decided in the quota queue."
     governed_url_name = "tenants:quota_queue"
     governed_url_text = "Quota requests"
-    list_display = ["team", "accelerator_type", "guaranteed", "state", "requested_by", "created_at", "decided_by"]
+    list_display = [
+        "team",
+        "accelerator_type",
+        "guaranteed",
+        "state",
+        "requested_by",
+        "created_at",
+        "decided_by",
+        "self_approved",
+    ]
     list_filter = ["state", "accelerator_type"]
     list_select_related = ["team", "accelerator_type", "requested_by", "decided_by"]
 

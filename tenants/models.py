@@ -155,6 +155,8 @@ class QuotaRequest(models.Model):
         related_name="quota_decisions",
     )
     decision_note = models.TextField(blank=True)
+    # Approved by the fleet admin who filed it, there being no other fleet admin to decide it.
+    self_approved = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
 
@@ -375,6 +377,10 @@ class AuditEvent(models.Model):
         QUOTA_REQUEST_SUBMITTED = "quota_request.submitted", "Quota request submitted"
         QUOTA_REQUEST_WITHDRAWN = "quota_request.withdrawn", "Quota request withdrawn"
         QUOTA_REQUEST_APPROVED = "quota_request.approved", "Quota request approved"
+        QUOTA_REQUEST_SELF_APPROVED = (
+            "quota_request.self_approved",
+            "Quota request self-approved (by its requester, no other fleet admin)",
+        )
         QUOTA_REQUEST_REJECTED = "quota_request.rejected", "Quota request rejected"
         QUOTA_SET = "quota.set", "Quota set by a fleet admin"
         PRIORITY_CLASS_SAVED = "priority_class.saved", "Priority class saved"
@@ -389,6 +395,7 @@ class AuditEvent(models.Model):
         MEMBER_ADDED = "membership.added", "Member added"
         MEMBER_REMOVED = "membership.removed", "Member removed"
         MEMBER_ROLE_CHANGED = "membership.role", "Member role changed"
+        LOGIN_LOCKED_OUT = "account.locked_out", "Login locked out after repeated wrong passwords"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,

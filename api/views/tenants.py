@@ -199,6 +199,7 @@ class QuotaRequestOutput(serializers.Serializer):
     state = serializers.ChoiceField(choices=QuotaRequest.State.choices)
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
+    self_approved = serializers.BooleanField(help_text="Approved by its own requester, the fleet's one admin.")
     decision_note = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)

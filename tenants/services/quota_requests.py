@@ -1,5 +1,9 @@
 """A team lead asks for quota; a fleet admin approves or rejects; the lead may withdraw.
 
+A fleet admin who is also a lead does not approve their own request while another fleet admin
+can: only when they are the fleet's one admin is it approved, and marked self-approved (on the
+request, and as its own kind in the audit log).
+
 Every state change is a guarded update on ``state=pending``, so a request is decided once even
 when two admins click at the same moment.
 """
@@ -11,12 +15,14 @@ import logging
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from scheduling.models import AcceleratorType
 from tenants.models import AuditEvent, NoticeKind, Quota, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
+from tenants.roles import FLEET_ADMIN
 from tenants.services.audit import audit_record, snapshot_fields
 from tenants.services.notifications import notice_deliver
 from tenants.services.quotas import QUOTA_FIELDS, fleet_policy_lock, quota_write
@@ -90,12 +96,14 @@ def quota_request_approve(*, admin: User, quota_request_id: int, note: str = "")
     """Approve and apply a request, unless guarantees would exceed fleet capacity × overcommit.
 
     The policy row's lock is taken before the request is read, so a second approval of the same
-    request waits and then finds it decided.
+    request waits and then finds it decided. The admin who filed the request approves it only when
+    no other fleet admin could (`quota_request_self_approval`).
     """
     _require_admin(admin)
     with transaction.atomic():
         policy = fleet_policy_lock()
         request = _pending_request(quota_request_id)
+        self_approved = quota_request_self_approval(admin=admin, request=request)
         quota, before = quota_write(
             team=request.team,
             accelerator_type=request.accelerator_type,
@@ -104,14 +112,16 @@ def quota_request_approve(*, admin: User, quota_request_id: int, note: str = "")
             lend_limit=request.lend_limit,
             policy=policy,
         )
-        _decide(request, state=QuotaRequest.State.APPROVED, user=admin, note=note)
+        _decide(request, state=QuotaRequest.State.APPROVED, user=admin, note=note, self_approved=self_approved)
         audit_record(
             actor=admin,
-            kind=AuditEvent.Kind.QUOTA_REQUEST_APPROVED,
+            kind=AuditEvent.Kind.QUOTA_REQUEST_SELF_APPROVED
+            if self_approved
+            else AuditEvent.Kind.QUOTA_REQUEST_APPROVED,
             team=request.team,
             object_repr=f"{request.team.name} · {request.accelerator_type.name} quota",
             before=before,
-            after=snapshot_fields(quota, QUOTA_FIELDS),
+            after={**snapshot_fields(quota, QUOTA_FIELDS), **({"self_approved": True} if self_approved else {})},
         )
         _tell_requester(request, verb="approved")
     return quota
@@ -136,6 +146,20 @@ def quota_request_reject(*, admin: User, quota_request_id: int, note: str) -> Qu
     return request
 
 
+def quota_request_self_approval(*, admin: User, request: QuotaRequest) -> bool:
+    """Whether ``admin`` approving ``request`` approves their own request; refused (PermissionDenied)
+    while another active fleet admin exists to decide it. Rejecting one's own request is allowed:
+    it grants nothing, like withdrawing it."""
+    if request.requested_by_id != admin.pk:
+        return False
+    others = User.objects.filter(Q(is_superuser=True) | Q(groups__name=FLEET_ADMIN), is_active=True).exclude(
+        pk=admin.pk
+    )
+    if others.exists():
+        raise PermissionDenied("You filed this request: another fleet admin must approve it.")
+    return True
+
+
 def _require_admin(user: User) -> None:
     if not is_fleet_admin(user):
         raise PermissionDenied("Only fleet admins decide quota requests.")
@@ -154,15 +178,16 @@ def _pending_request(quota_request_id: int) -> QuotaRequest:
     return request
 
 
-def _decide(request: QuotaRequest, *, state: str, user: User, note: str) -> None:
+def _decide(request: QuotaRequest, *, state: str, user: User, note: str, self_approved: bool = False) -> None:
     """Move a pending request to ``state``; refuse if someone else decided it first."""
     now = timezone.now()
     changed = QuotaRequest.objects.filter(pk=request.pk, state=Pending).update(
-        state=state, decided_by=user, decision_note=note.strip(), decided_at=now
+        state=state, decided_by=user, decision_note=note.strip(), decided_at=now, self_approved=self_approved
     )
     if changed != 1:
         raise ValidationError("This request is no longer pending.")
     request.state, request.decided_by, request.decision_note, request.decided_at = state, user, note.strip(), now
+    request.self_approved = self_approved
 
 
 def _tell_requester(request: QuotaRequest, *, verb: str) -> None:

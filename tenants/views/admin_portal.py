@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -50,6 +50,9 @@ def quota_request_decide(request: AuthenticatedHttpRequest, pk: int, decision: s
         raise Http404("No such request.") from None
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
+    except PermissionDenied as exc:
+        # The admin's own request while another fleet admin can decide it.
+        messages.error(request, str(exc))
     else:
         messages.success(request, f"Request {decision}d.")
     return redirect("tenants:quota_queue")
