@@ -8,5 +8,6 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
-        # Connects the logout receiver that closes the ended session's websockets.
-        from portal import socket_events  # noqa: F401
+        # Connects the logout receiver that closes the ended session's websockets, and the
+        # receiver that writes login lockouts to the audit log.
+        from portal import login_lockout, socket_events  # noqa: F401

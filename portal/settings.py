@@ -17,10 +17,12 @@ Environment (the README's configuration table lists every variable):
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 import plotly
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.redis_urls import celery_url
@@ -85,6 +87,8 @@ INSTALLED_APPS = [
     "drf_standardized_errors",
     "knox",
     "channels",
+    "axes",
+    "csp",
     "tenants",
     "scheduling",
     "portal",
@@ -98,6 +102,7 @@ MIDDLEWARE = [
     # Outermost and innermost: request counts and latencies for /metrics (django-prometheus).
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "portal.middleware.query_string_limit",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -107,6 +112,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    # Last, as django-axes asks: turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -198,6 +205,53 @@ FLEETLINE_SITE_URL = os.environ.get("FLEETLINE_SITE_URL", "http://localhost:8000
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
+
+# Content-Security-Policy (django-csp), on every page in every profile so that the browser tests
+# load the pages under the policy production sends: scripts, styles, images, fonts and
+# connections (the websocket included) from this site only; no inline script or style, no
+# eval, no plugins, no framing. plotly.js is served from this site (STATICFILES_DIRS).
+# CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only instead, to try a change.
+_CSP_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+if _env_bool("CSP_REPORT_ONLY", False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP_POLICY
+else:
+    CONTENT_SECURITY_POLICY = _CSP_POLICY
+
+# Login lockout (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
+# address, that pair is refused, even with the right password, for AXES_COOLOFF_MINUTES; every
+# further wrong password restarts the wait. The lockout is written to the audit log
+# (``portal.login_lockout``). A right password before the limit clears the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT") or 10)
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("AXES_COOLOFF_MINUTES") or 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.login_lockout.lockout_response"
+# Successful logins are not logged a second time (the sessions are the record); attempts are.
+AXES_DISABLE_ACCESS_LOG = True
+# The client's address: REMOTE_ADDR unless a proxy in front sets a header it always overwrites
+# (for example "HTTP_X_FORWARDED_FOR,REMOTE_ADDR" with AXES_IPWARE_PROXY_COUNT=1); trusting a
+# header a client can set would let it pick a fresh address for every guess.
+AXES_IPWARE_META_PRECEDENCE_ORDER = _env_list("AXES_IPWARE_META_PRECEDENCE_ORDER", "REMOTE_ADDR")
+AXES_IPWARE_PROXY_COUNT = (
+    int(os.environ["AXES_IPWARE_PROXY_COUNT"]) if os.environ.get("AXES_IPWARE_PROXY_COUNT") else None
+)
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"

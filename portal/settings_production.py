@@ -1,10 +1,10 @@
 """The production profile: ``DJANGO_SETTINGS_MODULE=portal.settings_production``.
 
 The same settings as ``portal.settings``, with production defaults: DEBUG off, HTTPS only (SSL
-redirect, HSTS, secure cookies), no demo, database connections pooled in each process. Every
-default can still be set from the environment (see the README's configuration table), except
-that DEBUG must stay off and SECRET_KEY, DATABASE_URL and REDIS_URL must be given: there is no
-SQLite file and no embedded Redis here.
+redirect, HSTS, secure cookies), the Content-Security-Policy enforced, no demo, database
+connections pooled in each process. Every default can still be set from the environment (see the
+README's configuration table), except that DEBUG must stay off and SECRET_KEY, DATABASE_URL and
+REDIS_URL must be given: there is no SQLite file and no embedded Redis here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ PRODUCTION_DEFAULTS = {
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
     "SESSION_COOKIE_SECURE": "1",
     "CSRF_COOKIE_SECURE": "1",
+    # The Content-Security-Policy is enforced, not only reported (portal.settings).
+    "CSP_REPORT_ONLY": "0",
     # Database connections reused through a pool in each process, at most this many per process
     # (mind PostgreSQL's max_connections across every web, worker and beat process).
     "DATABASE_POOL_MAX_SIZE": "8",

@@ -18,6 +18,14 @@
     return text + (+d.total > gpus ? fill(words.lost, { lost: +d.total - gpus }) : "");
   }
 
+  // Occupancy bars are sized here rather than by style attributes in the page, which the
+  // Content-Security-Policy refuses.
+  function occupancy(node) {
+    var total = +node.dataset.total || +node.dataset.gpus || 8;
+    node.querySelector(".bar").style.width = Math.round(100 * (+node.dataset.used || 0) / total) + "%";
+  }
+  nodes.forEach(occupancy);
+
   function show(node) {
     card.textContent = "";
     var title = document.createElement("strong");
@@ -84,7 +92,7 @@
     nodes.forEach(function (node) {
       var used = event.node_used[node.dataset.node] || 0, gpus = +node.dataset.gpus || 8;
       node.dataset.used = used;
-      node.querySelector(".bar").style.width = Math.round(100 * used / (+node.dataset.total || gpus)) + "%";
+      occupancy(node);
       node.classList.toggle("full", used >= gpus);
       node.setAttribute("aria-label", describe(node));
     });

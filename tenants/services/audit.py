@@ -38,3 +38,14 @@ def audit_record(
         before=before,
         after=after,
     )
+
+
+def login_lockout_record(*, username: str, ip_address: str, failures: int) -> AuditEvent:
+    """Audit a login locked out after ``failures`` wrong passwords for ``username`` from
+    ``ip_address``. No actor: whoever typed them is unknown, and may not be the account's owner."""
+    return audit_record(
+        actor=None,
+        kind=AuditEvent.Kind.LOGIN_LOCKED_OUT,
+        object_repr=f"Login of {username} from {ip_address}",
+        after={"username": username, "ip_address": ip_address, "failures": failures},
+    )
