@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -60,7 +61,7 @@ def worker_env(cluster: Cluster, subprocess_env: dict[str, str]) -> Iterator[dic
 
 
 def _fleet(cluster: Cluster) -> list[int]:
-    h100 = AcceleratorType.objects.create(name="H100")
+    h100, _ = AcceleratorType.objects.get_or_create(name="H100")  # the first tick read it from Slurm
     team = Team.objects.create(department=Department.objects.create(name="Research"), name="LM", slug="lm")
     Quota.objects.create(team=team, accelerator_type=h100, guaranteed=64, borrow_limit=0)
     FleetPolicy.objects.create(pk=FleetPolicy.SINGLETON_ID)
@@ -76,8 +77,9 @@ def _fleet(cluster: Cluster) -> list[int]:
 
 
 def test_a_worker_killed_while_it_carries_a_plan_out_starts_nothing_twice(
-    cluster: Cluster, worker_env: dict[str, str]
+    cluster: Cluster, worker_env: dict[str, str], settings: Any
 ) -> None:
+    settings.FLEETLINE_BACKEND = "slurm"  # as the workers run: jobs are commands
     prefix = worker_env["FLEETLINE_SLURM_RUN_PREFIX"]
     first = _worker(worker_env)
     try:
@@ -91,6 +93,8 @@ def test_a_worker_killed_while_it_carries_a_plan_out_starts_nothing_twice(
             assert time.monotonic() < deadline, "the worker never submitted a run"
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
+        # It died with runs held in Slurm: submitted, not yet released (nothing of them ran).
+        assert any(run.held for run in cluster.client.jobs(prefix))
     finally:
         if first.poll() is None:
             first.kill()
