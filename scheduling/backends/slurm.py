@@ -44,6 +44,7 @@ from django.db.models import F
 
 from scheduling.backends.base import Observed
 from scheduling.backends.slurm_api import SlurmClient, SlurmError, SlurmJob, SlurmNode
+from scheduling.cycle.causes import incident_cause
 from scheduling.cycle.failures import detector_policy, job_requeue_at
 from scheduling.job_release import nodes_shift
 from scheduling.models import AcceleratorType, Allocation, Incident, Job, Node, Pod, Rack, SchedulerEvent
@@ -227,7 +228,6 @@ class SlurmBackend:
         leave within the preemption grace; the engine restarts them on other nodes."""
         policy = detector_policy(fleet_policy_for_cycle())
         grace_s = policy_grace_s()
-        now_unix = self._clock.unix(sim_now_s)
         changed: set[int] = set()
         names = dict(Node.objects.values_list("id", "name"))
         for job_id, gang in _gangs_running().items():
@@ -243,7 +243,7 @@ class SlurmBackend:
             }
             progress = {node: points for node, points in progress.items() if points}
             for node_name, slowdown in progress_slow_nodes(
-                progress, now_unix=now_unix, threshold=policy.slow_threshold, steps=policy.slow_consecutive_steps
+                progress, threshold=policy.slow_threshold, steps=policy.slow_consecutive_steps
             ).items():
                 node = Node.objects.filter(name=node_name, state=Node.State.UP).first()
                 if node is None:
@@ -259,7 +259,7 @@ class SlurmBackend:
         leaving = list(Job.objects.filter(allocations__node=node, state=Job.State.RUNNING).distinct())
         incident.jobs.set(leaving)
         for job in leaving:
-            job_requeue_at(job, sim_now_s + grace_s)
+            job_requeue_at(job, sim_now_s + grace_s, cause=incident_cause(incident), now_s=sim_now_s)
             run = self._runs.get(run_name(self.prefix, job.pk, job.restarts))
             if run is not None and run.state in LIVE_STATES:
                 self._each(lambda slurm_id: self.client.signal(slurm_id, "USR1"), [run.job_id], "signal to checkpoint")
@@ -436,10 +436,11 @@ def _outcome(call: Callable[[int], object]) -> Callable[[int], SlurmError | None
 
 
 def _gangs_running() -> dict[int, tuple[float | None, list[int]]]:
-    """Running real jobs: when their run started, and the nodes they hold."""
+    """Running real jobs not already leaving (in a preemption grace): when their run started, and
+    the nodes they hold."""
     gangs: dict[int, tuple[float | None, list[int]]] = {}
     for job_id, started_s, node_id in (
-        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        Allocation.objects.filter(job__state=Job.State.RUNNING, job__grace_until_s__isnull=True)
         .exclude(job__command="")
         .values_list("job_id", "job__started_s", "node_id")
     ):
@@ -478,29 +479,27 @@ def progress_read(folder: Path, *, tail_bytes: int = 4096) -> dict[str, list[tup
 
 
 def progress_slow_nodes(
-    progress: dict[str, list[tuple[float, float]]], *, now_unix: float, threshold: float, steps: int
+    progress: dict[str, list[tuple[float, float]]], *, threshold: float, steps: int
 ) -> dict[str, float]:
-    """The rule for a slow node on a real gang: its last ``steps`` steps each took more than
-    ``threshold`` times the gang's median step time (the still-open step counting as one, so a
-    stalled rank is slow too). Returns each slow node with how many times slower it goes."""
-    durations: dict[str, list[float]] = {}
-    for node, points in progress.items():
-        taken = [b[0] - a[0] for a, b in zip(points, points[1:], strict=False) if b[1] > a[1]]
-        durations[node] = [*taken[-steps:], now_unix - points[-1][0]]
-    recent = [d for taken in durations.values() for d in taken[-steps - 1 : -1]]
+    """The rule for a slow node on a real gang: each of its last ``steps`` steps took more than
+    ``threshold`` times the gang's median step time (over every rank's last ``steps`` steps).
+    Returns each slow node with how many times slower it goes. A rank that makes no progress at
+    all is not slow: a dead node is Slurm's to report, and a gang that is leaving stops too."""
+    durations = {
+        node: [b[0] - a[0] for a, b in zip(points, points[1:], strict=False) if b[1] > a[1]][-steps:]
+        for node, points in progress.items()
+    }
+    recent = [d for taken in durations.values() for d in taken]
     if len(durations) < 2 or len(recent) < steps:
         return {}
     median = statistics.median(recent)
-    slow = {}
-    for node, taken in durations.items():
-        finished, open_step = taken[:-1], taken[-1]
-        if median <= 0:
-            continue
-        if len(finished) >= steps and all(d > threshold * median for d in finished[-steps:]):
-            slow[node] = statistics.median(finished[-steps:]) / median
-        elif open_step > threshold * median * steps:
-            slow[node] = open_step / median
-    return slow
+    if median <= 0:
+        return {}
+    return {
+        node: statistics.median(taken) / median
+        for node, taken in durations.items()
+        if len(taken) == steps and all(d > threshold * median for d in taken)
+    }
 
 
 @dataclass(frozen=True, slots=True)

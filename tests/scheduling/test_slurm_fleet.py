@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.backends.slurm import nodes_sync
+from scheduling.backends.slurm import nodes_sync, progress_slow_nodes
 from scheduling.backends.slurm_api import SlurmNode
 from scheduling.models import Incident, Node
 
@@ -57,3 +57,22 @@ def test_a_node_drained_in_slurm_by_someone_else_shows_as_cordoned() -> None:
     _sync(_node("node01"))
     _sync(SlurmNode(name="node01", gpus=8, gres_type="", states=frozenset({"IDLE", "DRAIN"}), reason="bad fan"))
     assert Node.objects.get(name="node01").state == Node.State.CORDONED
+
+
+def _steps(start: float, every_s: float, count: int) -> list[tuple[float, float]]:
+    return [(start + i * every_s, float(i)) for i in range(count)]
+
+
+def test_a_node_whose_last_steps_all_took_longer_than_the_gangs_pace_is_slow() -> None:
+    progress = {"node01": _steps(0, 0.5, 20), "node02": _steps(0, 0.5, 20), "node03": _steps(0, 1.5, 8)}
+    assert progress_slow_nodes(progress, threshold=1.3, steps=5) == {"node03": 3.0}
+
+
+def test_a_rank_that_stopped_is_not_slow_a_dead_node_is_slurms_to_report() -> None:
+    progress = {"node01": _steps(0, 0.5, 40), "node02": _steps(0, 0.5, 10)}  # node02 stopped at 4.5 s
+    assert progress_slow_nodes(progress, threshold=1.3, steps=5) == {}
+
+
+def test_a_gang_at_one_pace_has_no_slow_node() -> None:
+    progress = {"node01": _steps(0, 0.5, 20), "node02": _steps(0.1, 0.55, 20)}
+    assert progress_slow_nodes(progress, threshold=1.3, steps=5) == {}
