@@ -397,7 +397,8 @@ rest_ping() {
 
 all_idle() {
     local n
-    n="$(sinfo -h -N -p gpu -o '%N %T' 2>/dev/null | awk '$2 == "idle" { c++ } END { print c + 0 }')"
+    # Ready: answering and schedulable or drained (a drain a previous run left stays until resumed).
+    n="$(sinfo -h -N -p gpu -o '%N %T' 2>/dev/null | awk '$2 ~ /^(idle|drained|draining|mixed|allocated)$/ { c++ } END { print c + 0 }')"
     [[ "$n" == "${#NODES[@]}" ]]
 }
 
