@@ -22,6 +22,15 @@ def nodes_shift(deltas: dict[int, int]) -> None:
     Node.objects.filter(pk__in=list(deltas)).update(allocated_gpus=F("allocated_gpus") + shift)
 
 
+def allocations_release(job_id: int) -> None:
+    """Free a job's GPUs: its allocations removed and its nodes' counters given back."""
+    freed: dict[int, int] = defaultdict(int)
+    for node_id, gpus in Allocation.objects.filter(job_id=job_id).values_list("node_id", "gpus"):
+        freed[node_id] -= gpus
+    Allocation.objects.filter(job_id=job_id).delete()
+    nodes_shift(freed)
+
+
 def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[int]:
     """Cancel pending or running jobs, freeing their GPUs. Returns the ids actually cancelled."""
     cancelled: list[int] = []
@@ -38,11 +47,7 @@ def jobs_release(*, job_ids: list[int], sim_now_s: float, reason: str) -> list[i
                 grace_until_s=None,
             ):
                 continue
-            freed: dict[int, int] = defaultdict(int)
-            for node_id, gpus in Allocation.objects.filter(job_id=job_id).values_list("node_id", "gpus"):
-                freed[node_id] -= gpus
-            Allocation.objects.filter(job_id=job_id).delete()
-            nodes_shift(freed)
+            allocations_release(job_id)
             SchedulerEvent.objects.create(
                 job_id=job_id, team_id=team_id, kind=SchedulerEvent.Kind.CANCELLED, sim_time_s=sim_now_s, message=reason
             )

@@ -44,9 +44,10 @@ from django.db.models import F
 
 from scheduling.backends.base import Observed
 from scheduling.backends.slurm_api import SlurmClient, SlurmError, SlurmJob, SlurmNode
+from scheduling.convert import policy_from_row
 from scheduling.cycle.causes import incident_cause
 from scheduling.cycle.failures import detector_policy, job_requeue_at
-from scheduling.job_release import nodes_shift
+from scheduling.job_release import allocations_release
 from scheduling.models import AcceleratorType, Allocation, Incident, Job, Node, Pod, Rack, SchedulerEvent
 from scheduling.tick_outcome import FinishedRun, JobChange
 from tenants.selectors import fleet_policy_for_cycle
@@ -226,8 +227,8 @@ class SlurmBackend:
         """Slow nodes from the gangs' own progress (``progress_slow_nodes``): the node is
         cordoned (drained in Slurm), a slow incident opened, and its gangs told to checkpoint and
         leave within the preemption grace; the engine restarts them on other nodes."""
-        policy = detector_policy(fleet_policy_for_cycle())
-        grace_s = policy_grace_s()
+        row = fleet_policy_for_cycle()
+        policy, grace_s = detector_policy(row), policy_from_row(row).preemption_grace_s
         changed: set[int] = set()
         names = dict(Node.objects.values_list("id", "name"))
         for job_id, gang in _gangs_running().items():
@@ -544,11 +545,6 @@ def _runs_wanted(prefix: str) -> dict[str, _Wanted]:
     return wanted
 
 
-def policy_grace_s() -> float:
-    row = fleet_policy_for_cycle()
-    return row.preemption_grace_s if row is not None else 30.0
-
-
 def _run_end_write(*, row: Any, end: _End, end_s: float, exit_code: int | None = None) -> bool:
     """Record a run's end under the guard of the version the tick read; free its GPUs."""
     with transaction.atomic():
@@ -563,11 +559,7 @@ def _run_end_write(*, row: Any, end: _End, end_s: float, exit_code: int | None =
             **fields, **added, version=F("version") + 1
         ):
             return False
-        freed: dict[int, int] = defaultdict(int)
-        for node_id, gpus in Allocation.objects.filter(job_id=row.id).values_list("node_id", "gpus"):
-            freed[node_id] -= gpus
-        Allocation.objects.filter(job_id=row.id).delete()
-        nodes_shift(freed)
+        allocations_release(row.id)
         SchedulerEvent.objects.create(
             job_id=row.id, team_id=row.team_id, kind=end.event, sim_time_s=end_s, message=end.message
         )
@@ -585,14 +577,19 @@ def nodes_sync(
 ) -> set[int]:
     """The node table made to match Slurm's nodes. Returns the incidents opened or closed."""
     existing = {node.name: node for node in Node.objects.select_related("rack")}
-    racks: dict[str, Rack] = {}
+    # Read once a tick; a rack, pod or accelerator type is made only when a node first names it.
+    racks = {rack.name: rack for rack in Rack.objects.all()}
+    kinds = {kind.name: kind for kind in AcceleratorType.objects.all()}
     changed: set[int] = set()
     for slurm_node in nodes:
         rack_name, pod_name = topology.get(slurm_node.name, (DEFAULT_RACK, DEFAULT_POD))
         if rack_name not in racks:
             pod, _ = Pod.objects.get_or_create(name=pod_name)
             racks[rack_name], _ = Rack.objects.get_or_create(name=rack_name, defaults={"pod": pod})
-        kind, _ = AcceleratorType.objects.get_or_create(name=(slurm_node.gres_type or accelerator).upper())
+        kind_name = (slurm_node.gres_type or accelerator).upper()
+        if kind_name not in kinds:
+            kinds[kind_name], _ = AcceleratorType.objects.get_or_create(name=kind_name)
+        kind = kinds[kind_name]
         node = existing.pop(slurm_node.name, None)
         dead = bool(slurm_node.states & DEAD_STATES)
         if node is None:
@@ -608,7 +605,8 @@ def nodes_sync(
         changed |= _node_follow(node, slurm_node, racks[rack_name], kind, sim_now_s, client)
     for gone in existing.values():
         if Allocation.objects.filter(node=gone).exists():
-            changed |= _node_dead(gone, sim_now_s, why="left the cluster")
+            if gone.state != Node.State.DOWN:
+                changed |= _node_dead(gone, sim_now_s, why="left the cluster")
         else:
             gone.delete()
             logger.info("node %s left the cluster: removed", gone.name)
