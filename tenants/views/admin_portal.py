@@ -54,7 +54,7 @@ def quota_request_decide(request: AuthenticatedHttpRequest, pk: int, decision: s
         # The admin's own request while another fleet admin can decide it.
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Request {decision}d.")
+        messages.success(request, "Request approved." if decision == "approve" else "Request rejected.")
     return redirect("tenants:quota_queue")
 
 

@@ -128,7 +128,10 @@ def test_rejecting_needs_a_note_and_is_audited(world: World, pending: QuotaReque
     pending.refresh_from_db()
     assert pending.state == "pending"
 
-    client.post(f"/admin-portal/quota-requests/{pending.pk}/reject/", {"note": "Not this quarter."})
+    answer = client.post(
+        f"/admin-portal/quota-requests/{pending.pk}/reject/", {"note": "Not this quarter."}, follow=True
+    )
+    assert "Request rejected." in answer.content.decode()
     pending.refresh_from_db()
     assert pending.state == "rejected" and pending.decision_note == "Not this quarter."
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.QUOTA_REQUEST_REJECTED)
