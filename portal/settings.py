@@ -25,6 +25,7 @@ import plotly
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.oidc_config import oidc_config_from_env
 from portal.redis_urls import celery_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -252,6 +253,14 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = _env_list("AXES_IPWARE_META_PRECEDENCE_ORDER
 AXES_IPWARE_PROXY_COUNT = (
     int(os.environ["AXES_IPWARE_PROXY_COUNT"]) if os.environ.get("AXES_IPWARE_PROXY_COUNT") else None
 )
+
+# Single sign-on (OpenID Connect, mozilla-django-oidc): on once FLEETLINE_OIDC_CLIENT_ID is set;
+# `portal.oidc_config` reads and checks every FLEETLINE_OIDC_* variable (a group map that does not
+# parse stops the process here). Password login stays beside it. The backend passes on every login
+# but the provider's answer, and the lockout counts passwords only (the provider guards its own).
+FLEETLINE_OIDC = oidc_config_from_env(os.environ)
+AUTHENTICATION_BACKENDS.append("portal.oidc.OidcBackend")
+AXES_WHITELIST_CALLABLE = "portal.oidc.axes_exempt"
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from portal.groups import ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED, token_group, user_group
 from portal.live_events import live_event
-from tenants.signals import memberships_changed, notice_created
+from tenants.signals import access_revoked, memberships_changed, notice_created
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,15 @@ def socket_session_ended_publish(*, user_id: int, session_key: str) -> None:
     user's other sessions keep theirs."""
     message = {"type": SESSION_ENDED, "session_key": session_key}
     transaction.on_commit(lambda: _group_send_all([(user_group(user_id), message)]))
+
+
+def socket_users_close_publish(*, user_ids: Iterable[int]) -> None:
+    """Once the current transaction commits, every open socket of these users closes, whichever
+    session or token opened it: a session end that names no session ends them all."""
+    messages = [
+        (user_group(user_id), {"type": SESSION_ENDED, "session_key": None}) for user_id in sorted(set(user_ids))
+    ]
+    transaction.on_commit(lambda: _group_send_all(messages))
 
 
 def socket_tokens_revoked_publish(*, token_digests: Iterable[str]) -> None:
@@ -108,3 +117,9 @@ def notice_publish(sender: type, *, user_id: int, message: str, url: str, unread
 def memberships_publish(sender: type, *, user_ids: Iterable[int], **kwargs: Any) -> None:
     """Users whose memberships changed have their sockets re-check their access (`tenants.signals`)."""
     socket_access_changed_publish(user_ids=user_ids)
+
+
+@receiver(access_revoked)
+def access_revoked_publish(sender: type, *, user_ids: Iterable[int], **kwargs: Any) -> None:
+    """Users who lost a membership or a role have every open socket closed (`tenants.signals`)."""
+    socket_users_close_publish(user_ids=user_ids)

@@ -5,12 +5,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
 from api.views.retired import RetiredJobsApi
-from portal import views
+from portal import oidc, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("reports/usage/", views.usage_report_view, name="usage-report"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", oidc.LoginView.as_view(), name="login"),
+    path("oidc/authenticate/", oidc.OidcAuthenticateView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.OidcCallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls")),

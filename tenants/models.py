@@ -396,6 +396,10 @@ class AuditEvent(models.Model):
         MEMBER_REMOVED = "membership.removed", "Member removed"
         MEMBER_ROLE_CHANGED = "membership.role", "Member role changed"
         LOGIN_LOCKED_OUT = "account.locked_out", "Login locked out after repeated wrong passwords"
+        ROLE_GRANTED = "account.role_granted", "Role granted"
+        ROLE_REVOKED = "account.role_revoked", "Role revoked"
+        SSO_ACCOUNT_CREATED = "account.sso_created", "Account created at its first single sign-on"
+        SSO_ACCOUNT_LINKED = "account.sso_linked", "Account linked to single sign-on"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -410,6 +414,9 @@ class AuditEvent(models.Model):
     object_repr = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # What made a change that no person made (actor empty): "single sign-on" for what a login
+    # took from the identity provider's groups; blank for the scheduler.
+    source = models.CharField(max_length=40, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -420,6 +427,23 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.object_repr}"
+
+
+class OidcIdentity(models.Model):
+    """The identity provider's account a Fleetline user signs in with: the ID token's issuer and
+    subject, which the provider never reassigns (a username or an e-mail address may change
+    hands, so neither finds the user)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
 
 
 class NoticeKind(models.TextChoices):

@@ -17,3 +17,8 @@ notice_created = Signal()
 # Users' team memberships changed. Keyword argument: ``user_ids``. Their open sockets re-check
 # which teams' events they may read.
 memberships_changed = Signal()
+
+# Users lost access (a membership or a role taken away at their single sign-on). Keyword
+# argument: ``user_ids``. Their open sockets close at once; their pages reconnect with the access
+# that stands now.
+access_revoked = Signal()

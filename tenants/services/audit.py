@@ -28,8 +28,10 @@ def audit_record(
     team: Team | None = None,
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
+    source: str = "",
 ) -> AuditEvent:
-    """Append one entry to the audit log, inside the caller's transaction."""
+    """Append one entry to the audit log, inside the caller's transaction. ``source`` names what
+    made a change that no person made ("single sign-on"); blank for the scheduler."""
     return AuditEvent.objects.create(
         actor=actor,
         kind=kind,
@@ -37,6 +39,7 @@ def audit_record(
         object_repr=object_repr[:200],
         before=before,
         after=after,
+        source=source,
     )
 
 

@@ -32,7 +32,9 @@ def _picture(membership: Membership, username: str) -> dict[str, str]:
     return {"user": username, "role": membership.role}
 
 
-def membership_add(*, actor: User | None, team: Team, user: User, role: str = Membership.Role.MEMBER) -> Membership:
+def membership_add(
+    *, actor: User | None, team: Team, user: User, role: str = Membership.Role.MEMBER, source: str = ""
+) -> Membership:
     _require_may_manage(actor, team, role)
     with transaction.atomic():
         membership = Membership(team=team, user=user, role=role)
@@ -44,12 +46,13 @@ def membership_add(*, actor: User | None, team: Team, user: User, role: str = Me
             object_repr=f"{user.get_username()} in {team.name}",
             team=team,
             after=_picture(membership, user.get_username()),
+            source=source,
         )
         memberships_changed.send(sender=Membership, user_ids=[user.pk])
     return membership
 
 
-def membership_role_change(*, actor: User | None, membership_id: int, role: str) -> Membership:
+def membership_role_change(*, actor: User | None, membership_id: int, role: str, source: str = "") -> Membership:
     _require_admin(actor)
     with transaction.atomic():
         membership = (
@@ -67,13 +70,15 @@ def membership_role_change(*, actor: User | None, membership_id: int, role: str)
                 team=membership.team,
                 before=before,
                 after=_picture(membership, before["user"]),
+                source=source,
             )
         memberships_changed.send(sender=Membership, user_ids=[membership.user_id])
     return membership
 
 
-def membership_remove(*, actor: User | None, membership_id: int) -> None:
-    """Take the user out of the team; their open sockets stop receiving its job events."""
+def membership_remove(*, actor: User | None, membership_id: int, source: str = "") -> None:
+    """Take the user out of the team; their open sockets stop receiving its job events. ``source``
+    names what made a change no person made (see `audit_record`)."""
     with transaction.atomic():
         membership = (
             Membership.objects.select_for_update(of=("self",))
@@ -91,5 +96,6 @@ def membership_remove(*, actor: User | None, membership_id: int) -> None:
             object_repr=f"{membership.user.get_username()} in {membership.team.name}",
             team=membership.team,
             before=_picture(membership, membership.user.get_username()),
+            source=source,
         )
         memberships_changed.send(sender=Membership, user_ids=[membership.user_id])
