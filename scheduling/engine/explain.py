@@ -15,8 +15,10 @@ instead (`PendingStatus.waits_for`, see `Blockers`).
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from .backfill import HORIZON_S, ReleaseProfile, earliest_start, expected_end_s
+from .blockers import EndState
 from .capacity import AcceleratorPool, Shape, domain_gpus
 from .model import LEVEL_RANK, Job
 from .placement import fit_gang, nodes_needed
@@ -31,6 +33,7 @@ from .plan import (
     WAITS_QUOTA,
     WAITS_QUOTA_LIMIT,
     PendingStatus,
+    Reserve,
     blocked_status,
     pending_status,
 )
@@ -311,3 +314,22 @@ def _quota_estimate(
         if freed >= excess:
             return max(estimate, end_s)
     return None
+
+
+def end_state_of(prepared: Prepared, actions: Sequence[object], elastic: bool) -> EndState:
+    """The fast engine's working state at the end of its cycle, as an `EndState`."""
+    free: dict[str, int] = {}
+    node_accelerator: dict[str, str] = {}
+    node_rack: dict[str, str] = {}
+    node_pod: dict[str, str] = {}
+    for name, pool in prepared.index.pools.items():
+        free.update(pool.free)
+        node_accelerator.update(dict.fromkeys(pool.free, name))
+        node_rack.update(pool.node_rack)
+        node_pod.update(pool.node_pod)
+    reserved = {action.job_id: action.node_ids for action in actions if isinstance(action, Reserve)}
+    gpus_per_node = prepared.index.gpus_per_node
+    held = dict(prepared.index.held)
+    return EndState(
+        prepared.ledger, free, held, node_accelerator, node_rack, node_pod, gpus_per_node, reserved, elastic
+    )

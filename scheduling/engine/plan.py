@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
+
+from .model import Job
 
 # The reason codes and what a blocked job waits for are the shared vocabulary's, re-exported here
 # where the engine's modules have always found them.
@@ -104,9 +107,41 @@ class BlockedStatus(PendingStatus):
 
 
 @dataclass(frozen=True, slots=True)
+class Blocker:
+    """The one thing that holds a pending job, as facts (`vocabulary.BLOCKER_*` kinds): which limit
+    or what it waits for, how many GPUs short, the job ahead, the node, rack or pod. Told from what
+    the cycle left (`EndState`); words come from `blocker_text`."""
+
+    kind: str
+    accelerator: str
+    gpus: int  # the size it waits to start at (an elastic job's smallest)
+    short: int = 0  # GPUs short
+    have: int = 0  # what there is: in use, free, lent (by kind)
+    limit: int | None = None  # the limit in question (by kind)
+    team: str | None = None  # the job's team, whose limit or guarantee holds it
+    job_id: str | None = None  # the job ahead: kept for, reserved for, of higher priority, first in line
+    level: str | None = None  # a topology level: what `domain` is
+    domain: str | None = None  # a node id, a rack key (`Node.rack_key`) or a pod
+
+
+# Tells the blockers of waiting jobs, given in queue order with their reasons (`blockers.describe_blockers`).
+Describe = Callable[[Iterable[tuple[Job, str]]], dict[str, Blocker]]
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     actions: tuple[Action, ...]
     pending: tuple[PendingStatus, ...]
+    # What the cycle left, to tell each explained job's blocker on demand (`blockers`): the cycle
+    # itself never pays for it. Not part of what a plan decides (equality ignores it).
+    describe: Describe | None = field(default=None, compare=False, repr=False)
+
+    def blockers(self, jobs: Iterable[Job]) -> dict[str, Blocker]:
+        """The `Blocker` of each explained pending job among `jobs` (the snapshot's pending jobs)."""
+        if self.describe is None:
+            return {}
+        by_id = {job.id: job for job in jobs}
+        return self.describe((by_id[status.job_id], status.reason) for status in self.pending if status.job_id in by_id)
 
     def of_type(self, kind: type[ActionT]) -> tuple[ActionT, ...]:
         return tuple(action for action in self.actions if isinstance(action, kind))

@@ -313,6 +313,28 @@ class QuotaLedger:
         holder = self.holders.get((team, accelerator))
         return 0.0 if holder is None or holder == job_id or account.cap == math.inf else account.limit - account.cap
 
+    def lendable_to(self, team: str, accelerator: str) -> int:
+        """The GPUs of `accelerator` that other teams could lend `team` now: the pool less the loans
+        outstanding, less the team's own unused guarantee (no loan to itself), as `admit` reads it."""
+        ledger = self._ledger(accelerator)
+        account = ledger.accounts.get(team)
+        own = 0.0 if account is None else account.lendable()
+        return max(0, math.floor(ledger.pool - own - ledger.borrowed))
+
+    def unguaranteed(self, accelerator: str) -> tuple[int, int]:
+        """The GPUs of `accelerator` nobody is guaranteed, and those that work nobody may preempt
+        holds of them (beyond its teams' guarantees)."""
+        ledger = self._ledger(accelerator)
+        return ledger.unguaranteed, ledger.pinned
+
+    def kept_for(self, team: str, accelerator: str) -> tuple[str, float] | None:
+        """The team's job whose size its limit keeps (`hold`), and the most its other work may hold."""
+        holder = self.holders.get((team, accelerator))
+        account = self._ledger(accelerator).accounts.get(team)
+        if holder is None or account is None or account.cap == math.inf:
+            return None
+        return holder, account.cap
+
     def charge(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> None:
         """Charge `gpus` started GPUs to `team` (of work nobody may preempt, when `pinned`)."""
         self.version += 1

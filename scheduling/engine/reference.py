@@ -67,6 +67,7 @@ from .backfill import (
     worst_penalty,
     worst_runtime_s,
 )
+from .blockers import EndState, describe_blockers
 from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .fairshare import fairshare_factors, fairshare_priorities
@@ -138,7 +139,8 @@ def schedule_reference(snapshot: Snapshot, now: float, *, explain: bool = True) 
     if not explain:
         topology = [job for position, job in enumerate(queue) if cycle.reasons.get(position) == REASON_TOPOLOGY]
         return Plan(tuple(cycle.actions), tuple(PendingStatus(job.id, REASON_TOPOLOGY, None) for job in topology))
-    return Plan(tuple(cycle.actions), cycle.explain(queue))
+    pending = cycle.explain(queue)
+    return Plan(tuple(cycle.actions), pending, lambda waiting: describe_blockers(waiting, cycle.end_state()))
 
 
 @dataclass(slots=True)
@@ -197,6 +199,21 @@ class _ReferenceCycle:
         self.at = 0
         # Without topology awareness: whole nodes single-node jobs leave to waiting gangs if they can.
         self.kept: dict[str, frozenset[str]] = {}
+
+    def end_state(self) -> EndState:
+        """What the cycle left, as blockers read it: the plain state as it stands."""
+        nodes = self.nodes.values()
+        return EndState(
+            ledger=self.ledger,
+            free=dict(self.free),
+            held=dict(self.held),
+            node_accelerator={node.id: node.accelerator for node in nodes},
+            node_rack={node.id: node.rack_key for node in nodes},
+            node_pod={node.id: node.pod for node in nodes},
+            gpus_per_node=self.policy.gpus_per_node,
+            reserved={action.job_id: action.node_ids for action in self.actions if isinstance(action, Reserve)},
+            elastic=self.policy.elastic,
+        )
 
     # Steps 1-3 ---------------------------------------------------------------------------------
 

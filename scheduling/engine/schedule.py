@@ -133,6 +133,7 @@ from itertools import compress, count
 from operator import attrgetter, not_
 
 from .backfill import Reservation, ReservationStart, reservation_start, worst_penalty, worst_runtime_s
+from .blockers import describe_blockers
 from .capacity import AcceleratorPool, CapacityIndex
 from .collector import collector_paused
 from .cycle_state import (
@@ -149,12 +150,12 @@ from .cycle_state import (
     VerdictKey,
 )
 from .elastic import grow_actions, reduced_sizes
-from .explain import STARTED, explain_pending, topology_waits
+from .explain import STARTED, end_state_of, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
-from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Plan, Reserve, Start, reserved_for
+from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Blocker, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger, borrowers_rank
 from .reclaim import Reclaiming
@@ -292,7 +293,13 @@ class _Cycle(Reclaiming):
         pending = explain_pending(queue[:end], self.prepared, reasons[:end], decided.estimates, self.policy.elastic)
         if end < len(queue):
             pending += topology_waits(queue[end:], reasons[end:])
-        return Plan(tuple(decided.actions), pending)
+        actions = tuple(decided.actions)
+        prepared, elastic = self.prepared, self.policy.elastic
+
+        def describe(waiting: Iterable[tuple[Job, str]]) -> dict[str, Blocker]:
+            return describe_blockers(waiting, end_state_of(prepared, actions, elastic))
+
+        return Plan(actions, pending, describe)
 
     def _consider_all(self, queue: list[Job]) -> None:
         """Jobs that fit their own guarantee go before the rest, which would borrow, whatever their

@@ -1,0 +1,219 @@
+"""The one thing that holds each pending job (`plan.Blocker`), told from what a cycle left
+(`EndState`): which of its team's limits, how many GPUs short, the job ahead of it, the node, rack
+or pod it waits for. One rule for both engines: the fast engine builds its end state from its
+working index (`explain.end_state_of`), the reference from its own plain state.
+
+A blocker explains, it never decides: it reads the state after the cycle and the reason the cycle
+gave, and changes nothing a plan holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from .model import Job
+from .placement import nodes_needed
+from .plan import REASON_GUARANTEE, REASON_PRIORITY, REASON_QUOTA, REASON_RESERVED_PREFIX, REASON_TOPOLOGY, Blocker
+from .quota import QuotaLedger
+from .vocabulary import (
+    BLOCKER_BORROWING,
+    BLOCKER_CAPACITY,
+    BLOCKER_GUARANTEE,
+    BLOCKER_PRIORITY,
+    BLOCKER_QUOTA_HELD,
+    BLOCKER_RESERVED,
+    BLOCKER_TEAM_LIMIT,
+    BLOCKER_TEAM_SIZE,
+    BLOCKER_TOPOLOGY,
+    blocker_words,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EndState:
+    """What a cycle left, as far as its blockers read it: quotas as charged, free GPUs per node that
+    placement may use (nodes held for a reservation have none) and those held, the topology, the
+    reservations."""
+
+    ledger: QuotaLedger
+    free: Mapping[str, int]
+    held: Mapping[str, int]
+    node_accelerator: Mapping[str, str]
+    node_rack: Mapping[str, str]
+    node_pod: Mapping[str, str]
+    gpus_per_node: int
+    reserved: Mapping[str, tuple[str, ...]]  # job id -> the nodes reserved for it
+    elastic: bool
+
+
+def describe_blockers(waiting: Iterable[tuple[Job, str]], state: EndState) -> dict[str, Blocker]:
+    """The `Blocker` of each waiting job, from its reason (`PendingStatus.reason`), in queue order:
+    the job ahead of one is the first job waiting before it for the same accelerator (of higher
+    priority, for a job held back by priority)."""
+    free_of: dict[str, int] = {}
+    for node_id, gpus in state.free.items():
+        accelerator = state.node_accelerator[node_id]
+        free_of[accelerator] = free_of.get(accelerator, 0) + gpus
+    first: dict[str, Job] = {}
+    highest: dict[str, Job] = {}
+    closest: dict[tuple[str, str, int], tuple[str | None, int]] = {}
+    blockers: dict[str, Blocker] = {}
+    for job, reason in waiting:
+        accelerator = job.accelerator
+        size = job.min_gpus if state.elastic and job.is_elastic and job.min_gpus is not None else job.gpus
+        if reason == REASON_QUOTA:
+            blocker = _quota_blocker(job, size, state.ledger)
+        elif reason == REASON_GUARANTEE:
+            blocker = _guarantee_blocker(job, size, state.ledger)
+        elif reason == REASON_PRIORITY:
+            ahead = highest.get(accelerator)
+            if ahead is None or ahead.priority <= job.priority:
+                ahead = first.get(accelerator)
+            blocker = Blocker(BLOCKER_PRIORITY, accelerator, size, job_id=None if ahead is None else ahead.id)
+        elif reason == REASON_TOPOLOGY:
+            blocker = _topology_blocker(job, size, state, closest)
+        elif reason.startswith(REASON_RESERVED_PREFIX):
+            holder = reason.removeprefix(REASON_RESERVED_PREFIX)
+            where, domain = _where(state, state.reserved.get(holder, ()))
+            blocker = Blocker(BLOCKER_RESERVED, accelerator, size, job_id=holder, level=where, domain=domain)
+        else:
+            free = free_of.get(accelerator, 0) + sum(state.held.get(node, 0) for node in state.reserved.get(job.id, ()))
+            ahead = first.get(accelerator)
+            ahead_id = None if ahead is None else ahead.id
+            blocker = Blocker(BLOCKER_CAPACITY, accelerator, size, max(0, size - free), free, job_id=ahead_id)
+        blockers[job.id] = blocker
+        first.setdefault(accelerator, job)
+        top = highest.get(accelerator)
+        if top is None or job.priority > top.priority:
+            highest[accelerator] = job
+    return blockers
+
+
+def _guarantee_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
+    """Work nobody may preempt, beyond its team's guarantee, runs only on the GPUs nobody is
+    guaranteed: how many of those it lacks."""
+    accelerator = job.accelerator
+    unguaranteed, pinned = ledger.unguaranteed(accelerator)
+    used, guaranteed = ledger.used(job.team, accelerator), ledger.guaranteed(job.team, accelerator)
+    short = max(0, pinned + used + size - max(used, guaranteed) - unguaranteed)
+    return Blocker(BLOCKER_GUARANTEE, accelerator, size, short, pinned, unguaranteed, team=job.team)
+
+
+def _topology_blocker(
+    job: Job, size: int, state: EndState, closest: dict[tuple[str, str, int], tuple[str | None, int]]
+) -> Blocker:
+    """The domain a job waiting on topology needs, the closest one and how many GPUs it lacks
+    (`closest`: the closest domain per accelerator, level and size, kept along the queue)."""
+    accelerator = job.accelerator
+    own = _with_own_reservation(state, job.id)  # (its own reserved nodes are its to count)
+    level = _topology_level(job, size, own)
+    key = (accelerator, level, size)
+    if own is not state:
+        domain, have = _closest_domain(own, accelerator, level)
+    else:
+        if key not in closest:
+            closest[key] = _closest_domain(state, accelerator, level)
+        domain, have = closest[key]
+    if size > state.gpus_per_node:
+        have *= state.gpus_per_node  # whole nodes, in GPUs
+    return Blocker(BLOCKER_TOPOLOGY, accelerator, size, max(0, size - have), have, level=level, domain=domain)
+
+
+def _quota_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
+    """Which of its team's limits holds a job refused for quota: the limit itself (at this size, or
+    with what the team runs), the part of it kept for the team's job that waited longer, or, beyond
+    its guarantee, the GPUs other teams lend."""
+    team, accelerator = job.team, job.accelerator
+    limit, used = ledger.limit(team, accelerator), ledger.used(team, accelerator)
+    shown = None if limit == math.inf else int(limit)
+    if size > limit:
+        return Blocker(BLOCKER_TEAM_SIZE, accelerator, size, math.ceil(size - limit), used, shown, team)
+    if used + size > limit:
+        return Blocker(BLOCKER_TEAM_LIMIT, accelerator, size, math.ceil(used + size - limit), used, shown, team)
+    kept = ledger.kept_for(team, accelerator)
+    if kept is not None and kept[0] != job.id and used + size > kept[1]:
+        holder, cap = kept
+        short = math.ceil(used + size - cap)
+        return Blocker(BLOCKER_QUOTA_HELD, accelerator, size, short, used, int(cap), team, holder)
+    guaranteed = ledger.guaranteed(team, accelerator)
+    lent = ledger.lendable_to(team, accelerator)
+    extra = used + size - max(used, guaranteed)
+    return Blocker(BLOCKER_BORROWING, accelerator, size, max(0, extra - lent), lent, guaranteed, team)
+
+
+def _with_own_reservation(state: EndState, job_id: str) -> EndState:
+    """`state` with the GPUs held for `job_id`'s own reservation free again (itself without one)."""
+    nodes = state.reserved.get(job_id)
+    if not nodes:
+        return state
+    free = dict(state.free)
+    for node_id in nodes:
+        free[node_id] = free.get(node_id, 0) + state.held.get(node_id, 0)
+    return replace(state, free=free)
+
+
+def _topology_level(job: Job, size: int, state: EndState) -> str:
+    """The domain a job waiting on topology needs its GPUs in: one node for a job that fits one,
+    else its required level, else the fleet's whole nodes when too few are free, else a pod when no
+    pod has enough of them, else a rack."""
+    gpn = state.gpus_per_node
+    if size <= gpn:
+        return "node"
+    if job.required_level is not None:
+        return job.required_level
+    needed = nodes_needed(size, gpn)
+    if _closest_domain(state, job.accelerator, "fleet")[1] < needed:
+        return "fleet"
+    return "pod" if _closest_domain(state, job.accelerator, "pod")[1] < needed else "rack"
+
+
+def _closest_domain(state: EndState, accelerator: str, level: str) -> tuple[str | None, int]:
+    """The node with the most free GPUs (level "node"), or the rack or pod with the most whole free
+    nodes (the fleet: None), and how many: the first by id or name among equals."""
+    gpn = state.gpus_per_node
+    domain_of = {"rack": state.node_rack, "pod": state.node_pod}.get(level, {})
+    counts: dict[str, int] = {}
+    for node_id, gpus in state.free.items():
+        if state.node_accelerator[node_id] != accelerator:
+            continue
+        if level == "node":
+            counts[node_id] = gpus
+        elif gpus >= gpn:
+            domain = domain_of.get(node_id, "")
+            counts[domain] = counts.get(domain, 0) + 1
+    if not counts:
+        return None, 0
+    best = max(counts.values())
+    return min(domain for domain, count in counts.items() if count == best) or None, best
+
+
+def _where(state: EndState, node_ids: Sequence[str]) -> tuple[str | None, str | None]:
+    """The smallest domain holding `node_ids`: (level, node id, rack key or pod)."""
+    if not node_ids:
+        return None, None
+    if len(node_ids) == 1:
+        return "node", node_ids[0]
+    racks = {state.node_rack[node_id] for node_id in node_ids}
+    if len(racks) == 1:
+        return "rack", racks.pop()
+    pods = {state.node_pod[node_id] for node_id in node_ids}
+    return ("pod", pods.pop()) if len(pods) == 1 else ("fleet", None)
+
+
+def blocker_text(blocker: Blocker, *, team: str, job: str, where: str) -> str:
+    """A blocker in words, with its team's name, the job ahead and the domain as the reader names
+    them (a page names them and links the job; see `vocabulary.BLOCKER_TEXTS`)."""
+    words = blocker_words(blocker.kind, short=blocker.short, has_job=blocker.job_id is not None, level=blocker.level)
+    return words.format(
+        team=team,
+        job=job,
+        where=where,
+        accelerator=blocker.accelerator,
+        gpus=blocker.gpus,
+        short=blocker.short,
+        have=blocker.have,
+        limit="no" if blocker.limit is None else blocker.limit,
+        level=blocker.level or "fleet",
+    )
