@@ -59,7 +59,9 @@ class Command(BaseCommand):
         schedule_file = str(settings.VAR_DIR / "celerybeat-schedule")
         celery = [python, "-m", "celery", "-A", "portal"]
         children = [
-            Child("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"], env=env),
+            Child(
+                "web", [python, "-m", "portal.daphne", "-b", host, "-p", str(port), "portal.asgi:application"], env=env
+            ),
             Child(
                 "worker",
                 [*celery, "worker", "--concurrency=2", "-Q", settings.CELERY_WORKER_QUEUES, "-n", "fleetline@%h"],
