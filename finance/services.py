@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from finance.models import Budget, BudgetAlert, MonthClose, Rate, ReportExport
-from finance.selectors import ClosedInfo, budget_statuses, finance_report_build
+from finance.selectors import BudgetStatus, ClosedInfo, budget_statuses, finance_report_build
 from scheduling.fleet_calendar import fleet_today, month_bounds
 from scheduling.models import AcceleratorType
 from tenants.models import AuditEvent, Membership, NoticeKind, Team
@@ -193,48 +193,60 @@ def month_reopen(*, actor: AnyUser, year: int, month: int, reason: str) -> Month
     return MonthClose.objects.filter(month=first).order_by("-closed_at").first()  # type: ignore[return-value]
 
 
-def _finance_and_leads(team: Team) -> list[User]:
-    people = {u.pk: u for u in User.objects.filter(groups__name=FINANCE, is_active=True)}
+def _finance_and_leads(team: Team) -> list[tuple[User, str]]:
+    """Who hears of a team's budget, each with the page that shows it to them: the team's leads
+    the team page's budget, finance (who are not members, so the team page is not theirs) the
+    budgets page at the team's row."""
+    people = {
+        u.pk: (u, f"/finance/budgets/#budget-{team.slug}")
+        for u in User.objects.filter(groups__name=FINANCE, is_active=True)
+    }
     for membership in Membership.objects.filter(team=team, role=Membership.Role.LEAD).select_related("user"):
-        people[membership.user.pk] = membership.user
+        people[membership.user.pk] = (membership.user, f"/teams/{team.slug}/#team-budget")
     return list(people.values())
 
 
 def budgets_check() -> list[BudgetAlert]:
     """Compare this fleet month's spend with each team's budget; at 80 % and at 100 % tell the
-    team's leads and finance, once per threshold per month (the alert row is unique)."""
+    team's leads and finance, once per threshold per month (the alert row is unique). A jump past
+    both thresholds at once records both and tells once, of the higher."""
     month_first = fleet_today().replace(day=1)
     alerts = []
     for status in budget_statuses(month_first=month_first):
-        for threshold in THRESHOLDS:
-            if status.budget <= 0 or status.percent < threshold:
-                continue
-            team = Team.objects.get(pk=status.team_id)
-            try:
-                with transaction.atomic():
-                    alert = BudgetAlert.objects.create(
-                        team=team,
-                        month=month_first,
-                        threshold_percent=threshold,
-                        spend=status.spend,
-                        budget=status.budget,
-                    )
-                    message = (
-                        f"{team.name} has spent {status.spend} of its {status.budget} {status.unit_label} "
-                        f"budget for {month_first:%B %Y} ({status.percent:.0f} %, past {threshold} %)."
-                    )
-                    for person in _finance_and_leads(team):
-                        notice_deliver(
-                            user=person,
-                            kind=NoticeKind.BUDGET,
-                            message=message,
-                            url=f"/teams/{team.slug}/",
-                            subject=f"Fleetline budget: {team.name} at {threshold} %",
-                        )
-            except IntegrityError:
+        crossed = [t for t in THRESHOLDS if status.budget > 0 and status.percent >= t]
+        if not crossed:
+            continue
+        team = Team.objects.get(pk=status.team_id)
+        with transaction.atomic():
+            new = [alert for threshold in crossed if (alert := _alert_record(team, month_first, threshold, status))]
+            if not new:
                 continue  # told already this month
-            alerts.append(alert)
+            threshold = new[-1].threshold_percent
+            message = (
+                f"{team.name} has spent {status.spend} of its {status.budget} {status.unit_label} "
+                f"budget for {month_first:%B %Y} ({status.percent:.0f} %, past {threshold} %)."
+            )
+            for person, url in _finance_and_leads(team):
+                notice_deliver(
+                    user=person,
+                    kind=NoticeKind.BUDGET,
+                    message=message,
+                    url=url,
+                    subject=f"Fleetline budget: {team.name} at {threshold} %",
+                )
+        alerts += new
     return alerts
+
+
+def _alert_record(team: Team, month_first: date, threshold: int, status: BudgetStatus) -> BudgetAlert | None:
+    """The month's alert row at ``threshold``, or None when it was recorded already."""
+    try:
+        with transaction.atomic():
+            return BudgetAlert.objects.create(
+                team=team, month=month_first, threshold_percent=threshold, spend=status.spend, budget=status.budget
+            )
+    except IntegrityError:
+        return None
 
 
 def report_export_request(*, actor: AnyUser, first: date, last: date, file_format: str) -> ReportExport:

@@ -21,6 +21,7 @@ from finance.forms import BudgetForm, JobFilterForm, MonthForm, RateForm, Reopen
 from finance.models import Budget, ReportExport
 from finance.selectors import (
     FinanceReport,
+    budget_statuses,
     job_lines,
     month_close_active,
     months_closed,
@@ -171,9 +172,13 @@ def budgets(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Budget for {form.cleaned_data['team'].name} saved.")
             return redirect("finance:budgets")
+    month_first = fleet_today().replace(day=1)
+    budgets = Budget.objects.select_related("team", "updated_by").order_by("team__name")
+    spent = {status.team_id: status for status in budget_statuses(month_first=month_first)}
     context = {
         "form": form,
-        "budgets": Budget.objects.select_related("team", "updated_by").order_by("team__name"),
+        "rows": [(budget, spent.get(budget.team_id)) for budget in budgets],
+        "month": month_first,
         "currency": settings.FINANCE_CURRENCY,
     }
     return render(request, "finance/budgets.html", context, status=400 if form.errors else 200)

@@ -61,7 +61,8 @@ class JobSubmitForm(forms.Form):
         queryset=PriorityClass.objects.order_by("-value"),
         empty_label=None,
         widget=PriorityClassSelect,
-        help_text="Only the classes for the chosen kind are offered. Higher classes go first.",
+        help_text="Only the classes for the chosen kind are offered; the normal one is preselected. Higher classes "
+        "go first, ahead of your team's older jobs too.",
     )
     accelerator_type = forms.ModelChoiceField(
         queryset=AcceleratorType.objects.order_by("name"),
@@ -165,10 +166,11 @@ class JobSubmitForm(forms.Form):
         cast(forms.ModelChoiceField, self.fields["team"]).queryset = teams
         classes = list(PriorityClass.objects.order_by("-value").values_list("pk", "kind"))
         self.fields["priority_class"].widget.kinds = {str(pk): kind for pk, kind in classes}
-        # Defaults that submit as they are: the highest class for the default kind, and the
+        # Defaults that submit as they are: the normal class for the default kind (its lowest: a
+        # higher class jumps the team's own queue, so it is chosen, never preselected), and the
         # accelerator the first team has the most quota for.
         kind = self.fields["kind"].initial
-        self.fields["priority_class"].initial = next((pk for pk, k in classes if k == kind), None)
+        self.fields["priority_class"].initial = next((pk for pk, k in reversed(classes) if k == kind), None)
         first_team = teams.first()
         if first_team is not None and default_accelerators:
             self.fields["accelerator_type"].initial = default_accelerators.get(first_team.pk)

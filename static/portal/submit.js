@@ -9,16 +9,17 @@
   var team = form.elements.team, accelerator = form.elements.accelerator_type;
   var acceleratorChosen = form.hasAttribute("data-bound");  // a re-shown form keeps its choice
 
+  // Classes come highest first; a new kind preselects its normal (lowest) class, as the server does.
   function offerClassesForKind() {
-    var firstFit = null;
+    var normal = null;
     Array.prototype.forEach.call(klass.options, function (option) {
       var fits = !option.dataset.kind || option.dataset.kind === kind.value;
       option.hidden = !fits;
       option.disabled = !fits;
-      if (fits && firstFit === null) firstFit = option;
+      if (fits) normal = option;
     });
     var selected = klass.options[klass.selectedIndex];
-    if ((!selected || selected.disabled) && firstFit) klass.value = firstFit.value;
+    if ((!selected || selected.disabled) && normal) klass.value = normal.value;
   }
 
   function showQuotaLeft() {

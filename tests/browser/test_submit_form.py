@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from scheduling.models import Job
 from tenants.models import Membership
 from tests.browser.journeys import log_in, off_loop
-from tests.factories import AcceleratorTypeFactory, MembershipFactory
+from tests.factories import AcceleratorTypeFactory, MembershipFactory, PriorityClassFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -38,3 +39,25 @@ def test_a_lead_submits_with_the_defaults_and_sees_quota_left_and_when_it_would_
     expect(page.locator("#start-preview")).to_contain_text("Would start at the next scheduling cycle")
     page.get_by_role("button", name="Submit").click()
     expect(page.locator("#job-state")).to_have_text("Pending")
+
+
+def test_the_form_preselects_the_normal_class_of_each_kind_not_the_highest(asgi_server: str, page: Page) -> None:
+    fleet = off_loop(build_fleet)
+    PriorityClassFactory(name="training-high", value=500, kind="training")
+    PriorityClassFactory(name="serving-critical", value=1000, kind="serving", preemptible=False)
+    lead = MembershipFactory(team=fleet.team, role=Membership.Role.LEAD).user
+    log_in(page, asgi_server, lead.username)
+
+    page.goto(f"{asgi_server}/jobs/new/")
+    expect(page.locator("#id_priority_class option:checked")).to_have_text("training (300)")
+    page.select_option("#id_kind", "serving")
+    expect(page.locator("#id_priority_class option:checked")).to_have_text("serving (900)")
+    page.select_option("#id_kind", "training")
+    expect(page.locator("#id_priority_class option:checked")).to_have_text("training (300)")
+
+    page.fill("#id_name", "normal-class")
+    page.fill("#id_gpus", "8")
+    page.fill("#id_duration_h", "1")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator("#job-state")).to_have_text("Pending")
+    assert off_loop(lambda: Job.objects.get(name="normal-class").priority_class_id) == fleet.training.pk

@@ -206,6 +206,52 @@ def test_a_budget_notifies_the_lead_and_finance_once_at_80_and_once_at_100_perce
     assert Notification.objects.count() == 4
 
 
+def test_a_jump_past_both_thresholds_sends_only_the_100_percent_alert(books: Books) -> None:
+    JobUsage.objects.filter(job=books.jobs[0], day=date(2026, 1, 10)).update(day=date(2026, 2, 3))  # 240.00
+    budget_set(actor=books.finance, team_id=books.vision.pk, unit=Budget.Unit.MONEY, monthly_amount=Decimal("200"))
+
+    with TestCase.captureOnCommitCallbacks(execute=False) as callbacks:
+        recorded = budgets_check()
+        assert budgets_check() == []
+    mails = [c for c in callbacks if isinstance(c, partial) and "subject" in c.keywords]
+
+    assert sorted(a.threshold_percent for a in recorded) == [80, 100]  # both kept, so 80 % never comes later
+    assert sorted(Notification.objects.values_list("user__username", flat=True)) == ["fiona", "lena"]
+    assert all("past 100 %" in n.message for n in Notification.objects.all())
+    assert [m.keywords["subject"] for m in mails] == ["Fleetline budget: Vision at 100 %"] * 2
+
+
+def test_a_budget_alert_links_each_person_to_a_page_they_can_open(books: Books) -> None:
+    JobUsage.objects.filter(job=books.jobs[0], day=date(2026, 1, 10)).update(day=date(2026, 2, 3))  # 240.00
+    budget_set(actor=books.finance, team_id=books.vision.pk, unit=Budget.Unit.MONEY, monthly_amount=Decimal("290"))
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        budgets_check()
+
+    for person in (books.finance, books.lead):
+        notice = Notification.objects.get(user=person)
+        client = Client()
+        client.force_login(person)
+        page = client.get(notice.url.partition("#")[0])
+        assert page.status_code == 200, (person.username, notice.url)
+        anchor = notice.url.partition("#")[2]
+        assert f'id="{anchor}"' in page.content.decode()
+    assert Notification.objects.get(user=books.finance).url == "/finance/budgets/#budget-vision"
+    finance = Client()
+    finance.force_login(books.finance)
+    assert "240.00 (83 %)" in finance.get("/finance/budgets/").content.decode()  # this month's spend, on its row
+
+
+def test_finance_reads_rates_and_is_told_only_admins_set_them(books: Books) -> None:
+    finance, admin = Client(), Client()
+    finance.force_login(books.finance)
+    admin.force_login(books.admin)
+
+    page = finance.get("/finance/rates/").content.decode()
+    assert "Only fleet admins set rates" in page and 'id="rate-form"' not in page
+    admin_page = admin.get("/finance/rates/").content.decode()
+    assert "Only fleet admins set rates" not in admin_page and 'id="rate-form"' in admin_page
+
+
 def test_a_negative_budget_or_unknown_team_is_refused(books: Books) -> None:
     with pytest.raises(ValidationError):
         budget_set(actor=books.finance, team_id=books.vision.pk, unit="money", monthly_amount=Decimal("-5"))
