@@ -52,7 +52,8 @@ class Simulation(models.Model):
     error = models.TextField(blank=True)
     # {"meta": ..., "candidate": {metrics}, "current": {metrics}}: the simulator's JSON contract.
     results = models.JSONField(null=True, blank=True)
-    # The simulator's self-contained HTML report (plotly.js inlined), zlib-compressed.
+    # The simulator's HTML report, zlib-compressed (it loads plotly.js from
+    # the site; older reports have it inlined).
     report_html_z = models.BinaryField(null=True, blank=True, editable=False)
 
     class Meta:

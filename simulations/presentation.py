@@ -1,52 +1,55 @@
-"""The results table: every key of the simulator's metrics contract, the replayed policy beside
-the current one, and which way each difference goes."""
+"""The results table: every metric of the replayed policy beside the current one, by the simulator's
+metric catalogue (`scheduling.sim.metric_catalogue`): its human name and unit, values rounded for
+reading, and which way the difference goes (none for counters and facts about the replay)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-# Keys where more is better; for the rest (times, losses, violations) less is better, and for a
-# few (counts that describe the input, wall time) neither.
-HIGHER_IS_BETTER = {
-    "utilisation",
-    "goodput",
-    "limit_ratio",
-    "jain_fairness",
-    "topology_optimal_fraction",
-    "serving_slo_attainment",
-    "events_per_s",
-}
-NEUTRAL = {"policy", "capacity_gpus", "jobs", "window_s", "offered_load", "sim_wall_s", "events_per_s"}
+from scheduling.sim.metric_catalogue import CATALOGUE, LABEL_KEYS, MetricInfo, metric_info
 
 
 @dataclass(frozen=True, slots=True)
 class MetricRow:
     key: str
-    candidate: Any
-    current: Any
-    difference: float | None
+    title: str
+    direction: str
+    candidate: str
+    current: str
+    difference: str
     verdict: str  # "better", "worse" or ""
 
 
-def _verdict(key: str, difference: float | None) -> str:
-    if difference is None or difference == 0 or key in NEUTRAL:
-        return ""
-    better = difference > 0 if key in HIGHER_IS_BETTER else difference < 0
-    return "better" if better else "worse"
+@dataclass(frozen=True, slots=True)
+class MetricGroup:
+    name: str
+    rows: tuple[MetricRow, ...]
 
 
-def metric_rows(results: dict[str, Any] | None) -> list[MetricRow]:
+def metric_row(info: MetricInfo, candidate: Any, current: Any) -> MetricRow:
+    return MetricRow(
+        key=info.key,
+        title=info.title,
+        direction=info.direction.value,
+        candidate=info.text(candidate),
+        current=info.text(current),
+        difference=info.difference_text(candidate, current),
+        verdict=info.verdict(candidate, current).value,
+    )
+
+
+def metric_groups(results: dict[str, Any] | None) -> list[MetricGroup]:
+    """The rows in the catalogue's order and groups; keys the catalogue does not know (stored by
+    another version of the simulator) come last, under their own words."""
     if not results:
         return []
     candidate, current = results.get("candidate") or {}, results.get("current") or {}
-    rows = []
-    for key in candidate:
-        if key == "policy":
-            continue
-        a, b = candidate.get(key), current.get(key)
-        difference = None
-        if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-            difference = a - b
-        rows.append(MetricRow(key, a, b, difference, _verdict(key, difference)))
-    return rows
+    keys = [key for key in {**candidate, **current} if key not in LABEL_KEYS]
+    ordered = [info for info in CATALOGUE if info.key in keys]
+    known = {info.key for info in ordered}
+    ordered += [metric_info(key) for key in keys if key not in known]
+    groups: dict[str, list[MetricRow]] = {}
+    for info in ordered:
+        groups.setdefault(info.group, []).append(metric_row(info, candidate.get(info.key), current.get(info.key)))
+    return [MetricGroup(name, tuple(rows)) for name, rows in groups.items()]

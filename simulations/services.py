@@ -4,9 +4,10 @@
 trace with the importer's line-numbered errors, the bounds, the policy settings, the fleet shape
 and its quotas), stores the request and queues the replay after commit. ``simulation_run`` (the
 ``simulations`` queue's task) claims it with a guarded update, replays the trace under the chosen
-policy and under the fleet's current one, and stores the simulator's metrics and HTML report.
-Progress, cancelling and the wall-time bound go through the simulator's progress callback, so a
-replay stops between two of its cycles, never half-way through writing its result.
+policy and under the fleet's current one, and stores the simulator's metrics and HTML report
+(which loads plotly.js from the site). Progress, cancelling and the wall-time bound go through the
+simulator's progress callback, so a replay stops between two of its cycles, never half-way through
+writing its result.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
+from django.templatetags.static import static
 from django.utils import timezone
 
 from scheduling.sim.fleet import Fleet, QuotaSpec, SpecError
@@ -53,6 +55,7 @@ logger = logging.getLogger("fleetline.simulations")
 
 CANDIDATE, CURRENT = "candidate", "current"
 PROGRESS_EVERY_S = 1.0
+PLOTLY_JS = "vendor/plotly/plotly.min.js"
 UNEXPECTED = "The replay failed unexpectedly; the worker's log says why."
 
 
@@ -271,7 +274,9 @@ def simulation_run(*, simulation_id: int) -> str | None:
     from scheduling.sim.report import build_html
 
     candidate, current = (result.metrics for result in comparison.results)
-    report = zlib.compress(build_html(comparison).encode("utf-8"), 6)
+    # plotly.js (4.8 MB) comes from this site, as on every page with a chart: the browser keeps it.
+    html = build_html(comparison, plotly_js_url=static(PLOTLY_JS))
+    report = zlib.compress(html.encode("utf-8"), 6)
     _finish(
         simulation_id,
         Simulation.State.SUCCEEDED,

@@ -3,6 +3,8 @@ replay from the form, the trace's errors beside the file, progress, cancel and t
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from typing import Any
 
 import pytest
@@ -11,8 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from simulations.models import Simulation
-from simulations.services import simulation_run
-from tests.simulations.conftest import BAD_TRACE, GOOD_TRACE, SMALL_FLEET, People
+from simulations.services import simulation_run, simulation_start
+from tests.simulations.conftest import BAD_TRACE, GOOD_TRACE, SMALL_FLEET, People, trace_request
 
 
 def _client(user: Any) -> Client:
@@ -147,3 +149,62 @@ def test_the_progress_poll_does_not_load_the_stored_trace_or_report(
     with CaptureQueriesContext(connection) as queries:
         assert lead.get(f"/simulations/{team_simulation.pk}/progress/").status_code == 200
     assert not any("trace_text" in q["sql"] or "report_html_z" in q["sql"] for q in queries.captured_queries)
+
+
+def _result_rows(html: str) -> dict[str, list[str]]:
+    """The results table's rows by metric key: the cells' text (name, replayed, current, difference)."""
+    rows = re.findall(r'<tr data-metric="([^"]+)">(.*?)</tr>', html, re.S)
+    return {
+        key: [
+            unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+            for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", body, re.S)
+        ]
+        for key, body in rows
+    }
+
+
+def test_both_utilisations_read_the_same_way_and_counters_get_no_verdict(
+    people: People, team_simulation: Simulation
+) -> None:
+    simulation_run(simulation_id=team_simulation.pk)
+    team_simulation.refresh_from_db()
+    results = team_simulation.results
+    for key in ("utilisation", "training_utilisation"):
+        results["candidate"][key], results["current"][key] = 0.5, 0.5028
+    results["candidate"]["cycles"], results["current"]["cycles"] = 40, 63
+    Simulation.objects.filter(pk=team_simulation.pk).update(results=results)
+
+    rows = _result_rows(_client(people.lead).get(f"/simulations/{team_simulation.pk}/").content.decode())
+    assert rows["utilisation"] == ["Utilisation, %", "50.0", "50.3", "\u22120.3 (worse)"]
+    assert rows["training_utilisation"] == ["Training utilisation, %", "50.0", "50.3", "\u22120.3 (worse)"]
+    assert rows["cycles"] == ["Scheduling cycles", "40", "63", "\u221223"]
+
+
+def test_the_results_show_human_names_and_rounded_numbers(people: People, team_simulation: Simulation) -> None:
+    simulation_run(simulation_id=team_simulation.pk)
+    team_simulation.refresh_from_db()
+    rows = _result_rows(_client(people.lead).get(f"/simulations/{team_simulation.pk}/").content.decode())
+    assert set(rows) == set(team_simulation.results["candidate"]) - {"policy"}
+    for key, cells in rows.items():
+        name = cells[0]
+        assert "_" not in name and name[0].isupper(), f"{key} is shown as {name!r}"
+        for cell in cells[1:]:
+            assert not re.search(r"\d\.\d{4,}", cell), f"{name}: {cell!r} is not rounded for reading"
+    assert rows["jct_mean_s"][0] == "Job completion time, mean, h"
+
+
+def test_a_full_day_replays_pages_each_weigh_under_a_megabyte(people: People) -> None:
+    # A day of submissions (one every ten minutes) whose work runs on for days after: every chart
+    # line is at its longest (the report thins lines to a fixed number of points, so a longer
+    # replay adds nothing: tests/sim/test_report.py).
+    lines = ["job_id,submit_time,duration,gpus,team"]
+    lines += [f"j{i},{i * 600},{3600 * (1 + i % 12)},{(1, 2, 4, 8, 16)[i % 5]},{'ab'[i % 2]}" for i in range(144)]
+    trace = ("\n".join(lines) + "\n").encode()
+    simulation = simulation_start(user=people.admin, request=trace_request(trace_data=trace))
+    assert simulation_run(simulation_id=simulation.pk) == Simulation.State.SUCCEEDED
+    admin = _client(people.admin)
+    page = admin.get(f"/simulations/{simulation.pk}/")
+    report = admin.get(f"/simulations/{simulation.pk}/report/")
+    assert len(page.content) < 1_000_000
+    assert len(report.content) < 1_000_000
+    assert report.status_code == 200 and b"vendor/plotly/plotly.min.js" in report.content  # from the site
