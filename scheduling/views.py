@@ -18,8 +18,9 @@ from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
+from portal.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
 from portal.forms import id_from_text
-from portal.spreadsheet import row_safe
+from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
@@ -127,41 +128,20 @@ def _querystring(request: HttpRequest, *, drop: tuple[str, ...]) -> str:
 
 
 def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
-    """The filtered history as CSV, streamed: fleet-clock seconds, as the ledger keeps them; text
-    that a spreadsheet would run as a formula is written as text (``row_safe``)."""
+    """The filtered history as CSV, streamed, one line per job (``portal.exports``: fleet calendar
+    times, hours, team names; text that a spreadsheet would run as a formula written as text)."""
 
     class Echo:
         def write(self, value: str) -> str:
             return value
 
     writer = csv.writer(Echo())
-    header = ["id", "name", "team", "submitted_by", "kind", "priority_class", "accelerator", "gpus", "state"]
-    header += ["submit_s", "started_s", "finished_s", "duration_s", "time_limit_s", "restarts"]
+    epoch = fleet_epoch()
 
     def rows() -> Iterator[str]:
-        yield writer.writerow(header)
-        for job in jobs[:CSV_MAX_ROWS].iterator(chunk_size=2000):
-            yield writer.writerow(
-                row_safe(
-                    [
-                        job.pk,
-                        job.name,
-                        job.team.slug,
-                        job.submitted_by.get_username() if job.submitted_by else "",
-                        job.kind,
-                        job.priority_class.name,
-                        job.accelerator_type.name,
-                        job.gpus,
-                        job.state,
-                        job.submit_s,
-                        job.started_s,
-                        job.finished_s,
-                        job.duration_s,
-                        job.time_limit_s,
-                        job.restarts,
-                    ]
-                )
-            )
+        yield writer.writerow(JOB_HISTORY_HEADERS)
+        for values in jobs[:CSV_MAX_ROWS].values_list(*JOB_HISTORY_FIELDS).iterator(chunk_size=2000):
+            yield writer.writerow(job_history_cells(values, epoch=epoch))
 
     response = StreamingHttpResponse(rows(), content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="fleetline-jobs.csv"'

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from scheduling.cycle.snapshot import snapshot_build
+from scheduling.fleet_calendar import fleet_datetime
 from scheduling.models import Job, Node, SchedulerEvent
 from tenants.roles import FLEET_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
@@ -337,7 +338,7 @@ def test_the_job_list_exports_the_filtered_history_as_csv(fleet: Fleet, member: 
     response = member.get("/jobs/", {"show": "all", "kind": "training", "format": "csv"})
     body = b"".join(response.streaming_content).decode()
     assert response["Content-Type"] == "text/csv"
-    assert body.splitlines()[0].startswith("id,name,team,submitted_by")
+    assert body.splitlines()[0].startswith("Job,Name,Team,Team slug,Submitted by")
     assert "kept" in body and "other" not in body
     outsider_body = b"".join(outsider.get("/jobs/", {"show": "all", "format": "csv"}).streaming_content).decode()
     assert "kept" not in outsider_body
@@ -351,7 +352,25 @@ def test_the_job_list_csv_writes_a_name_like_a_formula_as_text(fleet: Fleet, mem
     lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
 
     assert sorted(line[1] for line in lines[1:]) == ['\'=HYPERLINK("http://evil.example","click")', "'@SUM(1+1)"]
-    assert all(line[7] == "8" for line in lines[1:])  # numbers stay numbers
+    assert all(line[8] == "8" for line in lines[1:])  # numbers stay numbers
+
+
+def test_the_job_list_csv_speaks_team_names_fleet_calendar_times_and_hours(fleet: Fleet, member: Client) -> None:
+    job = fleet.submit(gpus=8, name="read-me", duration_s=5400.0, time_limit_s=7200.0)
+    fleet.tick()
+    job.refresh_from_db()
+
+    response = member.get("/jobs/", {"show": "all", "format": "csv"})
+    header, line = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    row = dict(zip(header, line, strict=True))
+
+    assert row["Team"] == "Language Models" and row["Team slug"] == "language-models"
+    assert row["Work at full size (h)"] == "1.50" and row["Time limit (h)"] == "2.00"
+    submitted = fleet_datetime(job.submit_s)
+    assert row["Submitted (fleet time)"] == f"{submitted:%Y-%m-%d %H:%M:%S}"
+    assert row["Started (fleet time)"] == f"{fleet_datetime(job.started_s):%Y-%m-%d %H:%M:%S}"
+    assert row["Finished (fleet time)"] == ""
+    assert not any(name.endswith("_s") for name in header)
 
 
 def test_someone_in_no_team_sees_no_submit_button_on_the_job_list(fleet: Fleet) -> None:
