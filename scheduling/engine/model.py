@@ -156,7 +156,7 @@ class Policy:
     # long, all of that wait (None: never by age). An eviction by priority is credited the wait to
     # its natural start, and past this bound all it has waited (rent or buy): with any cost paid
     # past it, a fifth of the jobs at a higher priority lost 3.0 % of capacity at load 1.07 without
-    # checkpoints (benchmarks/README.md, "Evictions by priority priced as rent or buy").
+    # checkpoints (docs/benchmarks-history.md, "Evictions by priority priced as rent or buy").
     # Chosen on benchmarks/sim_quotas.py, days 20-30, load 1.07, no checkpoints (lost GPU-h as a
     # share of capacity x window / guarantee violation GPU-h, easy 4,500), when any cost paid past
     # it: 300 s 3.2 % / 5,557; 1,800 s 2.0 % / 7,074; 4 h 0.62 % / 5,389; None 0.61 % / 5,637.
@@ -213,7 +213,7 @@ class Policy:
     # Among a team's jobs of equal fair-share score (without an age weight, all its jobs, after
     # those that waited `max_age_s`; with one, the jobs that all waited `max_age_s`): shortest time
     # limit first cut the p99 JCT in all seven quota replays tried with a weight (exact, x2 and
-    # noisy limits; 5.6-29 h) and left the mean within about an hour (benchmarks/README.md,
+    # noisy limits; 5.6-29 h) and left the mean within about an hour (docs/benchmarks-history.md,
     # "Within-team order"); without one, see `age_weight`.
     within_team_order: str = "shortest_limit"
     level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY
@@ -228,7 +228,7 @@ class Policy:
     # Slurm-style age factor added to the fair-share priority (`ordering.order_jobs`). 0 (the
     # default): a team's jobs share its fair-share score, the jobs that waited `max_age_s` first,
     # then `within_team_order` (shortest limit: a team's short jobs do not wait behind its long
-    # ones). On sim_quotas at load 1.07 (benchmarks/README.md, "Shortest limit first within a
+    # ones). On sim_quotas at load 1.07 (docs/benchmarks-history.md, "Shortest limit first within a
     # team"), against a weight of 2 over two days: mean JCT lower in all eleven overloaded
     # workloads (by 0.5-2.8 h; 10.93 -> 9.32 h on the full trace without checkpoints), p99 lower in
     # nine (120.5 -> 109.8 h), limit_ratio 0-0.7 points lower (0.930 -> 0.926); its price: guarantee
@@ -246,7 +246,7 @@ class Policy:
     # shortest limit first cut mean JCT by 2.8-3.6 h (a fifth to a quarter) and p99 by 0.3-26 h, but
     # left about 1 % of the fleet idle more (utilisation 0.961 -> 0.952, limit_ratio 0.931 ->
     # 0.923), and on a held-out sample its guarantee violation rose from 32 to 41 % of easy's:
-    # fair share stays the default (benchmarks/README.md, "Queue order across teams"). With
+    # fair share stays the default (docs/benchmarks-history.md, "Queue order across teams"). With
     # `least_borrowed_first` on, the limit_ratio it gives up falls to 0.2-0.7 points, but its first
     # estimates at load 0.8 with exact limits are off by more than 2x at p90 (2.41, 2.54) and on two
     # of three held-out samples it loses more than 1 % of capacity to preemption (README,
@@ -293,7 +293,7 @@ class Policy:
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
     # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota
-    # replays (benchmarks/README.md, "Gang patience"): there it never fired and matched "always
+    # replays (docs/benchmarks-history.md, "Gang patience"): there it never fired and matched "always
     # wait", the best on limit_ratio, mean and p99 JCT; a day spread gangs that a rack would have
     # taken soon after (sim_quotas --quick: limit_ratio 0.918 -> 0.910, mean JCT 8.90 -> 9.35 h),
     # spreading at once cost most (0.903, 9.54 h). A bound still serves racks that never free.
@@ -305,7 +305,7 @@ class Policy:
     # 1.07 without checkpoints from 6,772 to 3,428 GPU-h (easy 4,500) with the rent-or-buy pricing
     # (6,102 to 3,370 before it) and the work lost on --quick from 0.88 % to 0.10 % of capacity, at
     # a mean JCT of 5.10 h instead of 4.68 h there (easy 5.15 h): still ahead of easy on
-    # limit_ratio, mean and p99 JCT (benchmarks/README.md, "Gangs of a team below its guarantee").
+    # limit_ratio, mean and p99 JCT (docs/benchmarks-history.md, "Gangs of a team below its guarantee").
     guarantee_spread_after_s: float | None = 0.0
 
     @classmethod

@@ -7,7 +7,7 @@ one in the rack with the fewest free GPUs (the most used: racks that are emptyin
 gangs, and a whole node is only broken in the busiest rack that has one), then the ids (ties never
 depend on input order).
 
-Best fit by node comes before the rack: on the full ITP replay (benchmarks/README.md), ranking the
+Best fit by node comes before the rack: on the full ITP replay (benchmarks/sim_itp.py), ranking the
 rack first (the most-used rack that fits, then the fullest node in it) left holes that later jobs
 of a few GPUs had to break whole nodes for, and raised the mean JCT by 5 %, where ranking it second
 lowered it by 2 % against best fit by node alone.

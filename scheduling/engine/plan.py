@@ -101,7 +101,7 @@ class PendingStatus:
 class BlockedStatus(PendingStatus):
     """A pending job without an estimate to believe (none, or beyond the horizon), and what it
     waits for instead: one of the `WAITS_*` forms. A subclass rather than a field of every status:
-    setting a fourth slot on each of 10,000 statuses cost about 2 % of a cycle (benchmarks/README.md)."""
+    setting a fourth slot on each of 10,000 statuses cost about 2 % of a cycle (benchmarks/engine_cycle.py)."""
 
     waits_for: str | None = None  # type: ignore[misc]
 

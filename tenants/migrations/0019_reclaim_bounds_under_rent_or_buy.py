@@ -7,7 +7,7 @@ from django.db import migrations, models
 def old_defaults_take_the_new_ones(apps, schema_editor):
     """A policy row that holds an old default of the reclaim bounds (reclaim_after_s 4 h, share 0.5,
     young loans 1 h: the defaults until now, which new rows stored and the policy page offered) takes the new one (1 h,
-    0.25, 2 h, chosen together on sim_quotas: benchmarks/README.md, "Reclaim bounds under rent or
+    0.25, 2 h, chosen together on sim_quotas: docs/benchmarks-history.md, "Reclaim bounds under rent or
     buy"). Any other stored value was chosen and is kept."""
     policies = apps.get_model("tenants", "FleetPolicy").objects
     policies.filter(reclaim_after_s=4 * 3600.0).update(reclaim_after_s=3600.0)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 def old_default_takes_the_new_one(apps, schema_editor):
     """A policy row that holds the old default credit (1: rent or buy, which new rows stored and the
     policy page offered) takes the new one (none: the wait to the natural start, chosen on
-    sim_quotas: benchmarks/README.md, "The wait a reclaim is credited: none bounds it"). Any other
+    sim_quotas: docs/benchmarks-history.md, "The wait a reclaim is credited: none bounds it"). Any other
     stored value was chosen and is kept."""
     policies = apps.get_model("tenants", "FleetPolicy").objects
     policies.filter(reclaim_wait_credit=1.0).update(reclaim_wait_credit=None)

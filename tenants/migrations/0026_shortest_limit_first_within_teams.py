@@ -8,7 +8,7 @@ from django.db import migrations, models
 def old_defaults_take_the_new_ones(apps, schema_editor):
     """A policy row still at the old defaults (an age weight of 2 over two days) takes the new ones
     (no age weight: shortest limit first within a team, after the jobs that waited an hour; chosen
-    on sim_quotas, benchmarks/README.md, "Shortest limit first within a team"). A row with another
+    on sim_quotas, docs/benchmarks-history.md, "Shortest limit first within a team"). A row with another
     value in either was chosen and is kept."""
     policies = apps.get_model("tenants", "FleetPolicy").objects
     policies.filter(fairshare_age_weight=2.0, fairshare_max_age_s=2 * 86400.0).update(
