@@ -25,6 +25,35 @@ JOB_CHANGE_FIELDS: dict[str, dict[str, Any]] = {
     "sim_time_s": _NUMBER,
 }
 
+_NULLABLE_STRING = {"type": "string", "nullable": True}
+_NULLABLE_INTEGER = {"type": "integer", "nullable": True}
+BLOCKER_FIELDS: dict[str, dict[str, Any]] = {
+    "kind": {**_STRING, "description": "which limit or what it waits for (team-limit, quota-held, borrowing, ...)"},
+    "accelerator": _STRING,
+    "gpus": {**_INTEGER, "description": "the size it waits to start at"},
+    "short": {**_INTEGER, "description": "GPUs short"},
+    "have": {**_INTEGER, "description": "what there is, by kind: in use, free, lent"},
+    "limit": {**_NULLABLE_INTEGER, "description": "the limit in question, by kind"},
+    "team": {**_NULLABLE_INTEGER, "description": "the team whose limit or guarantee holds it"},
+    "job": {**_NULLABLE_INTEGER, "description": "the job ahead of it"},
+    "level": {**_NULLABLE_STRING, "description": "node, rack, pod or fleet"},
+    "domain": {**_NULLABLE_STRING, "description": "the node (id), rack (pod/rack) or pod it waits for"},
+}
+WAIT_CHANGE_FIELDS: dict[str, dict[str, Any]] = {
+    "id": _INTEGER,
+    "team": {**_INTEGER, "description": "team id"},
+    "reason": {**_STRING, "description": "the engine's reason code"},
+    "text": {**_STRING, "description": "why it waits, in words, naming what holds it"},
+    "estimated_start_s": _NULLABLE_NUMBER,
+    "waits_for": {**_NULLABLE_STRING, "description": "what it waits for when no estimate is believable"},
+    "blocker": {
+        "type": "object",
+        "nullable": True,
+        "properties": BLOCKER_FIELDS,
+        "description": "the one thing that holds it, as facts",
+    },
+}
+
 # kind -> (what it is and who gets it, its fields)
 EVENTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "heartbeat": (
@@ -65,6 +94,16 @@ EVENTS: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
             "jobs": {
                 "type": "array",
                 "items": {"type": "object", "required": list(JOB_CHANGE_FIELDS), "properties": JOB_CHANGE_FIELDS},
+            }
+        },
+    ),
+    "waits": (
+        "After a tick that changed why jobs wait or when they should start (the estimate to the minute): "
+        "those jobs of the teams the socket's user may read, one event per team and tick.",
+        {
+            "jobs": {
+                "type": "array",
+                "items": {"type": "object", "required": list(WAIT_CHANGE_FIELDS), "properties": WAIT_CHANGE_FIELDS},
             }
         },
     ),
@@ -110,6 +149,12 @@ def live_event(kind: str, **fields: Any) -> dict[str, Any]:
         raise ValueError(f"no live event of kind {kind!r}")
     _checked(f"{kind} event", fields, EVENTS[kind][1])
     return {"kind": kind, **fields}
+
+
+def wait_change(**fields: Any) -> dict[str, Any]:
+    """One job's changed wait in a ``waits`` event, with exactly its defined fields."""
+    _checked("wait change", fields, WAIT_CHANGE_FIELDS)
+    return fields
 
 
 def job_change(**fields: Any) -> dict[str, Any]:

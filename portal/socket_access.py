@@ -69,9 +69,10 @@ def socket_access_for_token(*, token_digest: str, user_id: int) -> SocketAccess 
 
 def socket_payload_for(*, access: SocketAccess, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The part of an event this socket may forward, or ``None`` for nothing. A batch of job
-    changes keeps the jobs of teams the user may read; any other event that names a team goes
-    through only if the user may read that team; fleet-wide events always go through."""
-    if payload.get("kind") == "jobs":
+    changes (or of changed waits) keeps the jobs of teams the user may read; any other event that
+    names a team goes through only if the user may read that team; fleet-wide events always go
+    through."""
+    if payload.get("kind") in ("jobs", "waits"):
         jobs = [job for job in payload.get("jobs", []) if access.may_read_team(job["team"])]
         return {**payload, "jobs": jobs} if jobs else None
     team_id = payload.get("team")

@@ -205,7 +205,13 @@ class QuotaLeft:
     @property
     def text(self) -> str:
         """The quota left, in one sentence for the submit form."""
-        borrow = "no borrowing limit" if self.borrow_left is None else f"{self.borrow_left} with borrowing"
+        # Borrowing takes GPUs other teams lend (their idle guarantees, within their lend limits):
+        # the limit says how far the team may go, never that the GPUs are there.
+        borrow = (
+            "no borrowing limit"
+            if self.borrow_left is None
+            else f"up to {self.borrow_left} with borrowing, as far as other teams lend idle GPUs"
+        )
         return (
             f"Your team uses {self.in_use} {self.accelerator} GPUs: {self.guaranteed_left} more within its "
             f"guarantee, {borrow}."

@@ -13,7 +13,7 @@ from portal.charts import KindSeries, team_usage_figure, usage_summary_text
 from scheduling.models import Job
 from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
 from scheduling.services.jobs import fleet_now_s
-from scheduling.templatetags.fleet import reason_text, starts_in
+from scheduling.templatetags.fleet import starts_in, wait_reason
 from tenants.models import Team
 
 
@@ -22,13 +22,19 @@ class QueuedJob:
     """A job in a team's queue, with why it waits and when it should start, in words."""
 
     job: Job
-    why: str
+    why: str  # safe HTML: the job ahead is a link
     starts: str
+    estimated_start_s: float | None = None  # for the page to count down to
 
 
 def team_queue(*, team: Team, now_s: float) -> list[QueuedJob]:
     return [
-        QueuedJob(row.job, reason_text(row.wait.reason if row.wait else ""), starts_in(row.wait, now_s))
+        QueuedJob(
+            row.job,
+            wait_reason(row.wait),
+            starts_in(row.wait, now_s),
+            None if row.wait is None else row.wait.estimated_start_s,
+        )
         for row in pending_jobs_for_team(team=team)
     ]
 

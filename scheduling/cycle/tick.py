@@ -185,7 +185,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
         sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
         watch.lap("apply")
-        transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, pending=plan.pending))
+        transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, plan=plan, jobs=snapshot.pending))
         # Robust: a notice that cannot be written never holds back the tick or its feed.
         transaction.on_commit(lambda: job_notices_send(changes=applied.changes), robust=True)
     watch.lap("commit_publish")

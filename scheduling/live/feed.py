@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -16,11 +16,14 @@ from django.utils import timezone
 
 from portal.fleet_share import share_summary_text
 from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
-from portal.live_events import job_change, live_event
+from portal.live_events import job_change, live_event, wait_change
 from portal.socket_events import fleet_event_message
-from scheduling.engine import PendingStatus
+from scheduling import engine
+from scheduling.engine import Plan
+from scheduling.engine.plan import Blocker
 from scheduling.fleet_calendar import fleet_clock_text
-from scheduling.live.waits import job_waits_store
+from scheduling.live.explanations import wait_names_for, wait_text
+from scheduling.live.waits import WaitChange, job_waits_store
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
 
@@ -65,10 +68,11 @@ def fleet_heartbeat_publish() -> dict[str, Any]:
     return payload
 
 
-def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[PendingStatus]) -> None:
-    """After a tick commits: the pending jobs' reasons, the fleet's share and occupancy to
-    everyone, and the tick's job changes batched per team (admins get every team's batch)."""
-    job_waits_store(statuses=pending)
+def tick_publish(*, sample: TickSample, applied: AppliedTick, plan: Plan, jobs: Sequence[engine.Job]) -> None:
+    """After a tick commits: the pending jobs' reasons and blockers stored, the fleet's share and
+    occupancy to everyone, and the tick's job changes and changed waits batched per team (admins
+    get every team's batch): one event of each kind per team at most, however many jobs changed."""
+    waits = waits_publish_events(plan=plan, jobs=jobs)
     by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for change in applied.changes:
         by_team[change.team_id].append(
@@ -84,9 +88,59 @@ def tick_publish(*, sample: TickSample, applied: AppliedTick, pending: Iterable[
     events: list[tuple[str, dict[str, Any]]] = [(FLEET_GROUP, fleet_payload(sample))]
     events += [(team_group(team_id), live_event("jobs", jobs=jobs)) for team_id, jobs in sorted(by_team.items())]
     if by_team:
-        everything = [job for _, jobs in sorted(by_team.items()) for job in jobs]
+        everything = [job for _, changes in sorted(by_team.items()) for job in changes]
         events.append((ALL_JOBS_GROUP, live_event("jobs", jobs=everything)))
-    fleet_events_publish(events)
+    fleet_events_publish(events + waits)
+
+
+def waits_publish_events(*, plan: Plan, jobs: Sequence[engine.Job]) -> list[tuple[str, dict[str, Any]]]:
+    """Store the plan's waits with each explained job's blocker and the names they name; the
+    ``waits`` events of what changed since the stored ones, one per team with changes and one
+    with all of them for fleet admins."""
+    team_of = {job.id: int(job.team) for job in jobs}
+    blockers = plan.blockers(jobs)
+    names = wait_names_for(statuses=plan.pending, blockers=blockers)
+    by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for change in job_waits_store(statuses=plan.pending, blockers=blockers, names=names):
+        team = team_of.get(str(change.job_id))
+        if team is not None:
+            by_team[team].append(_wait_payload(change, team))
+    events = [(team_group(team), live_event("waits", jobs=changes)) for team, changes in sorted(by_team.items())]
+    if by_team:
+        everything = [change for _, changes in sorted(by_team.items()) for change in changes]
+        events.append((ALL_JOBS_GROUP, live_event("waits", jobs=everything)))
+    return events
+
+
+def _wait_payload(change: WaitChange, team: int) -> dict[str, Any]:
+    wait, blocker = change.wait, change.wait.blocker
+    return wait_change(
+        id=change.job_id,
+        team=team,
+        reason=wait.reason,
+        text=wait_text(wait),
+        estimated_start_s=wait.estimated_start_s,
+        waits_for=wait.waits_for,
+        blocker=None if blocker is None else _blocker_payload(blocker),
+    )
+
+
+def _blocker_payload(blocker: Blocker) -> dict[str, Any]:
+    def number(engine_id: str | None) -> int | None:
+        return int(engine_id) if engine_id is not None and engine_id.isdigit() else None
+
+    return {
+        "kind": blocker.kind,
+        "accelerator": blocker.accelerator,
+        "gpus": blocker.gpus,
+        "short": blocker.short,
+        "have": blocker.have,
+        "limit": blocker.limit,
+        "team": number(blocker.team),
+        "job": number(blocker.job_id),
+        "level": blocker.level,
+        "domain": blocker.domain,
+    }
 
 
 def incidents_publish(*, incident_ids: Iterable[int]) -> None:

@@ -1,7 +1,14 @@
 """Why each pending job waits and when it should start: the engine's `PendingStatus` for every
-queued job of the latest committed plan, kept for the pages and the API. Recomputed by every cycle,
-so it lives in Redis (one JSON document, replaced whole after each committed tick), not in the job
-rows.
+queued job of the latest committed plan, with the one thing that holds it (`engine.plan.Blocker`),
+kept for the pages and the API. Recomputed by every cycle, so it lives in Redis (one JSON
+document, replaced whole after each committed tick), not in the job rows.
+
+Beside it, under its own key, the names of the teams, jobs and nodes the blockers name (a handful
+however long the queue: the jobs ahead, the teams whose limits hold, the nodes reserved), so that
+a page says "Vision's quota is kept for train-llm (#12)", never "team 1".
+
+Storing a document returns what changed since the one it replaces (`WaitChange`), which the tick
+publishes to open pages (`feed.tick_publish`).
 
 "Pending" names one thing in Fleetline: the job state (`Job.State.PENDING`, a job that is queued).
 The engine's answer for such a job is a `PendingStatus` in `Plan.pending`; the stored copy that
@@ -11,19 +18,36 @@ readers get is a `JobWait`; the pages list a job with its wait as a `selectors.J
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import astuple, dataclass, field
+from typing import Any
 
 import redis
 from django.conf import settings
 
 from portal.redis_pools import shared_redis
 from scheduling import engine
+from scheduling.engine.plan import Blocker
 from scheduling.engine.vocabulary import REASON_NEW
 
 # The document's key: its name predates `JobWait` and stays, so a running fleet keeps its waits.
 WAITS_KEY = "fleetline:pending"
+NAMES_KEY = "fleetline:pending:names"
 NEW_JOB_REASON = REASON_NEW
+# Estimates are shown to the minute: a change within the same minute is no change to publish.
+ESTIMATE_GRAIN_S = 60
+
+
+@dataclass(frozen=True, slots=True)
+class WaitNames:
+    """Names of what blockers name, by engine id: teams, jobs, nodes."""
+
+    teams: Mapping[str, str] = field(default_factory=dict)
+    jobs: Mapping[str, str] = field(default_factory=dict)
+    nodes: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_NAMES = WaitNames()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,33 +56,72 @@ class JobWait:
     estimated_start_s: float | None
     # What the job waits for when there is no estimate to believe (`engine.PendingStatus.waits_for`).
     waits_for: str | None = None
+    # The one thing that holds it (`engine.Plan.blockers`); None for a job no cycle has explained.
+    blocker: Blocker | None = None
+    # The names its blocker and `waits_for` name (`scheduling.live.explanations` says them).
+    names: WaitNames = NO_NAMES
+
+
+@dataclass(frozen=True, slots=True)
+class WaitChange:
+    """A pending job whose reason, estimate (to the minute) or blocker the latest tick changed."""
+
+    job_id: int
+    wait: JobWait
 
 
 def _client() -> redis.Redis:
     return shared_redis(settings.REDIS_URL)
 
 
-def job_waits_store(*, statuses: Iterable[engine.PendingStatus]) -> None:
-    document = {
-        status.job_id: [
-            status.reason,
-            None if status.estimated_start_s is None else round(status.estimated_start_s),
-            status.waits_for,
-        ]
-        for status in statuses
-    }
-    _client().set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
+def _entry(status: engine.PendingStatus, blocker: Blocker | None) -> list[Any]:
+    estimate = None if status.estimated_start_s is None else round(status.estimated_start_s)
+    return [status.reason, estimate, status.waits_for, None if blocker is None else list(astuple(blocker))]
+
+
+def _same(old: list[Any] | None, new: list[Any]) -> bool:
+    """Whether a page would show `old` as it shows `new` (estimates to the minute)."""
+    if old is None or len(old) != len(new):
+        return False
+    (old_reason, old_estimate, *old_rest), (reason, estimate, *rest) = old, new
+    minute = lambda s: None if s is None else s // ESTIMATE_GRAIN_S  # noqa: E731
+    return (old_reason, minute(old_estimate), old_rest) == (reason, minute(estimate), rest)
+
+
+def job_waits_store(
+    *,
+    statuses: Iterable[engine.PendingStatus],
+    blockers: Mapping[str, Blocker] | None = None,
+    names: WaitNames = NO_NAMES,
+) -> list[WaitChange]:
+    """Replace the waits document with the latest plan's (and the names its blockers name); the
+    jobs whose wait changed since the document it replaces, in job id order."""
+    blockers = blockers or {}
+    document = {status.job_id: _entry(status, blockers.get(status.job_id)) for status in statuses}
+    pipe = _client().pipeline(transaction=True)
+    pipe.get(WAITS_KEY)
+    pipe.set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
+    pipe.set(NAMES_KEY, json.dumps([names.teams, names.jobs, names.nodes], separators=(",", ":")))
+    raw, *_ = pipe.execute()
+    before: dict[str, list[Any]] = json.loads(raw) if raw else {}
+    changed = sorted((int(job_id), entry) for job_id, entry in document.items() if not _same(before.get(job_id), entry))
+    return [WaitChange(job_id, _wait(entry, names)) for job_id, entry in changed]
+
+
+def _wait(entry: list[Any], names: WaitNames) -> JobWait:
+    reason, estimate, *rest = entry
+    waits_for = rest[0] if rest else None  # documents written before it was kept have no third field
+    facts = rest[1] if len(rest) > 1 else None
+    blocker = None if facts is None else Blocker(*facts)
+    return JobWait(reason, None if estimate is None else float(estimate), waits_for, blocker, names)
 
 
 def job_waits_for(*, job_ids: list[int]) -> dict[int, JobWait]:
-    """The latest cycle's reason and estimate for each job; new jobs wait for their first cycle."""
+    """The latest cycle's reason, estimate and blocker for each job; new jobs wait for their first cycle."""
     if not job_ids:
         return {}
-    raw = _client().get(WAITS_KEY)
+    raw, raw_names = _client().mget([WAITS_KEY, NAMES_KEY])
     document = json.loads(raw) if raw else {}
-    waits = {}
-    for job_id in job_ids:
-        reason, estimate, *rest = document.get(str(job_id), (NEW_JOB_REASON, None))
-        waits_for = rest[0] if rest else None  # documents written before it was kept have no third field
-        waits[job_id] = JobWait(reason, None if estimate is None else float(estimate), waits_for)
-    return waits
+    teams, jobs, nodes = json.loads(raw_names) if raw_names else ({}, {}, {})
+    names = WaitNames(teams, jobs, nodes)
+    return {job_id: _wait(document.get(str(job_id), (NEW_JOB_REASON, None)), names) for job_id in job_ids}

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 
 from scheduling import engine
 from scheduling.cycle.snapshot import snapshot_build
+from scheduling.live.explanations import wait_names_for
+from scheduling.live.waits import JobWait
 from scheduling.models import AcceleratorType
 from scheduling.services.jobs import JobSpec, fleet_now_s, job_spec_errors
 from tenants.models import PriorityClass, Team
@@ -23,6 +25,8 @@ class StartPreview:
     estimated_start_s: float | None = None
     waits_for: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
+    # The wait it would have, with the one thing that would hold it, as a job's page shows it.
+    wait: JobWait | None = None
 
 
 def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
@@ -64,9 +68,14 @@ def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
     status = plan.status_of(PREVIEW_JOB_ID)
     if status is None:  # not started and not explained: the engine had nothing to say
         return StartPreview(now_s=now_s)
+    blockers = plan.blockers((*snapshot.pending, job))
+    blocker = blockers.get(PREVIEW_JOB_ID)
+    mine = {PREVIEW_JOB_ID: blocker} if blocker is not None else {}
+    names = wait_names_for(statuses=[status], blockers=mine)
     return StartPreview(
         now_s=now_s,
         reason=status.reason,
         estimated_start_s=status.estimated_start_s,
         waits_for=status.waits_for,
+        wait=JobWait(status.reason, status.estimated_start_s, status.waits_for, blocker, names),
     )

@@ -8,7 +8,9 @@ from django.conf import settings
 from scheduling import fleet_calendar as calendar
 from scheduling.engine import vocabulary
 from scheduling.engine.explain import ESTIMATE_HORIZON_S
-from scheduling.live.waits import JobWait
+from scheduling.live import explanations
+from scheduling.live.explanations import waits_for_text
+from scheduling.live.waits import NEW_JOB_REASON, JobWait
 from tenants.templatetags.wall_clock import wall_time
 
 register = template.Library()
@@ -83,7 +85,7 @@ def starts_in(wait: JobWait | float | None, now_s: float) -> str:
     estimated_s = wait.estimated_start_s if isinstance(wait, JobWait) else wait
     if not isinstance(estimated_s, int | float):
         if isinstance(wait, JobWait):
-            return waits_text(wait.waits_for) if wait.waits_for else reason_text(wait.reason)
+            return waits_for_text(wait) if wait.waits_for else explanations.wait_text(wait)
         return "unknown"
     wait = estimated_s - now_s
     return "now" if wait <= 60 else f"in {duration(wait)}"
@@ -98,3 +100,9 @@ def waits_text(waits_for: str | None) -> str:
 @register.filter
 def reason_text(reason: str) -> str:
     return vocabulary.reason_text(reason)
+
+
+@register.filter
+def wait_reason(wait: JobWait | None) -> str:
+    """Why a pending job waits: the one thing that holds it, named, the job ahead linked."""
+    return vocabulary.reason_text(NEW_JOB_REASON) if wait is None else explanations.wait_html(wait)

@@ -24,3 +24,11 @@ def limit_left_s(job: Job, now_s: float) -> float | None:
     if job.state != Job.State.RUNNING or job.started_s is None or job.time_limit_s is None:
         return None
     return max(0.0, job.started_s + job.time_limit_s - now_s)
+
+
+@register.filter
+def limit_at_s(job: Job) -> float | None:
+    """The fleet second at which the job's time limit ends its current run; None without either."""
+    if job.state != Job.State.RUNNING or job.started_s is None or job.time_limit_s is None:
+        return None
+    return job.started_s + job.time_limit_s

@@ -19,7 +19,8 @@ from tests.scheduling.conftest import Fleet
         (JobWait("capacity", 7500.0), "in 2h 04m"),
         (JobWait("capacity", 100.0), "now"),
         (JobWait("capacity", None, "job:42"), "when job #42 ends, beyond the next 30 days"),
-        (JobWait("quota", None, "quota-limit:vision"), "never, at this size: more GPUs than team vision may use"),
+        # A team whose name is not known is "its team", never its internal id.
+        (JobWait("quota", None, "quota-limit:vision"), "never, at this size: more GPUs than its team may use"),
         (JobWait("topology", None, "domain:rack"), "when a rack of the fleet has enough healthy nodes for it"),
         (JobWait("capacity", None, "queue"), "after more than 30 days of work queued ahead of it"),
         (JobWait("new", None), "waiting for the next scheduling cycle"),

@@ -418,7 +418,7 @@ def test_the_start_preview_gives_the_engines_reason_and_estimate_for_a_job_that_
     fleet.tick()
 
     text = member.get("/jobs/new/estimate/", _form(fleet, gpus=16)).content.decode()
-    assert "Would wait:" in text and "waiting for free GPUs" in text
+    assert "Would wait:" in text and "16 more H100 GPUs must free up (0 free now)" in text
     assert "Estimated start <strong>in 2h" in text
 
 
