@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_standardized_errors.openapi import AutoSchema
+from rest_framework.permissions import AllowAny
+
 from portal.live_events import EVENTS
 from portal.socket_events import EVENT_VERSION
 
@@ -54,3 +57,14 @@ def add_websocket_events(result: dict[str, Any], generator: Any, request: Any, p
     result.setdefault("components", {}).setdefault("schemas", {}).update(WEBSOCKET_EVENTS)
     result["x-websocket"] = WEBSOCKET
     return result
+
+
+class ApiAutoSchema(AutoSchema):
+    """drf-standardized-errors' schema, with a 403 on every operation that needs a signed-in user.
+    The library documents a 403 only for a permission class beyond ``IsAuthenticated``; these
+    views refuse an operation to the wrong role (a lead cordoning a node, a member changing the
+    policy) in the service they call, where no permission class shows it."""
+
+    def _should_add_http403_error_response(self) -> bool:
+        permissions = self.view.get_permissions()
+        return bool(permissions) and not all(isinstance(permission, AllowAny) for permission in permissions)

@@ -42,6 +42,7 @@ urlpatterns = [
     path("reports/usage/", reports.UsageReportView.as_view(), name="usage-report"),
     path("", include(router.urls)),
     # Last: whatever else ends in a slash is no endpoint (a path without one is first sent to
-    # the same path with a slash, by APPEND_SLASH, as before).
-    re_path(r"^.*/$", NoSuchEndpoint.as_view(), name="no-such-endpoint"),
+    # the same path with a slash, by APPEND_SLASH, as before); line breaks included, which "."
+    # would not match.
+    re_path(r"^[\s\S]*/$", NoSuchEndpoint.as_view(), name="no-such-endpoint"),
 ]

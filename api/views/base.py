@@ -18,12 +18,14 @@ from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from api.authentication import BearerTokenAuthentication
 from api.pagination import IdCursorPagination
+from api.schema import ApiAutoSchema
 from api.throttling import ApiUserThrottle
 from portal.parsers import BoundedJSONParser
 from tenants.permissions import is_fleet_admin
@@ -63,6 +65,7 @@ class ApiV1Mixin:
     pagination_class: type[BasePagination] | None = IdCursorPagination
     filter_backends: Sequence[type[Any]] = [DjangoFilterBackend]
     metadata_class: str | type[BaseMetadata] | None = ApiMetadata
+    schema: ViewInspector | None = ApiAutoSchema()
 
     def get_exception_handler(self) -> Any:
         # The v1 format for these views (DRF's default handler stays for anything else).
