@@ -9,6 +9,12 @@ from typing import Any
 
 from scheduling.sim.metric_catalogue import CATALOGUE, LABEL_KEYS, MetricInfo, metric_info
 
+# Why the simulator left a job out (`scheduling.sim.workload`), as the page says it.
+DROP_REASONS = {
+    "larger-than-fleet": "larger than the fleet",
+    "unknown-accelerator": "for an accelerator the fleet lacks",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class MetricRow:
@@ -53,3 +59,12 @@ def metric_groups(results: dict[str, Any] | None) -> list[MetricGroup]:
     for info in ordered:
         groups.setdefault(info.group, []).append(metric_row(info, candidate.get(info.key), current.get(info.key)))
     return [MetricGroup(name, tuple(rows)) for name, rows in groups.items()]
+
+
+def dropped_text(results: dict[str, Any] | None) -> str:
+    """The jobs left out of the replay, by reason: "3 larger than the fleet; 1 for an accelerator
+    the fleet lacks"; empty when none were."""
+    reasons = ((results or {}).get("meta") or {}).get("dropped_reasons") or {}
+    return "; ".join(
+        f"{count:,} {DROP_REASONS.get(reason, reason.replace('-', ' '))}" for reason, count in reasons.items()
+    )

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from simulations.forms import SimulationForm
 from simulations.inputs import upload_size_check
 from simulations.models import Simulation
-from simulations.presentation import metric_groups
+from simulations.presentation import dropped_text, metric_groups
 from simulations.selectors import simulation_for_user, simulations_for_user
 from simulations.services import (
     SimulationRequest,
@@ -125,7 +125,11 @@ def simulation_detail(request: HttpRequest, simulation_id: int) -> HttpResponse:
     return render(
         request,
         "simulations/detail.html",
-        {"simulation": simulation, "groups": metric_groups(simulation.results)},
+        {
+            "simulation": simulation,
+            "groups": metric_groups(simulation.results),
+            "dropped": dropped_text(simulation.results),
+        },
     )
 
 

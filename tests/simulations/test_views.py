@@ -208,3 +208,13 @@ def test_a_full_day_replays_pages_each_weigh_under_a_megabyte(people: People) ->
     assert len(page.content) < 1_000_000
     assert len(report.content) < 1_000_000
     assert report.status_code == 200 and b"vendor/plotly/plotly.min.js" in report.content  # from the site
+
+
+def test_jobs_left_out_of_the_replay_are_counted_by_reason_in_words(people: People) -> None:
+    trace = GOOD_TRACE + b"j5,240,600,64,beta\nj6,300,600,32,alpha\n"  # the fleet has 16 GPUs
+    simulation = simulation_start(user=people.admin, request=trace_request(trace_data=trace))
+    assert simulation_run(simulation_id=simulation.pk) == Simulation.State.SUCCEEDED
+    page = _client(people.admin).get(f"/simulations/{simulation.pk}/").content.decode()
+    dropped = re.search(r'<p class="hint" id="simulation-dropped">(.*?)</p>', page, re.S)
+    assert dropped is not None
+    assert dropped.group(1) == "2 jobs could not run on this fleet and were left out: 2 larger than the fleet."
