@@ -22,6 +22,7 @@ from django.db import connection
 from pytest_django import DjangoDbBlocker
 
 from portal import embedded_redis
+from tests.oidc_provider.fixtures import oidc_provider  # noqa: F401  # one OpenID Connect provider per session
 
 ROOT = Path(__file__).resolve().parent.parent
 

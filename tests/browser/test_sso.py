@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, WebSocket, expect
 
 from tenants.models import AuditEvent, Membership, Team
 from tests.factories import TeamFactory
-from tests.oidc_provider.fixtures import PASSWORD, OidcProvider, oidc_provider  # noqa: F401
+from tests.oidc_provider.fixtures import PASSWORD, OidcProvider
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +24,7 @@ SECRET = "fleetline-browser-client-secret"
 
 
 @pytest.fixture
-def subprocess_env(subprocess_env: dict[str, str], oidc_provider: OidcProvider) -> dict[str, str]:  # noqa: F811
+def subprocess_env(subprocess_env: dict[str, str], oidc_provider: OidcProvider) -> dict[str, str]:
     """The web server's environment, with single sign-on at the test provider."""
     return {
         **subprocess_env,
@@ -38,7 +38,7 @@ def subprocess_env(subprocess_env: dict[str, str], oidc_provider: OidcProvider) 
 
 
 @pytest.fixture
-def site(asgi_server: str, oidc_provider: OidcProvider) -> str:  # noqa: F811
+def site(asgi_server: str, oidc_provider: OidcProvider) -> str:
     oidc_provider.client_put(
         client_id="fleetline-browser", client_secret=SECRET, redirect_uris=[f"{asgi_server}/oidc/callback/"]
     )
@@ -75,10 +75,10 @@ def wait_closed(socket: WebSocket, page: Page, timeout_s: float) -> float:
 
 def test_sign_in_at_the_provider_then_a_removed_group_takes_the_team_and_closes_its_socket(
     site: str,
-    oidc_provider: OidcProvider,  # noqa: F811
+    oidc_provider: OidcProvider,
     browser: Browser,
     page: Page,
-    csp_violations: list[str],  # noqa: F811
+    csp_violations: list[str],
 ) -> None:
     vision: Team = TeamFactory(name="Vision", slug="vision")
     oidc_provider.user_put("alice", groups=["vision-team", "ml-admins"])

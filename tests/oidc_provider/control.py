@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import Group, User
@@ -15,35 +16,33 @@ from django.views.decorators.http import require_POST
 from oauth2_provider.models import Application
 
 
-def _body(request: HttpRequest) -> dict[str, Any] | None:
-    if request.headers.get("X-Control-Token") != os.environ["OIDC_PROVIDER_CONTROL_TOKEN"]:
-        return None
-    body: dict[str, Any] = json.loads(request.body)
-    return body
+def _controlled(handle: Callable[[dict[str, Any]], None]) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST of JSON from a holder of the control token, handled, answered 204."""
+
+    @csrf_exempt
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        if request.headers.get("X-Control-Token") != os.environ["OIDC_PROVIDER_CONTROL_TOKEN"]:
+            return HttpResponseForbidden()
+        handle(json.loads(request.body))
+        return HttpResponse(status=204)
+
+    return view
 
 
-@csrf_exempt
-@require_POST
-def user_put(request: HttpRequest) -> HttpResponse:
+@_controlled
+def user_put(body: dict[str, Any]) -> None:
     """Create or update a user: ``{"username", "password", "email", "groups": [...]}``."""
-    body = _body(request)
-    if body is None:
-        return HttpResponseForbidden()
     user, _ = User.objects.get_or_create(username=body["username"])
     user.email = body.get("email", "")
     user.set_password(body["password"])
     user.save()
     user.groups.set([Group.objects.get_or_create(name=name)[0] for name in body.get("groups", [])])
-    return HttpResponse(status=204)
 
 
-@csrf_exempt
-@require_POST
-def client_put(request: HttpRequest) -> HttpResponse:
+@_controlled
+def client_put(body: dict[str, Any]) -> None:
     """Register a confidential client: ``{"client_id", "client_secret", "redirect_uris": [...]}``."""
-    body = _body(request)
-    if body is None:
-        return HttpResponseForbidden()
     Application.objects.filter(client_id=body["client_id"]).delete()
     Application.objects.create(
         name=body["client_id"],
@@ -55,4 +54,3 @@ def client_put(request: HttpRequest) -> HttpResponse:
         algorithm=Application.RS256_ALGORITHM,
         skip_authorization=True,
     )
-    return HttpResponse(status=204)

@@ -19,7 +19,7 @@ from tenants.models import AuditEvent, Membership, Team
 from tenants.permissions import is_fleet_admin
 from tenants.services.sso import SOURCE
 from tests.factories import PASSWORD, TeamFactory, UserFactory
-from tests.oidc_provider.fixtures import OidcProvider, oidc_provider, provider_sign_in  # noqa: F401
+from tests.oidc_provider.fixtures import OidcProvider, provider_sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def vision() -> Team:
 
 
 @pytest.fixture
-def sso(settings: Any, oidc_provider: OidcProvider) -> OidcProvider:  # noqa: F811
+def sso(settings: Any, oidc_provider: OidcProvider) -> OidcProvider:
     """Fleetline as the provider's client, the test client's host as its callback."""
     oidc_provider.client_put(
         client_id="fleetline", client_secret=SECRET, redirect_uris=["http://testserver/oidc/callback/"]
