@@ -15,7 +15,15 @@ from dataclasses import dataclass, replace
 
 from .model import Job
 from .placement import nodes_needed
-from .plan import REASON_GUARANTEE, REASON_PRIORITY, REASON_QUOTA, REASON_RESERVED_PREFIX, REASON_TOPOLOGY, Blocker
+from .plan import (
+    REASON_CAPACITY,
+    REASON_GUARANTEE,
+    REASON_PRIORITY,
+    REASON_QUOTA,
+    REASON_RESERVED_PREFIX,
+    REASON_TOPOLOGY,
+    Blocker,
+)
 from .quota import QuotaLedger
 from .vocabulary import (
     BLOCKER_BORROWING,
@@ -58,12 +66,24 @@ def describe_blockers(waiting: Iterable[tuple[Job, str]], state: EndState) -> di
         free_of[accelerator] = free_of.get(accelerator, 0) + gpus
     first: dict[str, Job] = {}
     highest: dict[str, Job] = {}
-    closest: dict[tuple[str, str, int], tuple[str | None, int]] = {}
+    closest = _Closest(state)
+    # Most of a long queue waits alike for capacity: one blocker per distinct set of facts.
+    alike: dict[tuple[str, int, int, str | None], Blocker] = {}
     blockers: dict[str, Blocker] = {}
     for job, reason in waiting:
         accelerator = job.accelerator
-        size = job.min_gpus if state.elastic and job.is_elastic and job.min_gpus is not None else job.gpus
-        if reason == REASON_QUOTA:
+        size = job.min_gpus if state.elastic and job.min_gpus is not None and job.is_elastic else job.gpus
+        if reason == REASON_CAPACITY:
+            free = free_of.get(accelerator, 0)
+            if job.id in state.reserved:  # (its own reserved nodes are its to count)
+                free += sum(state.held.get(node, 0) for node in state.reserved[job.id])
+            ahead = first.get(accelerator)
+            ahead_id = None if ahead is None else ahead.id
+            key = (accelerator, size, free, ahead_id)
+            blocker = alike.get(key) or alike.setdefault(
+                key, Blocker(BLOCKER_CAPACITY, accelerator, size, max(0, size - free), free, job_id=ahead_id)
+            )
+        elif reason == REASON_QUOTA:
             blocker = _quota_blocker(job, size, state.ledger)
         elif reason == REASON_GUARANTEE:
             blocker = _guarantee_blocker(job, size, state.ledger)
@@ -73,22 +93,26 @@ def describe_blockers(waiting: Iterable[tuple[Job, str]], state: EndState) -> di
                 ahead = first.get(accelerator)
             blocker = Blocker(BLOCKER_PRIORITY, accelerator, size, job_id=None if ahead is None else ahead.id)
         elif reason == REASON_TOPOLOGY:
-            blocker = _topology_blocker(job, size, state, closest)
-        elif reason.startswith(REASON_RESERVED_PREFIX):
-            holder = reason.removeprefix(REASON_RESERVED_PREFIX)
-            where, domain = _where(state, state.reserved.get(holder, ()))
-            blocker = Blocker(BLOCKER_RESERVED, accelerator, size, job_id=holder, level=where, domain=domain)
+            blocker = _topology_blocker(job, size, closest)
         else:
-            free = free_of.get(accelerator, 0) + sum(state.held.get(node, 0) for node in state.reserved.get(job.id, ()))
-            ahead = first.get(accelerator)
-            ahead_id = None if ahead is None else ahead.id
-            blocker = Blocker(BLOCKER_CAPACITY, accelerator, size, max(0, size - free), free, job_id=ahead_id)
+            blocker = _reserved_blocker(job, size, reason, state)
         blockers[job.id] = blocker
-        first.setdefault(accelerator, job)
+        if accelerator not in first:
+            first[accelerator] = job
         top = highest.get(accelerator)
         if top is None or job.priority > top.priority:
             highest[accelerator] = job
     return blockers
+
+
+def _reserved_blocker(job: Job, size: int, reason: str, state: EndState) -> Blocker:
+    """The job whose reservation holds the GPUs this one would use, and where they are (a reason
+    this module does not know says all there is: its code)."""
+    if not reason.startswith(REASON_RESERVED_PREFIX):
+        return Blocker(reason, job.accelerator, size)
+    holder = reason.removeprefix(REASON_RESERVED_PREFIX)
+    where, domain = _where(state, state.reserved.get(holder, ()))
+    return Blocker(BLOCKER_RESERVED, job.accelerator, size, job_id=holder, level=where, domain=domain)
 
 
 def _guarantee_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
@@ -101,21 +125,13 @@ def _guarantee_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
     return Blocker(BLOCKER_GUARANTEE, accelerator, size, short, pinned, unguaranteed, team=job.team)
 
 
-def _topology_blocker(
-    job: Job, size: int, state: EndState, closest: dict[tuple[str, str, int], tuple[str | None, int]]
-) -> Blocker:
-    """The domain a job waiting on topology needs, the closest one and how many GPUs it lacks
-    (`closest`: the closest domain per accelerator, level and size, kept along the queue)."""
-    accelerator = job.accelerator
-    own = _with_own_reservation(state, job.id)  # (its own reserved nodes are its to count)
-    level = _topology_level(job, size, own)
-    key = (accelerator, level, size)
-    if own is not state:
-        domain, have = _closest_domain(own, accelerator, level)
-    else:
-        if key not in closest:
-            closest[key] = _closest_domain(state, accelerator, level)
-        domain, have = closest[key]
+def _topology_blocker(job: Job, size: int, closest: _Closest) -> Blocker:
+    """The domain a job waiting on topology needs, the closest one and how many GPUs it lacks."""
+    state, accelerator = closest.state, job.accelerator
+    if job.id in state.reserved:  # (its own reserved nodes are its to count)
+        closest = _Closest(_with_own_reservation(state, job.id))
+    level = _topology_level(job, size, closest)
+    domain, have = closest.of(accelerator, level)
     if size > state.gpus_per_node:
         have *= state.gpus_per_node  # whole nodes, in GPUs
     return Blocker(BLOCKER_TOPOLOGY, accelerator, size, max(0, size - have), have, level=level, domain=domain)
@@ -154,39 +170,53 @@ def _with_own_reservation(state: EndState, job_id: str) -> EndState:
     return replace(state, free=free)
 
 
-def _topology_level(job: Job, size: int, state: EndState) -> str:
+def _topology_level(job: Job, size: int, closest: _Closest) -> str:
     """The domain a job waiting on topology needs its GPUs in: one node for a job that fits one,
     else its required level, else the fleet's whole nodes when too few are free, else a pod when no
     pod has enough of them, else a rack."""
-    gpn = state.gpus_per_node
+    gpn = closest.state.gpus_per_node
     if size <= gpn:
         return "node"
     if job.required_level is not None:
         return job.required_level
     needed = nodes_needed(size, gpn)
-    if _closest_domain(state, job.accelerator, "fleet")[1] < needed:
+    if closest.of(job.accelerator, "fleet")[1] < needed:
         return "fleet"
-    return "pod" if _closest_domain(state, job.accelerator, "pod")[1] < needed else "rack"
+    return "pod" if closest.of(job.accelerator, "pod")[1] < needed else "rack"
 
 
-def _closest_domain(state: EndState, accelerator: str, level: str) -> tuple[str | None, int]:
+class _Closest:
     """The node with the most free GPUs (level "node"), or the rack or pod with the most whole free
-    nodes (the fleet: None), and how many: the first by id or name among equals."""
-    gpn = state.gpus_per_node
-    domain_of = {"rack": state.node_rack, "pod": state.node_pod}.get(level, {})
-    counts: dict[str, int] = {}
-    for node_id, gpus in state.free.items():
-        if state.node_accelerator[node_id] != accelerator:
-            continue
-        if level == "node":
-            counts[node_id] = gpus
-        elif gpus >= gpn:
-            domain = domain_of.get(node_id, "")
-            counts[domain] = counts.get(domain, 0) + 1
-    if not counts:
-        return None, 0
-    best = max(counts.values())
-    return min(domain for domain, count in counts.items() if count == best) or None, best
+    nodes (the fleet: None), and how many, per accelerator and level: the first by id or name among
+    equals. Found once per accelerator and level of a state."""
+
+    def __init__(self, state: EndState) -> None:
+        self.state = state
+        self.found: dict[tuple[str, str], tuple[str | None, int]] = {}
+
+    def of(self, accelerator: str, level: str) -> tuple[str | None, int]:
+        key = (accelerator, level)
+        if key not in self.found:
+            self.found[key] = self._find(accelerator, level)
+        return self.found[key]
+
+    def _find(self, accelerator: str, level: str) -> tuple[str | None, int]:
+        state = self.state
+        gpn = state.gpus_per_node
+        domain_of = {"rack": state.node_rack, "pod": state.node_pod}.get(level, {})
+        counts: dict[str, int] = {}
+        for node_id, gpus in state.free.items():
+            if state.node_accelerator[node_id] != accelerator:
+                continue
+            if level == "node":
+                counts[node_id] = gpus
+            elif gpus >= gpn:
+                domain = domain_of.get(node_id, "")
+                counts[domain] = counts.get(domain, 0) + 1
+        if not counts:
+            return None, 0
+        best = max(counts.values())
+        return min(domain for domain, count in counts.items() if count == best) or None, best
 
 
 def _where(state: EndState, node_ids: Sequence[str]) -> tuple[str | None, str | None]:

@@ -74,9 +74,21 @@ def _client() -> redis.Redis:
     return shared_redis(settings.REDIS_URL)
 
 
-def _entry(status: engine.PendingStatus, blocker: Blocker | None) -> list[Any]:
+def _entry(status: engine.PendingStatus, blocker: list[Any] | None) -> list[Any]:
     estimate = None if status.estimated_start_s is None else round(status.estimated_start_s)
-    return [status.reason, estimate, status.waits_for, None if blocker is None else list(astuple(blocker))]
+    return [status.reason, estimate, status.waits_for, blocker]
+
+
+def _facts(blockers: Mapping[str, Blocker]) -> dict[str, list[Any]]:
+    """Each blocker's fields, as stored: one list per distinct blocker (a long queue shares a few)."""
+    made: dict[int, list[Any]] = {}
+    facts = {}
+    for job_id, blocker in blockers.items():
+        found = made.get(id(blocker))
+        if found is None:
+            found = made[id(blocker)] = list(astuple(blocker))
+        facts[job_id] = found
+    return facts
 
 
 def _same(old: list[Any] | None, new: list[Any]) -> bool:
@@ -96,8 +108,8 @@ def job_waits_store(
 ) -> list[WaitChange]:
     """Replace the waits document with the latest plan's (and the names its blockers name); the
     jobs whose wait changed since the document it replaces, in job id order."""
-    blockers = blockers or {}
-    document = {status.job_id: _entry(status, blockers.get(status.job_id)) for status in statuses}
+    facts = _facts(blockers or {})
+    document = {status.job_id: _entry(status, facts.get(status.job_id)) for status in statuses}
     pipe = _client().pipeline(transaction=True)
     pipe.get(WAITS_KEY)
     pipe.set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
