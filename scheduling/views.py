@@ -22,6 +22,7 @@ from portal.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_
 from portal.forms import id_from_text
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
+from scheduling.incidents import incident_rows
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
     QuotaLeft,
@@ -276,4 +277,5 @@ def node_action_view(request: HttpRequest) -> HttpResponse:
 def incident_list(request: HttpRequest) -> HttpResponse:
     incidents = Incident.objects.select_related("node").prefetch_related("jobs").order_by("-failed_at", "-id")
     page = Paginator(incidents, 50).get_page(request.GET.get("page"))
-    return render(request, "scheduling/incident_list.html", {"page": page, "now_s": fleet_now_s()})
+    rows = incident_rows(user=request.user, incidents=page)
+    return render(request, "scheduling/incident_list.html", {"page": page, "rows": rows, "now_s": fleet_now_s()})

@@ -79,6 +79,9 @@
   if (dialog) {
     dialog.querySelector("[data-close]").addEventListener("click", function () { dialog.close(); });
   }
+  // A link to one node (the incidents page's) lands on it with its card open.
+  var linked = location.hash && document.getElementById(location.hash.slice(1));
+  if (linked && linked.classList.contains("node")) linked.focus();
 
   // The node's state as the incident leaves it, as the server has it.
   Fleetline.live.on("incident", function (event) {

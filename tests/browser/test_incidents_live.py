@@ -9,8 +9,10 @@ from playwright.sync_api import Page, expect
 
 from scheduling.live.feed import incidents_publish
 from scheduling.models import Incident, Node
+from scheduling.templatetags.incident_times import fleet_moment
 from tests.browser.journeys import log_in, off_loop
-from tests.factories import NodeFactory, UserFactory
+from tests.factories import MembershipFactory, NodeFactory, TeamFactory, UserFactory
+from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +31,41 @@ def test_a_new_incident_appears_with_the_servers_wording(asgi_server: str, page:
     row = page.locator(f"#incident-{incident.pk}")
     expect(row).to_contain_text("Dead (heartbeats stopped)")
     expect(row).to_contain_text(node.name)
-    expect(row.locator("td").nth(3)).to_have_text("120 s")
+    # No tick has fixed the fleet epoch yet: the calendar time's shape, not its value.
+    expect(row.locator("td").nth(3)).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
+    expect(row.locator("td").nth(4)).to_contain_text("(+30 s)")
     expect(row.locator("td").nth(7)).to_have_text("open")
+
+
+def test_an_incident_names_its_time_on_the_fleet_calendar_and_links_its_node_and_the_readers_jobs(
+    asgi_server: str, page: Page
+) -> None:
+    fleet = off_loop(build_fleet)
+    off_loop(fleet.tick)  # the first tick that runs fixes the fleet epoch
+    member = MembershipFactory(team=fleet.team).user
+    ours = fleet.submit(gpus=8, name="ours")
+    theirs = fleet.submit(gpus=4, name="secret-run", team=TeamFactory(name="Vision", slug="vision"))
+    node = fleet.nodes[1]
+    incident = Incident.objects.create(
+        node=node, kind=Incident.Kind.DEAD, failed_at=3600.0, detected_at=3690.0, replaced_at=3700.0
+    )
+    incident.jobs.set([ours, theirs])
+    log_in(page, asgi_server, member.username)
+
+    page.goto(f"{asgi_server}/incidents/")
+    row = page.locator(f"#incident-{incident.pk}")
+    expect(row.locator("td").nth(3)).to_have_text(off_loop(fleet_moment, 3600.0))
+    expect(row.locator("td").nth(4)).to_have_text(re.compile(r"^\d\d:\d\d:\d\d \(\+1m 30s\)$"))
+    caught = row.locator("td.caught")
+    expect(caught).to_contain_text("1 job of other teams (4 GPUs)")
+    expect(caught).not_to_contain_text("secret-run")
+    caught.get_by_role("link", name=f"#{ours.pk} ours").click()
+    expect(page).to_have_url(f"{asgi_server}/jobs/{ours.pk}/")
+
+    page.go_back()
+    page.locator(f"#incident-{incident.pk}").get_by_role("link", name=node.name).click()
+    expect(page.locator(f"#node-{node.pk}")).to_be_focused()
+    expect(page.locator("#node-card")).to_contain_text(node.name)
 
 
 def test_the_fleet_map_shows_the_state_an_incident_leaves_its_node_in(asgi_server: str, page: Page) -> None:
