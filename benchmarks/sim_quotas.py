@@ -72,7 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_cycle import calibrate_ms  # noqa: E402
 
-from scheduling.engine import Policy  # noqa: E402
+from scheduling.engine import Policy, policy_settings  # noqa: E402
 from scheduling.engine.model import WITHIN_TEAM_ORDERS  # noqa: E402
 from scheduling.sim.fleet import Fleet, QuotaSpec  # noqa: E402
 from scheduling.sim.formulas import mean, percentile  # noqa: E402
@@ -234,25 +234,15 @@ def tweaked(tweak: str) -> Preset:
     """fleetline with the policy fields of `tweak` ("field=value,field=value") changed; a value is
     read as the field's default is typed (on/off for a flag, "none" for an unset bound)."""
     changes: dict[str, object] = {}
-    defaults = Policy()
     for part in tweak.split(","):
         name, _, text = part.partition("=")
-        if not hasattr(defaults, name) or not text:
+        if not text:
             raise SystemExit(f"--tweak {tweak}: {part!r} is not FIELD=VALUE of the engine's Policy")
-        default = getattr(defaults, name)
-        if isinstance(default, bool):
-            if text not in ("on", "off"):
-                raise SystemExit(f"--tweak {tweak}: {name} is on or off")
-            changes[name] = text == "on"
-        elif text == "none":
-            changes[name] = None
-        elif isinstance(default, int):
-            changes[name] = int(text)
-        elif isinstance(default, float) or default is None:
-            changes[name] = float(text)
-        else:
-            changes[name] = text
-    return Preset(lambda: replace(Policy(), **changes))
+        try:
+            changes[name] = policy_settings.parse_text(name, text)
+        except ValueError as error:
+            raise SystemExit(f"--tweak {tweak}: {error}") from None
+    return Preset(lambda: policy_settings.policy_with(Policy(), changes))
 
 
 def run_case(

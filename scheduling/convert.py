@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduling import engine
-from scheduling.engine.vocabulary import LEVELS
+from scheduling.engine import policy_settings
 from scheduling.models import Node
 
 UNLIMITED = 10**9
@@ -127,47 +127,20 @@ def quota_from_row(row: Mapping[str, Any]) -> engine.Quota:
     )
 
 
+# The stored policy's settings, from their declarations (`scheduling.engine.policy_settings`).
 # FleetPolicy field -> the engine Policy field it sets: every knob an admin may set.
 POLICY_FIELDS: dict[str, str] = {
-    "backfill": "backfill",
-    "reservation_depth": "reservation_depth",
-    "preemption": "preemption",
-    "preemption_grace_s": "preemption_grace_s",
-    "reclaim_after_s": "reclaim_after_s",
-    "reclaim_wait_credit": "reclaim_wait_credit",
-    "reclaim_guaranteed_share": "reclaim_guaranteed_share",
-    "partial_reclaim_young_s": "partial_reclaim_young_s",
-    "fairshare_half_life_s": "fairshare_half_life_s",
-    "fairshare_age_weight": "age_weight",
-    "fairshare_max_age_s": "max_age_s",
-    "gang_spread_after_s": "gang_spread_after_s",
-    "guarantee_spread_after_s": "guarantee_spread_after_s",
-    "queue_order": "queue_order",
-    "least_borrowed_first": "least_borrowed_first",
-    "quota_hold_after_s": "quota_hold_after_s",
-    "within_team_order": "within_team_order",
+    knob.name: knob.key for knob in policy_settings.STORED if knob.engine is not None and knob.level is None
 }
 # FleetPolicy field -> the level of `Policy.level_penalty` it sets.
-PENALTY_FIELDS: dict[str, str] = {f"topology_penalty_{level}": level for level in LEVELS}
-# Engine knobs admins cannot set: every cycle runs with the engine's defaults (the policy page
-# lists them, with what they do).
-ENGINE_ONLY_FIELDS: dict[str, str] = {
-    "topology_aware": "Gangs are placed in the narrowest domain that fits, best fit within it.",
-    "elastic": "Elastic jobs start smaller when they must, shrink before anyone is evicted and grow into idle GPUs.",
-    "fairshare": "With the fair-share order, teams are ordered by their decayed use against their entitlement.",
-    "gpus_per_node": "The node size planning assumes: a gang larger than this takes whole nodes.",
-    "max_preemption_attempts": "Victim searches one cycle makes; later preemptors try again next cycle.",
-    "preemption_scan_budget": "Running jobs one cycle may look at as victims in total, a quarter of them per search.",
-}
+PENALTY_FIELDS: dict[str, str] = {knob.name: knob.level for knob in policy_settings.STORED if knob.level is not None}
+# Engine knobs admins cannot set, with what they do: every cycle runs with the engine's defaults
+# (the policy page lists them).
+ENGINE_ONLY_FIELDS: dict[str, str] = {knob.key: knob.help for knob in policy_settings.ENGINE_ONLY}
 # FleetPolicy fields the engine does not read: quota approval, failure detection, reports.
 PORTAL_ONLY_FIELDS = (
     "id",
-    "guarantee_overcommit_ratio",
-    "heartbeat_interval_s",
-    "dead_after_missed_heartbeats",
-    "slow_threshold",
-    "slow_consecutive_steps",
-    "charge_model",
+    *(knob.name for knob in policy_settings.STORED if knob.engine is None),
     "updated_at",
 )
 
@@ -176,6 +149,4 @@ def policy_from_row(row: Any | None) -> engine.Policy:
     """The engine policy from the admin's FleetPolicy row (engine defaults when there is none)."""
     if row is None:
         return engine.Policy()
-    knobs = {engine_name: getattr(row, name) for name, engine_name in POLICY_FIELDS.items()}
-    penalty = tuple((level, getattr(row, name)) for name, level in PENALTY_FIELDS.items())
-    return engine.Policy(**knobs, level_penalty=penalty)
+    return policy_settings.policy_from({knob.name: getattr(row, knob.name) for knob in policy_settings.STORED})

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from portal.forms import AsciiFloatField, AsciiIntegerField
-from scheduling.engine.vocabulary import QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
+from scheduling.engine.knobs import Knob, entry_name
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import POLICY_SETTINGS
@@ -33,46 +33,15 @@ class SimulationForm(forms.Form):
         help_text="PODSxRACKSxNODESxGPUS[:accelerator], groups joined by +; empty: the live fleet's shape.",
     )
     seed = AsciiIntegerField(initial=0, min_value=0, max_value=2**31 - 1)
-    # Policy settings, each optional: empty keeps the chosen policy's own value.
-    backfill = forms.ChoiceField(choices=TRI_STATE, required=False)
-    reservation_depth = AsciiIntegerField(required=False)
-    topology_aware = forms.ChoiceField(choices=TRI_STATE, required=False)
-    preemption = forms.ChoiceField(choices=TRI_STATE, required=False)
-    preemption_grace_s = AsciiFloatField(required=False, label="Preemption grace (s)")
-    reclaim_after_s = AsciiFloatField(required=False, label="Evict for an owner after waiting (s)")
-    reclaim_wait_credit = AsciiFloatField(
-        required=False, label="Credit a reclaim at most this many times the wait so far"
-    )
-    reclaim_guaranteed_share = AsciiFloatField(
-        required=False, label="Reclaim for a job with this share within its guarantee (0-1)"
-    )
-    partial_reclaim_young_s = AsciiFloatField(
-        required=False, label="Such a reclaim takes loans without checkpoints started within (s)"
-    )
-    fairshare = forms.ChoiceField(choices=TRI_STATE, required=False, label="Fair share")
-    fairshare_half_life_s = AsciiFloatField(required=False, label="Fair-share half-life (s)")
-    age_weight = AsciiFloatField(required=False)
-    max_age_s = AsciiFloatField(required=False, label="Max age (s)")
-    queue_order = forms.ChoiceField(
-        choices=[(KEEP, "as the policy has it"), *QUEUE_ORDER_LABELS.items()],
-        required=False,
-        label="Order across teams",
-    )
-    least_borrowed_first = forms.ChoiceField(
-        choices=TRI_STATE, required=False, label="Borrowers of teams that borrow least first"
-    )
-    within_team_order = forms.ChoiceField(
-        choices=[(KEEP, "as the policy has it"), *WITHIN_TEAM_ORDER_LABELS.items()],
-        required=False,
-    )
-    elastic = forms.ChoiceField(choices=TRI_STATE, required=False)
-    gang_spread_after_s = AsciiFloatField(required=False, label="Gangs spread after (s)")
-    guarantee_spread_after_s = AsciiFloatField(
-        required=False, label="Gangs of a team below its guarantee spread after (s)"
-    )
 
     def __init__(self, *args: Any, teams: list[Team], fleet_wide: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Policy settings, each optional: empty keeps the chosen policy's own value.
+        self.setting_names: dict[str, str] = {}  # form field -> setting (`POLICY_SETTINGS`)
+        for key, knob in POLICY_SETTINGS.items():
+            name = entry_name(key, knob.unit)
+            self.fields[name] = setting_field(knob)
+            self.setting_names[name] = key
         choices = [(FLEET_WIDE, "The whole fleet")] if fleet_wide else []
         self.fields["team"].choices = choices + [(team.slug, team.name) for team in teams]  # type: ignore[attr-defined]
         self.fields["team"].required = not fleet_wide
@@ -84,9 +53,32 @@ class SimulationForm(forms.Form):
     def policy_settings(self) -> dict[str, Any]:
         """The settings the user changed, typed for ``policy_settings_clean``."""
         chosen: dict[str, Any] = {}
-        for name in POLICY_SETTINGS:
+        for name, key in self.setting_names.items():
             value = self.cleaned_data.get(name)
             if value in (None, KEEP):
                 continue
-            chosen[name] = {"on": True, "off": False}.get(value, value) if isinstance(value, str) else value
+            knob = POLICY_SETTINGS[key]
+            if isinstance(value, str):
+                chosen[key] = {"on": True, "off": False}.get(value, value)
+            else:
+                stored = knob.unit.to_stored(value) if knob.unit is not None else value
+                chosen[key] = int(stored) if knob.kind is int and stored is not None else stored
         return chosen
+
+
+def setting_field(knob: Knob) -> forms.Field:
+    """An optional form field for a setting, in the unit the policy page shows it in; the service
+    checks the value against the declaration's bounds (`simulations.inputs.policy_settings_clean`)."""
+    if knob.kind is bool:
+        return forms.ChoiceField(choices=TRI_STATE, required=False, label=knob.label, help_text=knob.help)
+    if knob.kind is str:
+        return forms.ChoiceField(
+            choices=[(KEEP, "as the policy has it"), *knob.choices],
+            required=False,
+            label=knob.label,
+            help_text=knob.help,
+        )
+    assert knob.unit is not None
+    label = f"{knob.label} ({knob.unit.suffix})" if knob.unit.suffix else knob.label
+    field_class = AsciiIntegerField if knob.kind is int else AsciiFloatField
+    return field_class(required=False, label=label, help_text=knob.help)

@@ -7,11 +7,9 @@ API show the same messages beside the same fields.
 
 from __future__ import annotations
 
-import math
 import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,9 @@ from django.core.exceptions import ValidationError
 
 from scheduling import engine
 from scheduling.convert import UNLIMITED, policy_from_row
-from scheduling.engine.vocabulary import QUEUE_ORDERS, WITHIN_TEAM_ORDERS
+from scheduling.engine import policy_settings
+from scheduling.engine.knobs import Knob
+from scheduling.engine.policy_settings import policy_with
 from scheduling.models import AcceleratorType, Job, Node
 from scheduling.services.jobs import fleet_now_s
 from scheduling.sim.fleet import DEFAULT_ACCELERATOR, Fleet, NodeGroup, QuotaSpec, SpecError, parse_fleet
@@ -35,69 +35,32 @@ TRACE_ERRORS_SHOWN = 20
 DAY_S = 86400.0
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """A policy setting a replay may change: its engine field, type and bounds."""
-
-    kind: type
-    minimum: float | None = None
-    maximum: float | None = None
-    nullable: bool = False
-    choices: tuple[str, ...] = ()
+# The settings a replay may change, by their engine name, as declared on the engine's `Policy`
+# (`scheduling.engine.policy_settings.REPLAY`): type, bounds, choices, whether empty is a value.
+POLICY_SETTINGS: dict[str, Knob] = policy_settings.REPLAY
 
 
-POLICY_SETTINGS: dict[str, Setting] = {
-    "backfill": Setting(bool),
-    "reservation_depth": Setting(int, 0, 16),
-    "topology_aware": Setting(bool),
-    "preemption": Setting(bool),
-    "preemption_grace_s": Setting(float, 0, 3600),
-    "reclaim_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
-    "reclaim_wait_credit": Setting(float, 0, 1000, nullable=True),
-    "reclaim_guaranteed_share": Setting(float, 0, 1),
-    "partial_reclaim_young_s": Setting(float, 0, 30 * DAY_S, nullable=True),
-    "fairshare": Setting(bool),
-    "fairshare_half_life_s": Setting(float, 60, 365 * DAY_S),
-    "age_weight": Setting(float, 0, 100),
-    "max_age_s": Setting(float, 0, 30 * DAY_S),
-    "queue_order": Setting(str, choices=QUEUE_ORDERS),
-    "least_borrowed_first": Setting(bool),
-    "quota_hold_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
-    "within_team_order": Setting(str, choices=WITHIN_TEAM_ORDERS),
-    "elastic": Setting(bool),
-    "gang_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
-    "guarantee_spread_after_s": Setting(float, 0, 30 * DAY_S, nullable=True),
-}
-assert set(POLICY_SETTINGS) <= {f.name for f in fields(engine.Policy)}
-
-
-def _finite(value: float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer too large for a float
-        return False
-
-
-def _setting_value(name: str, spec: Setting, value: Any) -> Any:
+def _setting_value(name: str, knob: Knob, value: Any) -> Any:
     if value is None:
-        if spec.nullable:
+        if knob.nullable:
             return None
         raise ValidationError({name: "Must have a value."})
-    if spec.kind is bool:
+    if knob.kind is bool:
         if not isinstance(value, bool):
             raise ValidationError({name: "Must be true or false."})
         return value
-    if spec.kind is str:
-        if value not in spec.choices:
-            raise ValidationError({name: f"Must be one of {', '.join(spec.choices)}."})
+    if knob.kind is str:
+        if knob.problem(value) is not None:
+            raise ValidationError({name: f"Must be one of {', '.join(choice for choice, _ in knob.choices)}."})
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+    problem = knob.problem(value)
+    if problem in ("is not a number", "is not finite"):
         raise ValidationError({name: "Must be a finite number."})
-    if spec.kind is int and value != int(value):
+    if problem == "is not a whole number":
         raise ValidationError({name: "Must be a whole number."})
-    if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
-        raise ValidationError({name: f"Must be between {spec.minimum:g} and {spec.maximum:g}."})
-    return spec.kind(value)
+    if problem is not None:
+        raise ValidationError({name: f"Must be between {knob.minimum:g} and {knob.maximum:g}."})
+    return knob.kind(value)
 
 
 def policy_settings_clean(*, raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,7 +80,7 @@ def preset_check(*, preset: str) -> None:
 
 def candidate_preset(*, preset: str, policy_settings: Mapping[str, Any]) -> Preset:
     base = PRESETS[preset]
-    policy = replace(base.policy(), **policy_settings)
+    policy = policy_with(base.policy(), policy_settings)
     return Preset(lambda: policy, quotas=base.quotas, oracle=base.oracle)
 
 

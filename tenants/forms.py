@@ -75,40 +75,36 @@ class PriorityClassForm(forms.ModelForm):
 
 
 class FleetPolicyForm(forms.Form):
-    """The fleet policy in people's units (days, hours, percentages; `tenants.policy_units`).
-    Bound or not it starts from ``instance``; once valid, ``cleaned_data`` holds the model's
-    field names and units, ready for `fleet_policy_update`. A policy field missing from the
-    units table still gets the model's own form field."""
+    """The fleet policy in people's units (days, hours, percentages; `tenants.policy_units`): one
+    field per stored setting, in the order declared (`scheduling.engine.policy_settings.STORED`).
+    Bound or not it starts from ``instance``; once valid, ``cleaned_data`` holds the model's field
+    names and units, ready for `fleet_policy_update`."""
 
     def __init__(self, data: Any = None, *, instance: FleetPolicy, **kwargs: Any) -> None:
         super().__init__(data, **kwargs)
         self.model_names: dict[str, str] = {}  # form field -> model field
-        for model_field in FleetPolicy._meta.concrete_fields:
-            if model_field.name in ("id", "updated_at"):
-                continue
-            described = policy_units.BY_NAME.get(model_field.name)
-            stored = getattr(instance, model_field.attname)
+        for described in policy_units.POLICY_FIELDS:
+            model_field = FleetPolicy._meta.get_field(described.name)
+            assert isinstance(model_field, models.Field)
+            stored = getattr(instance, described.name)
             field: forms.Field
-            if described is None or described.unit is None:
+            if described.unit is None:  # a switch or a choice: the column's own form field
                 own = model_field.formfield()
-                if own is None:  # a column people do not edit (none of the policy's today)
-                    continue
-                field = own
-                name, initial = model_field.name, stored
-                if described is not None:
-                    field.label, field.help_text = described.label, described.help
+                assert own is not None, described.name
+                field, name, initial = own, described.name, stored
+                field.label, field.help_text = described.label, described.help
             else:
                 unit, name = described.unit, described.form_name
-                whole = isinstance(model_field, models.IntegerField)
+                whole = described.knob.kind is int
                 field = _bounded_field(described, whole=whole)
-                field.required = not model_field.null
+                field.required = not described.knob.nullable
                 if not whole:
                     field.widget.attrs["step"] = "any"
                 shown = unit.to_shown(stored) if stored is not None else None
                 initial = int(shown) if shown is not None and float(shown).is_integer() else shown
             self.fields[name] = field
             self.initial.setdefault(name, initial)
-            self.model_names[name] = model_field.name
+            self.model_names[name] = described.name
 
     def clean(self) -> dict[str, Any]:
         super().clean()

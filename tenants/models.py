@@ -4,7 +4,7 @@ quota requests, priority classes, the fleet policy, the audit log and in-app not
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -12,13 +12,11 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from scheduling.engine.model import Policy
+from scheduling.engine import policy_settings
+from scheduling.engine.knobs import Knob
+from scheduling.engine.policy_settings import CHARGE_MODEL_LABELS
 from scheduling.engine.vocabulary import KIND_LABELS, QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
 from tenants import policy_units
-
-# The scheduling knobs' defaults are the engine's (``scheduling.convert.policy_from_row`` maps
-# each field to its engine name; a test checks every field both ways).
-ENGINE_DEFAULTS = Policy()
 
 
 class Department(models.Model):
@@ -206,8 +204,45 @@ class PriorityClass(models.Model):
         return f"{self.name} ({self.value})"
 
 
-class FleetPolicy(models.Model):
-    """The one row of scheduling policy (pk 1); the live cycle reads it every cycle."""
+def policy_column(knob: Knob) -> models.Field[Any, Any]:
+    """The stored policy's column for a setting, from its declaration: its type, default, bounds
+    (`policy_bounds`), choices, label and help. A new setting's column is one generated AddField."""
+    shared: dict[str, Any] = {"default": knob.default, "verbose_name": knob.label, "help_text": knob.help}
+    if knob.nullable:
+        shared.update(null=True, blank=True)
+    if knob.kind is bool:
+        return models.BooleanField(**shared)
+    if knob.kind is str:
+        return models.CharField(max_length=20, choices=list(knob.choices), **shared)
+    if knob.kind is int:
+        return models.PositiveIntegerField(validators=policy_bounds(knob.name), **shared)
+    return models.FloatField(validators=policy_bounds(knob.name), **shared)
+
+
+if TYPE_CHECKING:
+
+    class _PolicyColumns(models.Model):
+        class Meta:
+            abstract = True
+
+else:
+    # An abstract model with one column per stored setting (`policy_settings.STORED`), built
+    # from the declarations; FleetPolicy inherits them as it would any abstract base's fields.
+    _PolicyColumns = type(
+        "_PolicyColumns",
+        (models.Model,),
+        {
+            "__module__": __name__,
+            "Meta": type("Meta", (), {"abstract": True}),
+            **{knob.name: policy_column(knob) for knob in policy_settings.STORED},
+        },
+    )
+
+
+class FleetPolicy(_PolicyColumns):
+    """The one row of scheduling policy (pk 1); the live cycle reads it every cycle. Its columns
+    are the stored settings (`scheduling.engine.policy_settings.STORED`), one each, named, typed,
+    bounded and defaulted as declared."""
 
     SINGLETON_ID = 1
 
@@ -221,138 +256,14 @@ class FleetPolicy(models.Model):
         LAS = "las", WITHIN_TEAM_ORDER_LABELS["las"]
 
     class ChargeModel(models.TextChoices):
-        USAGE = "usage", "Usage: allocated GPU-hours x rate"
-        GUARANTEE = "guarantee", "Guarantee: reserved GPUs x hours x rate, plus borrowed GPU-hours x rate"
+        USAGE = "usage", CHARGE_MODEL_LABELS["usage"]
+        GUARANTEE = "guarantee", CHARGE_MODEL_LABELS["guarantee"]
 
-    fairshare_half_life_s = models.FloatField(
-        default=ENGINE_DEFAULTS.fairshare_half_life_s, validators=policy_bounds("fairshare_half_life_s")
-    )
-    fairshare_age_weight = models.FloatField(
-        default=ENGINE_DEFAULTS.age_weight,
-        validators=policy_bounds("fairshare_age_weight"),
-        help_text="Added to a team's fair-share priority (1 = unused, 0.5 = used its share) for a job "
-        "that has waited the max age, in proportion before; 0: a team's jobs share its priority and go in the "
-        "order within a team, after those that waited the max age.",
-    )
-    fairshare_max_age_s = models.FloatField(
-        default=ENGINE_DEFAULTS.max_age_s, validators=policy_bounds("fairshare_max_age_s")
-    )
-    gang_spread_after_s = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.gang_spread_after_s,
-        validators=policy_bounds("gang_spread_after_s"),
-        help_text="How long a multi-node gang waits for the narrowest domain that can hold it (one "
-        "rack, usually) before it may be spread wider, at once if no such domain frees within 30 "
-        "days; empty: it always waits.",
-    )
-    guarantee_spread_after_s = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.guarantee_spread_after_s,
-        validators=policy_bounds("guarantee_spread_after_s"),
-        help_text="How long a multi-node gang of a team that uses less than its guarantee waits for the "
-        "narrowest domain that can hold it before it may be spread wider (the shorter of this and the "
-        "bound for all gangs applies); empty: as any other gang.",
-    )
-    backfill = models.BooleanField(default=ENGINE_DEFAULTS.backfill)
-    reservation_depth = models.PositiveIntegerField(
-        default=ENGINE_DEFAULTS.reservation_depth, validators=policy_bounds("reservation_depth")
-    )
-    preemption = models.BooleanField(default=ENGINE_DEFAULTS.preemption)
-    preemption_grace_s = models.FloatField(
-        default=ENGINE_DEFAULTS.preemption_grace_s,
-        validators=policy_bounds("preemption_grace_s"),
-        help_text="How long a preempted job has to stop (and to checkpoint, if it does so when told): "
-        "the job that preempted it starts on its GPUs once this has passed.",
-    )
-    reclaim_after_s = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.reclaim_after_s,
-        validators=policy_bounds("reclaim_after_s"),
-        help_text="A job evicts running work only when the work lost is worth less than the wait it saves; "
-        "once it has waited this long, all it has waited counts as saved (taking back another team's loans: "
-        "any cost pays, or with a bound on the credit below, that many times all it has waited). Empty: only "
-        "the wait to its natural start.",
-    )
-    reclaim_wait_credit = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.reclaim_wait_credit,
-        validators=policy_bounds("reclaim_wait_credit"),
-        help_text="Taking back another team's loans, a job counts as saved the wait until the running work "
-        "would have made room anyway (read from time limits), but no more than this many times what it has "
-        "already waited (once it has waited the bound above, that many times all it has waited). 1: each "
-        "owner waits about as long as the eviction would destroy; empty (the default): no such bound.",
-    )
-    reclaim_guaranteed_share = models.FloatField(
-        default=ENGINE_DEFAULTS.reclaim_guaranteed_share,
-        validators=policy_bounds("reclaim_guaranteed_share"),
-        help_text="A job larger than what is left of its team's guarantee may still evict other teams' "
-        "borrowed work when at least this share of it lies within that guarantee (the rest it borrows): "
-        "only work that checkpoints (periodically, or when told it is preempted) or started within the "
-        "bound for young loans, so that what it loses is bounded, and only when the work lost is worth "
-        "less than the wait it saves its GPUs within the guarantee; 0: any job of a team with guarantee "
-        "left, 1: only jobs that fit within it whole.",
-    )
-    partial_reclaim_young_s = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.partial_reclaim_young_s,
-        validators=policy_bounds("partial_reclaim_young_s"),
-        help_text="A job reclaiming partly within its team's guarantee may also evict borrowed work that "
-        "does not checkpoint when it started (or last restarted) at most this long ago, so that it loses "
-        "at most this much work; empty: only work that checkpoints.",
-    )
-    queue_order = models.CharField(max_length=20, choices=QueueOrder.choices, default=ENGINE_DEFAULTS.queue_order)
-    least_borrowed_first = models.BooleanField(default=ENGINE_DEFAULTS.least_borrowed_first)
-    quota_hold_after_s = models.FloatField(
-        null=True,
-        blank=True,
-        default=ENGINE_DEFAULTS.quota_hold_after_s,
-        validators=policy_bounds("quota_hold_after_s"),
-        help_text="Once the first of a team's waiting jobs has waited this long, it keeps its size within the "
-        "team's quota limit: the team's later jobs start only within the rest (always within the guarantee). "
-        "Empty: later jobs take whatever the team's quota has left.",
-    )
-    within_team_order = models.CharField(
-        max_length=20, choices=WithinTeamOrder.choices, default=ENGINE_DEFAULTS.within_team_order
-    )
-    topology_penalty_node = models.FloatField(
-        default=ENGINE_DEFAULTS.penalty("node"), validators=policy_bounds("topology_penalty_node")
-    )
-    topology_penalty_rack = models.FloatField(
-        default=ENGINE_DEFAULTS.penalty("rack"), validators=policy_bounds("topology_penalty_rack")
-    )
-    topology_penalty_pod = models.FloatField(
-        default=ENGINE_DEFAULTS.penalty("pod"), validators=policy_bounds("topology_penalty_pod")
-    )
-    topology_penalty_fleet = models.FloatField(
-        default=ENGINE_DEFAULTS.penalty("fleet"), validators=policy_bounds("topology_penalty_fleet")
-    )
-    guarantee_overcommit_ratio = models.FloatField(
-        default=1.0,
-        validators=policy_bounds("guarantee_overcommit_ratio"),
-        help_text="Guarantees per accelerator type may total this many times the fleet's GPUs.",
-    )
-    heartbeat_interval_s = models.FloatField(default=10.0, validators=policy_bounds("heartbeat_interval_s"))
-    dead_after_missed_heartbeats = models.PositiveIntegerField(
-        default=3, validators=policy_bounds("dead_after_missed_heartbeats")
-    )
-    slow_threshold = models.FloatField(
-        default=1.3,
-        validators=policy_bounds("slow_threshold"),
-        help_text="Step time over the gang's median that counts as slow.",
-    )
-    slow_consecutive_steps = models.PositiveIntegerField(default=5, validators=policy_bounds("slow_consecutive_steps"))
-    charge_model = models.CharField(
-        max_length=10,
-        choices=ChargeModel.choices,
-        default=ChargeModel.USAGE,
-        help_text="How reports charge teams: for what they used, or for the capacity reserved for them "
-        "whether used or not plus what they borrowed beyond it.",
-    )
+    if TYPE_CHECKING:
+        # The settings' columns are generated, so type checkers see them as this: any stored
+        # setting by name (`policy_settings.BY_NAME[name].kind` says its type).
+        def __getattr__(self, name: str) -> Any: ...
+
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -6,17 +6,14 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import BooleanField, Count, Field, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
-from scheduling.convert import ENGINE_ONLY_FIELDS
+from scheduling.engine import policy_settings
 from scheduling.models import AcceleratorType, Allocation, Job, Node
-from tenants import policy_units
 from tenants.models import (
-    ENGINE_DEFAULTS,
     AuditEvent,
     FleetPolicy,
     Membership,
@@ -146,35 +143,21 @@ def fleet_policy_for_cycle() -> FleetPolicy | None:
     policy = FleetPolicy.objects.order_by("pk").first()
     if policy is None:
         return None
-    for field in FleetPolicy._meta.concrete_fields:
-        value = getattr(policy, field.attname)
-        problem = _unusable(field, value)
+    for knob in policy_settings.STORED:
+        value = getattr(policy, knob.name)
+        # A number outside its bounds or not finite, a switch that is not one, a choice not among
+        # the choices, empty where it must not be (`Knob.problem`).
+        problem = knob.problem(value)
         if problem is not None:
-            default = field.get_default()
             logger.error(
                 "fleet policy: %s = %r %s; this cycle uses its default, %r, until an admin corrects it",
-                field.name,
+                knob.name,
                 value,
                 problem,
-                default,
+                knob.default,
             )
-            setattr(policy, field.attname, default)
+            setattr(policy, knob.name, knob.default)
     return policy
-
-
-def _unusable(field: Field[Any, Any], value: object) -> str | None:
-    """Why a stored policy value cannot be used, or None: a number outside its bounds or not
-    finite, a switch that is not one, a choice not among the choices, empty where it must not be."""
-    if field.name in ("id", "updated_at"):
-        return None
-    if value is None:
-        return None if field.null else "is empty"
-    if isinstance(field, BooleanField):
-        return None if isinstance(value, bool) else "is not on or off"
-    if field.choices:
-        return None if value in {choice for choice, _ in field.flatchoices} else "is not one of the choices"
-    described = policy_units.BY_NAME.get(field.name)
-    return described.problem(value) if described is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +171,11 @@ class EngineKnob:
 
 def engine_only_knobs() -> list[EngineKnob]:
     """The engine's knobs that the fleet policy does not set, at the values every cycle runs with."""
-    defaults = ENGINE_DEFAULTS
     knobs = []
-    for name, description in ENGINE_ONLY_FIELDS.items():
-        value = getattr(defaults, name)
+    for knob in policy_settings.ENGINE_ONLY:
+        value = knob.default
         shown = ("on" if value else "off") if isinstance(value, bool) else f"{value:,}"
-        knobs.append(EngineKnob(name=name, value=shown, description=description))
+        knobs.append(EngineKnob(name=knob.key, value=shown, description=knob.help))
     return knobs
 
 

@@ -13,12 +13,29 @@ if TYPE_CHECKING:
     from .ordering import QueueView
     from .prepare import RunningBook
 
+from .knobs import (
+    COUNT,
+    DAY_S,
+    DAYS,
+    ENGINE,
+    HOUR_S,
+    HOURS,
+    INTERNAL,
+    MAX_WAIT_S,
+    PERCENT,
+    PERCENT_OVER_ONE,
+    SECONDS,
+    Knob,
+    knob,
+    knob_parts,
+)
 from .progress import work_gpu_s
 
 # The levels, kinds and orders are the shared vocabulary's, re-exported where they always were.
 from .vocabulary import JOB_KINDS as JOB_KINDS
 from .vocabulary import LEVEL_RANK as LEVEL_RANK
 from .vocabulary import LEVELS as LEVELS
+from .vocabulary import QUEUE_ORDER_LABELS, WITHIN_TEAM_ORDER_LABELS
 from .vocabulary import WITHIN_TEAM_ORDERS as WITHIN_TEAM_ORDERS
 
 DEFAULT_LEVEL_PENALTY: tuple[tuple[str, float], ...] = (
@@ -141,15 +158,62 @@ class Team:
     fairshare_weight: float = 1.0
 
 
+def _penalty_knob(level: str, label: str, help: str) -> Knob:
+    """The stored knob of one level's entry of `Policy.level_penalty`."""
+    return Knob(
+        name=f"topology_penalty_{level}",
+        kind=float,
+        default=dict(DEFAULT_LEVEL_PENALTY)[level],
+        label=label,
+        help=help,
+        unit=PERCENT_OVER_ONE,
+        minimum=1.0,
+        maximum=10.0,
+        level=level,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
-    backfill: bool = True
-    reservation_depth: int = 1
-    topology_aware: bool = True
-    preemption: bool = True
+    """How the engine schedules. Every field is a setting declared once, with `knob` (its label,
+    help, unit, bounds and who may change it): the stored fleet policy, the policy form, the API,
+    the what-if settings and the simulator's tweaks are built from these declarations
+    (`policy_settings`; docs/engine.md, "Adding a policy setting")."""
+
+    backfill: bool = knob(
+        True,
+        "Backfill",
+        "Let later, smaller jobs start in idle gaps when they cannot delay the reserved start of the jobs ahead.",
+    )
+    reservation_depth: int = knob(
+        1,
+        "Reserved starts",
+        "How many waiting jobs have nodes held for their estimated start; 1 is EASY backfill, more is "
+        "conservative backfill (fairer to large jobs, fewer gaps to fill).",
+        COUNT,
+        bounds=(1, 16),
+    )
+    topology_aware: bool = knob(
+        True,
+        "Topology-aware placement",
+        "Gangs are placed in the narrowest domain that fits, best fit within it.",
+        scope=ENGINE,
+    )
+    preemption: bool = knob(
+        True,
+        "Preemption",
+        "Let higher-priority work, and teams reclaiming their guarantee, evict preemptible jobs.",
+    )
     # How long a victim's GPUs take to change hands: it stops (writing a checkpoint, if it does so
     # on preemption) and the job that preempted it starts on them once the grace has passed.
-    preemption_grace_s: float = 30.0
+    preemption_grace_s: float = knob(
+        30.0,
+        "Preemption grace",
+        "How long a preempted job has to stop (and to checkpoint, if it does so when told) before the job "
+        "that preempted it starts on its GPUs.",
+        SECONDS,
+        bounds=(0.0, HOUR_S),
+    )
     # Eviction only when it pays (see `reclaim.credited_wait_s`): the work it destroys must be worth
     # less than the wait it saves the preemptor. A reclaim of loans is credited no more than the
     # preemptor has already waited (rent or buy: limits overstate waits); once it has waited this
@@ -164,7 +228,16 @@ class Policy:
     # Since the reclaim of loans is credited no more than it has waited (rent or buy), the bound
     # only decides when that whole wait counts rather than the wait to the natural start: one hour,
     # chosen with the two bounds below (README, "Reclaim bounds under rent or buy", 2026-12-01).
-    reclaim_after_s: float | None = 3600.0
+    reclaim_after_s: float | None = knob(
+        3600.0,
+        "Evict anyway after waiting",
+        "A job evicts running work only when the work lost is worth less than the wait it saves. Once it has "
+        "waited this long, taking back another team's loans it evicts anyway (or, with the credit below, "
+        "for that many times all it has waited), and a job of higher priority counts all it has waited as "
+        "saved. Empty: only the wait to its natural start counts.",
+        HOURS,
+        bounds=(0.0, MAX_WAIT_S),
+    )
     # A reclaim of loans is credited the wait to its natural start, read from time limits, but no
     # more than this many times what the reclaimer has already waited (and past `reclaim_after_s`,
     # that multiple of all it has waited); None: no such bound (any cost past `reclaim_after_s`).
@@ -174,7 +247,16 @@ class Policy:
     # load 0.8 45 -> 22 % of easy's (exact limits) and 32 -> 6 % (x2), at load 1.07 43 -> 35 % and
     # 40 -> 36 %, work lost at most 0.62 % of capacity; its price is the evicted work re-run at
     # load 1.07, mean JCT 12.86 -> 13.60 h and 11.90 -> 13.71 h (easy 23.43 / 20.61 h).
-    reclaim_wait_credit: float | None = None
+    reclaim_wait_credit: float | None = knob(
+        None,
+        "Credit of a reclaim, times the wait so far",
+        "Taking back another team's loans, a job counts as saved the wait until the running work would have "
+        "made room anyway (read from time limits, which overstate it), but no more than this many times what "
+        "it has already waited. 1: an owner waits about as long as the eviction would destroy. Empty: no "
+        "such bound.",
+        COUNT,
+        bounds=(0.0, 1000.0),
+    )
     # A job reclaims loans from other teams (evicts their borrowed work, by the rules above) when
     # at least this share of its size lies within what is left of its team's guarantee, the rest
     # borrowed (1: only a job that fits within it whole; 0: any job of a team with guarantee left,
@@ -197,7 +279,18 @@ class Policy:
     # -> 4.98 h (easy 5.15); days 40-50 x2 1,101 -> 448 (easy 3,377), exact 978 -> 1,089 (easy
     # 3,183). Share 0 cut as much without checkpoints but fell behind easy on mean JCT with them
     # (5.34 h).
-    reclaim_guaranteed_share: float = 0.25
+    reclaim_guaranteed_share: float = knob(
+        0.25,
+        "Reclaim for a job partly within the guarantee",
+        "A job larger than what is left of its team's guarantee may still evict other teams' borrowed work "
+        "when at least this share of it lies within that guarantee (it borrows the rest): only work that "
+        "checkpoints, periodically or when told it is preempted, or that started within the bound for young "
+        "loans, so that what it loses is bounded, and only when the work lost is worth less than the wait "
+        "it saves its GPUs within the guarantee (never by waiting alone). 0 %: any job of a team with "
+        "guarantee left; 100 %: only a job that fits within it whole.",
+        PERCENT,
+        bounds=(0.0, 1.0),
+    )
     # A partial reclaim also takes loans without checkpoints that (re)started at most this long ago
     # (`preemption.partial_reclaim_takes`): they lose at most this much work each, and it is still
     # priced (worth less than the wait of the GPUs within the guarantee). None: only loans that
@@ -208,23 +301,97 @@ class Policy:
     # unbounded lost more and fell behind easy on mean JCT (5.16, 5.38 h against 5.15 h). Its price:
     # mean JCT with limits x2 4.97 -> 5.16 h (easy 4.83 h; exact 5.10 -> 5.02 h). Now two hours,
     # chosen with the share and `reclaim_after_s` above (figures there).
-    partial_reclaim_young_s: float | None = 7200.0
-    fairshare_half_life_s: float = 7 * 86400.0
+    partial_reclaim_young_s: float | None = knob(
+        7200.0,
+        "Young loans a partial reclaim may take",
+        "Such a job may also evict borrowed work that does not checkpoint when it started (or last "
+        "restarted) at most this long ago: it loses at most this much work. Empty: only work that "
+        "checkpoints.",
+        HOURS,
+        bounds=(0.0, MAX_WAIT_S),
+    )
+    fairshare_half_life_s: float = knob(
+        7 * DAY_S,
+        "Fair-share half-life",
+        "How fast past use is forgotten: use this long ago counts half as much as use now.",
+        DAYS,
+        bounds=(0.1 * DAY_S, 365 * DAY_S),
+    )
     # Among a team's jobs of equal fair-share score (without an age weight, all its jobs, after
     # those that waited `max_age_s`; with one, the jobs that all waited `max_age_s`): shortest time
     # limit first cut the p99 JCT in all seven quota replays tried with a weight (exact, x2 and
     # noisy limits; 5.6-29 h) and left the mean within about an hour (docs/benchmarks-history.md,
     # "Within-team order"); without one, see `age_weight`.
-    within_team_order: str = "shortest_limit"
-    level_penalty: tuple[tuple[str, float], ...] = DEFAULT_LEVEL_PENALTY
-    elastic: bool = True
-    gpus_per_node: int = 8
+    within_team_order: str = knob(
+        "shortest_limit",
+        "Order within a team",
+        "Which of a team's own jobs goes first once priority class and fair share are equal.",
+        choices=WITHIN_TEAM_ORDER_LABELS,
+    )
+    # How much slower a gang runs, by the level of the domain it spans; one knob per level.
+    level_penalty: tuple[tuple[str, float], ...] = knob_parts(
+        DEFAULT_LEVEL_PENALTY,
+        *(
+            _penalty_knob(level, label, help)
+            for level, label, help in (
+                (
+                    "node",
+                    "Slowdown within one node",
+                    "How much slower a gang runs inside one node than ideal; 0 % is full speed.",
+                ),
+                (
+                    "rack",
+                    "Slowdown across nodes of one rack",
+                    "How much slower a gang runs when its nodes share one rack.",
+                ),
+                (
+                    "pod",
+                    "Slowdown across racks of one pod",
+                    "How much slower a gang runs when it spans racks of one pod (network spine).",
+                ),
+                ("fleet", "Slowdown across pods", "How much slower a gang runs when it spans pods."),
+            )
+        ),
+    )
+    elastic: bool = knob(
+        True,
+        "Elastic jobs",
+        "Elastic jobs start smaller when they must, shrink before anyone is evicted and grow into idle GPUs.",
+        scope=ENGINE,
+    )
+    gpus_per_node: int = knob(
+        8,
+        "GPUs per node",
+        "The node size planning assumes: a gang larger than this takes whole nodes.",
+        COUNT,
+        bounds=(1, 1024),
+        scope=INTERNAL,
+    )
     # Bounds the victim searches of one cycle; later preemptors try again next cycle.
-    max_preemption_attempts: int = 16
+    max_preemption_attempts: int = knob(
+        16,
+        "Victim searches per cycle",
+        "Victim searches one cycle makes; later preemptors try again next cycle.",
+        COUNT,
+        bounds=(0, 1_000_000),
+        scope=INTERNAL,
+    )
     # Victim candidates one cycle may look at in total (one search at most a quarter of them), so
     # preemption cost does not grow with the number of running jobs.
-    preemption_scan_budget: int = 8192
-    fairshare: bool = True
+    preemption_scan_budget: int = knob(
+        8192,
+        "Victim candidates per cycle",
+        "Running jobs one cycle may look at as victims in total, a quarter of them per search.",
+        COUNT,
+        bounds=(0, 100_000_000),
+        scope=INTERNAL,
+    )
+    fairshare: bool = knob(
+        True,
+        "Fair share",
+        "With the fair-share order, teams are ordered by their decayed use against their entitlement.",
+        scope=ENGINE,
+    )
     # Slurm-style age factor added to the fair-share priority (`ordering.order_jobs`). 0 (the
     # default): a team's jobs share its fair-share score, the jobs that waited `max_age_s` first,
     # then `within_team_order` (shortest limit: a team's short jobs do not wait behind its long
@@ -237,8 +404,25 @@ class Policy:
     # 0.9) limit_ratio 0.998 -> 0.985 for mean JCT 7.0 -> 6.1 h. An hour's maximum age: 30
     # minutes lost more work with priorities (0.89 % of capacity against 0.60 %), four hours put
     # the estimates at 0.8 past 2x at p90 (2.09), two days left the mean at 10.29 h.
-    age_weight: float = 0.0
-    max_age_s: float = 3600.0
+    age_weight: float = knob(
+        0.0,
+        "Waiting-time weight",
+        "Added to a team's fair-share priority (1 = nothing used, 0.5 = used its share) for a job that has "
+        "waited the full age below, in proportion before. 0 (the default): a team's jobs share its priority "
+        "and go in the order within a team, after those that waited the full age.",
+        COUNT,
+        bounds=(0.0, 100.0),
+        stored_as="fairshare_age_weight",
+    )
+    max_age_s: float = knob(
+        3600.0,
+        "Waiting time at full weight",
+        "After waiting this long a job gets the whole waiting-time weight; without a weight, it goes ahead "
+        "of its team's jobs that waited less; with shortest limit first, ahead of every job that waited less.",
+        HOURS,
+        bounds=(0.1 * HOUR_S, MAX_WAIT_S),
+        stored_as="fairshare_max_age_s",
+    )
     # How a priority class is ordered across teams (`ordering.order_jobs`): "fair_share", the
     # fair-share score with age (when `fairshare`), then `within_team_order`; "shortest_limit", the
     # jobs that waited `max_age_s` first, then the shortest time limit whatever the team (fair
@@ -251,7 +435,15 @@ class Policy:
     # estimates at load 0.8 with exact limits are off by more than 2x at p90 (2.41, 2.54) and on two
     # of three held-out samples it loses more than 1 % of capacity to preemption (README,
     # "Borrowers of the teams that borrow least first").
-    queue_order: str = "fair_share"
+    queue_order: str = knob(
+        "fair_share",
+        "Order across teams",
+        "Within a priority class: the fair-share score with age, then the order within a team; or the "
+        "jobs that waited the maximum age first, then the shortest time limit whatever the team (each "
+        "team keeps its guarantee; shorter turnaround at overload, less reliable estimates, a little "
+        "less of the fleet used).",
+        choices=QUEUE_ORDER_LABELS,
+    )
     # While some team has guarantee left, the jobs within their team's guarantee go first, whatever
     # their priority class, and the borrowers after them by class (as Kueue admits within nominal
     # quota before borrowing; README, "Owners of every class before borrowers of any"); with this,
@@ -276,7 +468,16 @@ class Policy:
     # five biggest teams split in two (fifteen teams) 25.8 -> 24.2 % and 14.2 -> 11.2 h. With noisy
     # limits at load 1.07 the violation rose, 20 -> 25.5 %, and mean JCT fell 12.8 -> 10.8 h (with
     # another draw of the noise it fell, 25 -> 19 %).
-    least_borrowed_first: bool = True
+    least_borrowed_first: bool = knob(
+        True,
+        "Borrowers of teams that borrow least first",
+        "Jobs within their team's guarantee always go first, whatever their priority class; the jobs that "
+        "would borrow come after them, by class. On: within a class they go in order of how many GPUs "
+        "their team already borrows, fewest first (a team below its guarantee borrows none), and among "
+        "equals the job with the larger share of its size within what is left of its team's guarantee "
+        "first; off: in queue order. On keeps guarantees better at overload (about half the violations on "
+        "the benchmark) for about 1 % of the fleet's goodput.",
+    )
     # Once a team's first job that waits in a cycle (for its quota limit or for capacity) has
     # waited this long, it keeps its size within the team's limit, and the team's later jobs are
     # admitted only within the rest, never below its guarantee, as a reservation keeps nodes for a
@@ -289,7 +490,17 @@ class Policy:
     # two days (p99 wait 15.3 h none, 48-54 with any); at 10 %, 5.07 none, 5.20-5.58 with any; at
     # 25 % (and the default benchmark, where teams may borrow the whole fleet) the same plans. What
     # a team leaves idle for its held job goes only partly to other teams' loans.
-    quota_hold_after_s: float | None = None
+    quota_hold_after_s: float | None = knob(
+        None,
+        "Keep quota for a team's job waiting longer than",
+        "Once the first of a team's waiting jobs (for its quota limit or for free GPUs) has waited this long, "
+        "it keeps its size within the team's limit, and the team's later jobs start only within the rest "
+        "(always within the guarantee), so a large job is not overtaken for ever by its own team's smaller "
+        "ones; what the team leaves idle meanwhile is lent to other teams. Empty: later jobs take whatever "
+        "the team's quota has left.",
+        HOURS,
+        bounds=(0.0, MAX_WAIT_S),
+    )
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
     # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota
@@ -297,7 +508,14 @@ class Policy:
     # wait", the best on limit_ratio, mean and p99 JCT; a day spread gangs that a rack would have
     # taken soon after (sim_quotas --quick: limit_ratio 0.918 -> 0.910, mean JCT 8.90 -> 9.35 h),
     # spreading at once cost most (0.903, 9.54 h). A bound still serves racks that never free.
-    gang_spread_after_s: float | None = 7 * 86400.0
+    gang_spread_after_s: float | None = knob(
+        7 * DAY_S,
+        "Gangs wait for one domain for at most",
+        "How long a multi-node gang waits for the narrowest domain that can hold it (usually one rack) "
+        "before it may be spread wider; at once if none frees within 30 days. Empty: it always waits.",
+        HOURS,
+        bounds=(0.0, MAX_WAIT_S),
+    )
     # The same bound for a gang of a team that uses less than its guarantee as the cycle begins
     # (the lower of the two applies; None: such gangs wait as any other). While it waits for a rack,
     # its team's unused guarantee is lent out and counted as violated. Spreading at once (rather
@@ -306,7 +524,15 @@ class Policy:
     # (6,102 to 3,370 before it) and the work lost on --quick from 0.88 % to 0.10 % of capacity, at
     # a mean JCT of 5.10 h instead of 4.68 h there (easy 5.15 h): still ahead of easy on
     # limit_ratio, mean and p99 JCT (docs/benchmarks-history.md, "Gangs of a team below its guarantee").
-    guarantee_spread_after_s: float | None = 0.0
+    guarantee_spread_after_s: float | None = knob(
+        0.0,
+        "Gangs of a team below its guarantee wait for at most",
+        "The same bound for a gang of a team that uses less than its guarantee: while it waits for one "
+        "domain, its team's unused guarantee is lent to others. The shorter of the two applies; 0: such a "
+        "gang takes the first placement it can get. Empty: it waits as any other gang.",
+        HOURS,
+        bounds=(0.0, MAX_WAIT_S),
+    )
 
     @classmethod
     def fifo(cls) -> Policy:

@@ -8,12 +8,14 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
+from scheduling.engine import policy_settings
 from tenants.models import AuditEvent, FleetPolicy, PriorityClass
 from tenants.permissions import is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields
 
 PRIORITY_CLASS_FIELDS = ["name", "value", "kind", "preemptible", "may_preempt"]
-POLICY_FIELDS = [f.name for f in FleetPolicy._meta.concrete_fields if f.name not in {"id", "updated_at"}]
+# The stored settings, as declared (`scheduling.engine.policy_settings`): what an update may change.
+POLICY_FIELDS = [knob.name for knob in policy_settings.STORED]
 
 
 def priority_class_save(

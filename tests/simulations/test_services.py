@@ -82,7 +82,7 @@ def test_a_bad_trace_gets_the_importers_line_numbered_errors_and_writes_nothing(
         ({"trace_format": "slurm"}, "trace_format", "Unknown format"),
         ({"preset": "magic"}, "preset", "Unknown policy"),
         ({"policy_settings": {"warp_drive": True}}, "policy_settings", "Unknown setting 'warp_drive'"),
-        ({"policy_settings": {"reservation_depth": 99}}, "reservation_depth", "between 0 and 16"),
+        ({"policy_settings": {"reservation_depth": 99}}, "reservation_depth", "between 1 and 16"),
         ({"policy_settings": {"backfill": "yes"}}, "backfill", "true or false"),
         ({"policy_settings": {"age_weight": float("nan")}}, "age_weight", "finite"),
         ({"policy_settings": {"age_weight": 10**400}}, "age_weight", "finite"),
