@@ -96,8 +96,11 @@ def _same(old: list[Any] | None, new: list[Any]) -> bool:
     if old is None or len(old) != len(new):
         return False
     (old_reason, old_estimate, *old_rest), (reason, estimate, *rest) = old, new
-    minute = lambda s: None if s is None else s // ESTIMATE_GRAIN_S  # noqa: E731
-    return (old_reason, minute(old_estimate), old_rest) == (reason, minute(estimate), rest)
+    return (old_reason, _minute(old_estimate), old_rest) == (reason, _minute(estimate), rest)
+
+
+def _minute(estimate_s: float | None) -> float | None:
+    return None if estimate_s is None else estimate_s // ESTIMATE_GRAIN_S
 
 
 def job_waits_store(
