@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jwt
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -31,6 +32,8 @@ from portal.oidc_config import OidcConfig
 from tenants.services.sso import SsoClaims, SsoLoginRefused, sso_login
 
 logger = logging.getLogger(__name__)
+
+USERNAME_MAX_LENGTH = 150  # django.contrib.auth's User.username
 
 
 class OidcProviderUnreachable(Exception):
@@ -104,15 +107,18 @@ def _claim_text(claims: dict[str, Any], name: str) -> str:
 def sso_claims_read(claims: dict[str, Any], config: OidcConfig) -> SsoClaims:
     """The login's person as the service takes it; refuses a username Fleetline cannot use and
     a groups claim that is not a list of names. An absent groups claim is no groups."""
+    subject = _claim_text(claims, "sub")
+    if not subject:
+        raise SsoLoginRefused("The identity provider named no subject (sub) for this login.")
     username = _claim_text(claims, config.username_claim)
     try:
         User.username_validator(username)
-        if not username or len(username) > User._meta.get_field("username").max_length:  # type: ignore[operator]
+        if not username or len(username) > USERNAME_MAX_LENGTH:
             raise ValidationError("length")
     except ValidationError:
         raise SsoLoginRefused(
             f"The identity provider's {config.username_claim} ({username or 'none'}) is not a Fleetline "
-            "username: letters, digits and @ . + - _, at most 150."
+            f"username: letters, digits and @ . + - _, at most {USERNAME_MAX_LENGTH}."
         ) from None
     groups = claims.get(config.groups_claim, [])
     if isinstance(groups, str):
@@ -121,7 +127,7 @@ def sso_claims_read(claims: dict[str, Any], config: OidcConfig) -> SsoClaims:
         raise SsoLoginRefused(f"The identity provider's {config.groups_claim} claim is not a list of group names.")
     return SsoClaims(
         issuer=_claim_text(claims, "iss") or config.issuer,
-        subject=_claim_text(claims, "sub"),
+        subject=subject,
         username=username,
         email=_claim_text(claims, "email"),
         groups=frozenset(groups),
@@ -155,7 +161,10 @@ class OidcBackend(OIDCAuthenticationBackend):
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         """The library checks the signature, expiry and nonce; the audience and issuer too."""
-        payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        try:
+            payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        except jwt.InvalidTokenError as error:  # expired, say: the library lets all but DecodeError through
+            raise SuspiciousOperation(f"The ID token is not valid: {error}") from error
         audience = payload.get("aud")
         audiences = [audience] if isinstance(audience, str) else list(audience or [])
         if self.config.client_id not in audiences:
@@ -231,6 +240,9 @@ class OidcCallbackView(OIDCAuthenticationCallbackView):
             response: HttpResponseBase = super().get(request)
         except (OSError, OidcProviderUnreachable):  # requests' errors (the token call) are OSErrors
             logger.warning("Single sign-on could not reach the provider", exc_info=True)
+            return _failed(request, config)
+        except SuspiciousOperation as refusal:  # a state, nonce, signature or token that does not check out
+            logger.warning("Single sign-on refused an answer: %s", refusal)
             return _failed(request, config)
         return response
 
