@@ -264,6 +264,13 @@ class Job(models.Model):
     placement_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
     grace_until_s = models.FloatField(null=True, blank=True)
     restarts = models.PositiveIntegerField(default=0)
+    # The first estimate the job was shown (``scheduling.estimates``): by the first cycle that left
+    # it waiting, at ``first_estimate_at_s``; the start it gave (null: none could be given) and the
+    # range shown with it. Never changed after, so the pages can say how far the estimate moved.
+    first_estimate_at_s = models.FloatField(null=True, blank=True, editable=False)
+    first_estimate_s = models.FloatField(null=True, blank=True, editable=False)
+    first_estimate_low_s = models.FloatField(null=True, blank=True, editable=False)
+    first_estimate_high_s = models.FloatField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Real execution (``scheduling.backends``): what runs, as whom, and what the cluster said.
     # ``command`` is data: the backend hands it to a fixed wrapper on the nodes, never pasting it
@@ -283,6 +290,18 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["state"], name="job_state_idx"),
             models.Index(fields=["team", "state"], name="job_team_state_idx"),
+            # The latest first estimates, which calibrate the ranges shown (`scheduling.estimates`).
+            models.Index(
+                fields=["-first_estimate_at_s"],
+                condition=models.Q(first_estimate_s__isnull=False),
+                name="job_first_estimate_idx",
+            ),
+            # The waiting jobs never shown an estimate, which the next tick gives their first.
+            models.Index(
+                fields=["id"],
+                condition=models.Q(state="pending", first_estimate_at_s__isnull=True),
+                name="job_unestimated_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_positive"),

@@ -20,6 +20,7 @@ from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
 from portal.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
 from portal.forms import id_from_text
+from scheduling.estimates import estimate_views_for
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows
@@ -155,9 +156,11 @@ def _job_context(request: HttpRequest, job_id: int) -> dict[str, object]:
     now_s = fleet_now_s()
     job = job_for_user(user=request.user, job_id=job_id)
     (row,) = job_rows(jobs=[job])
+    estimates = estimate_views_for(jobs=[job], waits={job.pk: row.wait} if row.wait else {}, now_s=now_s)
     return {
         "job": job,
         "wait": row.wait,
+        "estimate": estimates.get(job.pk),
         "events": job_events(job=job),
         "nodes": job_nodes(job=job),
         "now_s": now_s,

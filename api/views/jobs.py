@@ -27,6 +27,7 @@ from api.throttling import ApiSubmitThrottle
 from api.views.base import ID_LOOKUP, ApiViewSet
 from portal.auth import signed_in_user
 from portal.compiled_queries import CompiledQuery, attnames, instance_from
+from scheduling.estimates import EstimateView, estimate_views_for
 from scheduling.limits import MAX_COMMAND_CHARS
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, AcceleratorType, Job, JobKind, Level, SchedulerEvent
@@ -62,6 +63,32 @@ class PendingOutput(serializers.Serializer):
         allow_null=True, help_text="Fleet-clock second at which it should start; null when unknown."
     )
     waits_for = serializers.CharField(allow_null=True, help_text="What it waits for when no estimate is believable.")
+    likely_start_from_s = serializers.FloatField(
+        allow_null=True,
+        help_text="Fleet-clock second from which it is likely to start: the estimate's range, calibrated on how "
+        "the first estimates of the latest jobs that started turned out. Null without an estimate.",
+    )
+    likely_start_until_s = serializers.FloatField(
+        allow_null=True, help_text="Fleet-clock second by which it is likely to have started. Null without an estimate."
+    )
+    likely_share = serializers.FloatField(
+        allow_null=True, help_text="The share of starts such a range is calibrated to hold (0.8: 8 in 10)."
+    )
+
+
+class FirstEstimateOutput(serializers.Serializer):
+    shown_s = serializers.FloatField(
+        source="first_estimate_at_s", help_text="Fleet-clock second of the first cycle that left the job waiting."
+    )
+    estimated_start_s = serializers.FloatField(
+        source="first_estimate_s", allow_null=True, help_text="The start that cycle gave; null when it gave none."
+    )
+    likely_start_from_s = serializers.FloatField(
+        source="first_estimate_low_s", allow_null=True, help_text="The range shown with it: from ..."
+    )
+    likely_start_until_s = serializers.FloatField(
+        source="first_estimate_high_s", allow_null=True, help_text="... until this fleet-clock second."
+    )
 
 
 # The one field whose output format is DRF's (ISO 8601 in the current time zone, "Z" for UTC).
@@ -97,6 +124,7 @@ class JobOutput(serializers.Serializer):
     cluster_account = serializers.CharField(allow_blank=True, help_text="The cluster account it runs as.")
     exit_code = serializers.IntegerField(allow_null=True, help_text="Its command's exit code, once it ended.")
     created_at = serializers.DateTimeField()
+    first_estimate = serializers.SerializerMethodField()
     pending = serializers.SerializerMethodField()
 
     def to_representation(self, job: Job) -> dict[str, Any]:
@@ -132,6 +160,7 @@ class JobOutput(serializers.Serializer):
             "cluster_account": job.cluster_account,
             "exit_code": job.exit_code,
             "created_at": _CREATED_AT.to_representation(job.created_at),
+            "first_estimate": self.get_first_estimate(job),
             "pending": self.get_pending(job),
         }
 
@@ -139,12 +168,32 @@ class JobOutput(serializers.Serializer):
     def get_submitted_by(self, job: Job) -> str | None:
         return job.submitted_by.get_username() if job.submitted_by_id and job.submitted_by else None
 
+    @extend_schema_field(FirstEstimateOutput(allow_null=True))
+    def get_first_estimate(self, job: Job) -> dict[str, Any] | None:
+        """What the job was first told when it waited, for seeing how far its estimate moved."""
+        if job.first_estimate_at_s is None:
+            return None
+        return {
+            "shown_s": job.first_estimate_at_s,
+            "estimated_start_s": job.first_estimate_s,
+            "likely_start_from_s": job.first_estimate_low_s,
+            "likely_start_until_s": job.first_estimate_high_s,
+        }
+
     @extend_schema_field(PendingOutput(allow_null=True))
     def get_pending(self, job: Job) -> dict[str, Any] | None:
         info: JobWait | None = self.context.get("pending", {}).get(job.pk)
         if job.state != Job.State.PENDING or info is None:
             return None
-        return {"reason": info.reason, "estimated_start_s": info.estimated_start_s, "waits_for": info.waits_for}
+        likely: EstimateView | None = self.context.get("estimates", {}).get(job.pk)
+        return {
+            "reason": info.reason,
+            "estimated_start_s": info.estimated_start_s,
+            "waits_for": info.waits_for,
+            "likely_start_from_s": None if likely is None else likely.likely.low_s,
+            "likely_start_until_s": None if likely is None else likely.likely.high_s,
+            "likely_share": None if likely is None else likely.coverage,
+        }
 
 
 class JobSubmitInput(serializers.Serializer):
@@ -248,6 +297,15 @@ def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
         return job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
     except redis.RedisError:
         logger.warning("Redis is unreachable: jobs listed without pending reasons", exc_info=True)
+        return {}
+
+
+def estimates_for(jobs: list[Job], waits: dict[int, JobWait]) -> dict[int, EstimateView]:
+    """The likely range of each estimate: without Redis, none (the estimates are listed alone)."""
+    try:
+        return estimate_views_for(jobs=jobs, waits=waits)
+    except redis.RedisError:
+        logger.warning("Redis is unreachable: estimates listed without their ranges", exc_info=True)
         return {}
 
 
@@ -358,7 +416,8 @@ class JobViewSet(ApiViewSet):
         return super().get_throttles()
 
     def _render(self, jobs: list[Job], *, output: type[JobOutput] = JobOutput, pending: Any = None) -> Any:
-        context = {"pending": pending_for(jobs) if pending is None else pending}
+        waits = pending_for(jobs) if pending is None else pending
+        context = {"pending": waits, "estimates": estimates_for(jobs, waits)}
         return output(jobs, many=True, context=context).data
 
     @extend_schema(responses=JobOutput(many=True), summary="Jobs you may see, newest first")

@@ -12,7 +12,8 @@
 6. schedule(snapshot, now) -> Plan; FleetState applies it
 7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint; the
    gangs a failed node slowed or stalled keep the progress the engine gave them; the backend
-   carries the plan out (held until commit)
+   carries the plan out (held until commit); the jobs left waiting for the first time keep the
+   estimate they were shown (``scheduling.estimates``)
 8. record the usage ledger; after commit, the backend lets what it started run, and the tick
    publishes to the live feed and tells the jobs' submitters (``notices``: one summary per user
    per tick, mails by a worker)
@@ -43,6 +44,7 @@ from scheduling.cycle.failures import failures_tick, throttled_progress_write
 from scheduling.cycle.ledger import usage_record
 from scheduling.cycle.serving import deployments_reconcile
 from scheduling.cycle.snapshot import snapshot_build
+from scheduling.estimates import first_estimates_record
 from scheduling.live.feed import incidents_publish, tick_publish
 from scheduling.live.notices import job_notices_send
 from scheduling.models import FleetClock
@@ -183,6 +185,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         backend.plan_carry_out(applied=applied, sim_now_s=sim_to, token=token)
         transaction.on_commit(backend.after_commit)
         throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
+        first_estimates_record(statuses=plan.pending, sim_now_s=sim_to)
         sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
         watch.lap("apply")
         transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, plan=plan, jobs=snapshot.pending))

@@ -42,6 +42,11 @@ Choices the contract leaves open, stated once:
   estimates of an even sample of the jobs (every `estimate_sampled_every`-th in submit order; see
   `simulator.run_simulation`). All null when nothing waited or when the replay ran without
   estimates (`record_estimates=False`).
+- `estimate_within_range` (beyond the contract): of the jobs with a first estimate that started,
+  the share whose start fell within the range shown with that estimate, calibrated on the history
+  known when it was shown (`estimate_coverage`); `estimate_range_jobs` those jobs,
+  `estimate_range_width_p50` / `estimate_range_high_p50` the median width and high end of the ranges
+  over the estimated wait (how useful a range is). Null like the estimate errors.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from typing import Any
 
 from scheduling.engine import Job
 
+from .estimate_coverage import ShownEstimate, range_coverage
 from .formulas import (
     bounded_slowdown,
     estimate_error,
@@ -163,6 +169,7 @@ def build_metrics(
     waits = [o.first_start_s - o.job.submit_s for o in finished if o.first_start_s is not None]
     slowdowns = [bounded_slowdown(o.end_s - o.job.submit_s, o.job.duration_s) for o in finished if o.end_s is not None]
     errors, absent = _estimate_errors(recorder)
+    coverage = range_coverage(shown_estimates(recorder))
     goodput = ratio(recorder.useful_gpu_s, area)
     offered = ratio(offered_gpu_s([(j.submit_s, j.duration_s, j.gpus) for j in jobs], recorder.w1), area)
     metrics: dict[str, Any] = {
@@ -222,6 +229,10 @@ def build_metrics(
             "estimate_jobs": len(errors) if recorder.estimate_every else None,
             "estimate_absent": absent if recorder.estimate_every else None,
             "estimate_sampled_every": recorder.estimate_every or None,
+            "estimate_within_range": coverage.within,
+            "estimate_range_jobs": coverage.started if recorder.estimate_every else None,
+            "estimate_range_width_p50": coverage.width_p50,
+            "estimate_range_high_p50": coverage.high_p50,
         }
     )
     return metrics
@@ -250,3 +261,12 @@ def _estimate_errors(recorder: Recorder) -> tuple[list[float], int]:
         else:
             errors.append(estimate_error(started_s - shown_s, outcome.first_estimate_s - shown_s))
     return errors, absent
+
+
+def shown_estimates(recorder: Recorder) -> list[ShownEstimate]:
+    """The first estimates shown with a start (those shown none have no range)."""
+    return [
+        ShownEstimate(outcome.job.gpus, outcome.estimate_shown_s, outcome.first_estimate_s, outcome.first_start_s)
+        for outcome in recorder.outcomes.values()
+        if outcome.estimate_shown_s is not None and outcome.first_estimate_s is not None
+    ]

@@ -57,9 +57,10 @@ from scheduling.engine import (
     schedule_reference,
 )
 
+from .estimate_coverage import ShownEstimate
 from .gate import CycleGate
 from .hooks import Hook, Observer, SimContext
-from .metrics import TeamShare, build_metrics, team_shares
+from .metrics import TeamShare, build_metrics, shown_estimates, team_shares
 from .recorder import Recorder, Series
 
 MAX_BACKOFF_EXPONENT = 4
@@ -109,6 +110,8 @@ class SimResult:
     team_shares: tuple[TeamShare, ...]
     jct_s: tuple[float, ...]
     jct_by_job: dict[str, float]
+    # The first estimates recorded and how they turned out (`metrics.shown_estimates`).
+    estimates: tuple[ShownEstimate, ...] = ()
 
 
 class _Watchdog:
@@ -367,7 +370,13 @@ def run_simulation(
     )
     by_job = {o.job.id: o.end_s - o.job.submit_s for o in recorder.outcomes.values() if o.end_s is not None}
     return SimResult(
-        policy_name, metrics, recorder.series, team_shares(recorder), tuple(sorted(by_job.values())), by_job
+        policy_name,
+        metrics,
+        recorder.series,
+        team_shares(recorder),
+        tuple(sorted(by_job.values())),
+        by_job,
+        tuple(shown_estimates(recorder)),
     )
 
 
