@@ -6,7 +6,7 @@ PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run run-slurm slurm-up slurm-down test test-pure lint typecheck install install-dev migrate bench clean
+.PHONY: run run-slurm slurm-up slurm-down test test-pure fuzz lint typecheck install install-dev migrate bench clean
 
 # The demo: DEBUG pages, demo data and logins, demo arrivals and failure injection (each can be
 # overridden from the environment); warnings and errors only on the terminal.
@@ -40,6 +40,13 @@ test: $(VENV)/.installed-dev
 # (pyproject's DJANGO_SETTINGS_MODULE is then an option nobody knows, hence the filter).
 test-pure: $(VENV)/.installed-dev
 	$(PY) -m pytest -p no:django -W ignore::pytest.PytestConfigWarning tests/engine tests/sim
+
+# schemathesis (examples, coverage, fuzzing and stateful phases) over the whole /api/v1/ schema,
+# as a team lead and as a fleet admin, against the production web process on a fresh database
+# (DATABASE_URL's PostgreSQL server when set, else SQLite) and a Redis of its own; seeded and
+# bounded in time (tests/fuzz/run.py; FUZZ_ARGS passes options on, e.g. --max-time-s 300).
+fuzz: $(VENV)/.installed-dev
+	$(PY) tests/fuzz/run.py $(FUZZ_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
