@@ -2,19 +2,19 @@
 shown and entered, and what it does. The policy form and the audit log both read this table, so
 a half-life is "7 days" on both, never "604800.0".
 
-The settings themselves are declared once, on the engine's ``Policy`` and beside it
-(`scheduling.engine.policy_settings`): this module adds only how the portal shows them.
+The settings themselves (label, help, unit, bounds, default) are declared once, on the engine's
+``Policy`` and beside it (`scheduling.engine.policy_settings`); this module adds how the portal
+shows them: the form field's name and each range in words. Stored values keep the model's units
+(seconds, ratios); a unit converts with ``to_shown`` and ``to_stored`` (affine: ``shown =
+(stored - offset) / factor``).
 
-Stored values keep the model's units (seconds, ratios); a unit converts with ``to_shown`` and
-``to_stored`` (affine: ``shown = (stored - offset) / factor``).
-
-Each number also has its bounds here, in stored units, both ends included: the model's validators
-(so ``full_clean``, the services and the API), the policy form (in its own units, the range said
-in its help) and the scheduling cycle's check of the stored row (`tenants.selectors.
-fleet_policy_for_cycle`) all read them. They are what makes sense for a fleet: a heartbeat every
-second to every ten minutes, a node dead after at most twenty missed ones, shares within 0-100 %,
-waits up to thirty days; a value past them (``1e16`` s between heartbeats) stops being a policy
-and starts breaking arithmetic."""
+The bounds, in stored units, both ends included, are read by the model's validators (so
+``full_clean``, the services and the API), the policy form (in its own units, the range said in
+its help) and the scheduling cycle's check of the stored row (`tenants.selectors.
+fleet_policy_for_cycle`). They are what makes sense for a fleet: a heartbeat every second to every
+ten minutes, a node dead after at most twenty missed ones, shares within 0-100 %, waits up to
+thirty days; a value past them (``1e16`` s between heartbeats) stops being a policy and starts
+breaking arithmetic."""
 
 from __future__ import annotations
 
