@@ -4,6 +4,7 @@ their JSON Schemas among the components)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_standardized_errors.openapi import AutoSchema
@@ -56,6 +57,39 @@ def only_v1_endpoints(endpoints: list[tuple[str, str, str, Any]]) -> list[tuple[
 def add_websocket_events(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     result.setdefault("components", {}).setdefault("schemas", {}).update(WEBSOCKET_EVENTS)
     result["x-websocket"] = WEBSOCKET
+    return result
+
+
+# A resource's own path under a create's path, and perhaps one of its actions: "{id}/",
+# "{id}/cancel/", "{username}/".
+_MADE_THERE = re.compile(r"\{(?P<key>\w+)\}/(?:[\w-]+/)?")
+_METHODS = ("get", "put", "patch", "post", "delete")
+
+
+def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """OpenAPI links from each create to what it made: the 201's ``id`` (or ``name``,
+    ``username``) opens the resource and each of its actions, for example ``POST /jobs/`` to
+    ``GET /jobs/{id}/`` and ``POST /jobs/{id}/cancel/``; the create's own path parameters carry
+    over. Clients read them, and schemathesis's stateful phase chains calls along them."""
+    paths = result.get("paths", {})
+    for path, operations in paths.items():
+        created = operations.get("post", {}).get("responses", {}).get("201")
+        if created is None:
+            continue
+        outer = re.findall(r"\{(\w+)\}", path)
+        links: dict[str, Any] = {}
+        for other, other_operations in paths.items():
+            made = _MADE_THERE.fullmatch(other[len(path) :]) if other.startswith(path) else None
+            if made is None:
+                continue
+            parameters = {name: f"$request.path.{name}" for name in outer}
+            parameters[made["key"]] = f"$response.body#/{made['key']}"
+            for method in _METHODS:
+                if method in other_operations:
+                    operation_id = other_operations[method]["operationId"]
+                    links[operation_id] = {"operationId": operation_id, "parameters": parameters}
+        if links:
+            created["links"] = links
     return result
 
 

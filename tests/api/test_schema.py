@@ -40,6 +40,57 @@ def test_the_schema_is_valid_openapi_3_and_covers_every_v1_resource(people: Peop
     assert {"201", "400", "401", "429"} <= set(submit["responses"])
 
 
+def test_each_create_links_to_what_it_made_and_its_actions(people: People) -> None:
+    schema = people.client("member").get("/api/v1/schema/?format=json").json()
+    operations = {
+        operation["operationId"]: (method, path)
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+    }
+
+    def links(path: str) -> dict[str, dict[str, str]]:
+        found = schema["paths"][path]["post"]["responses"]["201"]["links"]
+        return {name: link["parameters"] for name, link in found.items()}
+
+    assert links("/api/v1/jobs/") == {
+        "jobs_retrieve": {"id": "$response.body#/id"},
+        "jobs_cancel_create": {"id": "$response.body#/id"},
+        "jobs_events_list": {"id": "$response.body#/id"},
+    }
+    assert set(links("/api/v1/quota-requests/")) == {
+        "quota_requests_retrieve",
+        "quota_requests_approve_create",
+        "quota_requests_reject_create",
+        "quota_requests_withdraw_create",
+    }
+    assert links("/api/v1/teams/{slug}/members/")["teams_members_destroy"] == {
+        "slug": "$request.path.slug",
+        "username": "$response.body#/username",
+    }
+    assert set(links("/api/v1/simulations/")) == {"simulations_retrieve", "simulations_cancel_create"}
+    assert set(links("/api/v1/priority-classes/")) == {
+        "priority_classes_retrieve",
+        "priority_classes_partial_update",
+    }
+    for path in ("/api/v1/jobs/", "/api/v1/quota-requests/", "/api/v1/simulations/"):
+        assert all(operations[name][1].startswith(path + "{id}/") for name in links(path))
+
+
+def test_following_a_creates_link_reaches_what_it_made(people: People) -> None:
+    client = people.client("lead")
+    made = client.post(
+        "/api/v1/quota-requests/",
+        {"team": people.fleet.team.slug, "accelerator": "H100", "guaranteed": 4, "justification": "more runs"},
+        format="json",
+    )
+
+    withdrawn = client.post(f"/api/v1/quota-requests/{made.json()['id']}/withdraw/")
+
+    assert made.status_code == 201
+    assert withdrawn.status_code == 200, withdrawn.content
+    assert withdrawn.json()["state"] == "withdrawn"
+
+
 def test_swagger_ui_and_redoc_are_served_without_a_cdn(people: People) -> None:
     client = APIClient()
     for path in ("/api/v1/docs/", "/api/v1/redoc/"):
