@@ -12,7 +12,9 @@ from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS
 from simulations.inputs import POLICY_SETTINGS
 from simulations.models import Simulation
+from tenants.forms import policy_number_field
 from tenants.models import Team
+from tenants.policy_units import PolicyField
 
 KEEP = ""
 TRI_STATE = [(KEEP, "as the policy has it"), ("on", "on"), ("off", "off")]
@@ -67,8 +69,9 @@ class SimulationForm(forms.Form):
 
 
 def setting_field(knob: Knob) -> forms.Field:
-    """An optional form field for a setting, in the unit the policy page shows it in; the service
-    checks the value against the declaration's bounds (`simulations.inputs.policy_settings_clean`)."""
+    """An optional form field for a setting, as the policy page has it: in its unit, refused
+    outside its bounds with the range in words (the service checks again, in stored units:
+    `simulations.inputs.policy_settings_clean`)."""
     if knob.kind is bool:
         return forms.ChoiceField(choices=TRI_STATE, required=False, label=knob.label, help_text=knob.help)
     if knob.kind is str:
@@ -78,7 +81,6 @@ def setting_field(knob: Knob) -> forms.Field:
             label=knob.label,
             help_text=knob.help,
         )
-    assert knob.unit is not None
-    label = f"{knob.label} ({knob.unit.suffix})" if knob.unit.suffix else knob.label
-    field_class = AsciiIntegerField if knob.kind is int else AsciiFloatField
-    return field_class(required=False, label=label, help_text=knob.help)
+    field = policy_number_field(PolicyField(knob), whole=knob.kind is int)
+    field.required = False
+    return field

@@ -96,7 +96,7 @@ class FleetPolicyForm(forms.Form):
             else:
                 unit, name = described.unit, described.form_name
                 whole = described.knob.kind is int
-                field = _bounded_field(described, whole=whole)
+                field = policy_number_field(described, whole=whole)
                 field.required = not described.knob.nullable
                 if not whole:
                     field.widget.attrs["step"] = "any"
@@ -127,9 +127,9 @@ class FleetPolicyForm(forms.Form):
             self.add_error(form_names.get(model_name), messages)
 
 
-def _bounded_field(described: policy_units.PolicyField, *, whole: bool) -> forms.Field:
+def policy_number_field(described: policy_units.PolicyField, *, whole: bool) -> forms.Field:
     """A policy number in its shown unit, refused outside its bounds with the range in words,
-    the same range its help ends with."""
+    the same range its help ends with (the policy page's, and the what-if form's)."""
     unit = described.unit
     assert unit is not None
     low, high = described.shown_bounds

@@ -232,3 +232,25 @@ def test_a_tweak_of_a_topology_penalty_changes_its_level() -> None:
     policy = _sim_quotas().tweaked("topology_penalty_fleet=2,gang_spread_after_s=none").policy()
     assert policy.level_penalty == (("node", 1.0), ("rack", 1.0), ("pod", 1.15), ("fleet", 2.0))
     assert policy.gang_spread_after_s is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_age_hours", "721", "Must be between 0.1 and 720 h."),
+        ("reservation_depth", "0", "Must be between 1 and 16."),
+        ("reclaim_guaranteed_share_percent", "101", "Must be between 0 and 100 %."),
+        ("topology_penalty_fleet_percent", "-1", "Must be between 0 and 900 %."),
+    ],
+)
+def test_the_what_if_form_refuses_a_setting_outside_its_bounds_beside_it_in_its_units(
+    field: str, value: str, message: str
+) -> None:
+    form = SimulationForm(
+        {"source": "history", "trace_format": "canonical", "preset": "fleetline", "seed": "0", field: value},
+        teams=[],
+        fleet_wide=True,
+    )
+
+    assert not form.is_valid()
+    assert form.errors[field] == [message]
