@@ -197,7 +197,8 @@ def knobs_of(cls: type) -> tuple[Knob, ...]:
         declared = each.metadata.get(KNOB)
         if declared is None:
             raise TypeError(f"{cls.__name__}.{each.name} is not declared with knob()")
-        annotation = str(each.type)
+        # "float | None" (annotations are strings here) or the type itself.
+        annotation = each.type.__name__ if isinstance(each.type, type) else str(each.type)
         kind = KINDS[annotation.split("|")[0].strip()]
         found.append(
             Knob(

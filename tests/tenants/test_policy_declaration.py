@@ -76,6 +76,14 @@ def test_a_field_of_a_policy_without_a_declaration_is_refused() -> None:
         knobs_of(Undeclared)
 
 
+def test_a_declaration_reads_its_type_from_an_annotation_or_a_type() -> None:
+    declared = dataclasses.make_dataclass(
+        "Made", [("wait_s", float, knob(60.0, "Wait", "A wait.", HOURS, bounds=(0.0, 3600.0)))]
+    )
+    (made,) = knobs_of(declared)
+    assert (made.name, made.kind, made.default, made.nullable) == ("wait_s", float, 60.0, False)
+
+
 def test_a_number_without_bounds_or_a_switch_with_a_unit_cannot_be_declared() -> None:
     with pytest.raises(ValueError, match="both a unit and bounds"):
         knob(1.0, "Unbounded", "No bounds.", HOURS)
