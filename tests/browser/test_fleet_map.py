@@ -54,3 +54,40 @@ def test_a_member_moves_across_nodes_with_the_keyboard_and_reads_their_cards(asg
     expect(page.locator(".node.mine")).to_have_count(1)
     page.locator(".node.mine").focus()
     expect(page.locator("#node-card")).to_contain_text("ours (8)")
+
+
+# Every label's contrast with what shows behind it: its own backing composited over the darkest
+# fill a node can have beneath it (the full bar) and over the lightest (white), the worse of the two.
+LABEL_CONTRASTS = """() => {
+  const rgba = (text) => { const [r, g, b, a] = text.match(/[\\d.]+/g).map(Number); return [r, g, b, a ?? 1]; };
+  const over = (top, under) => top.slice(0, 3).map((c, i) => c * top[3] + under[i] * (1 - top[3]));
+  const linear = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const lum = (rgb) => { const [r, g, b] = rgb.map(linear); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const ratio = (x, y) => {
+    const [hi, lo] = [lum(x), lum(y)].sort((p, q) => q - p);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  const fills = [[29, 79, 166], [47, 111, 222], [255, 255, 255]];
+  return [...document.querySelectorAll(".node .node-label, .node .node-acc")].map((label) => {
+    const style = getComputedStyle(label);
+    const text = rgba(style.color).slice(0, 3);
+    return Math.min(...fills.map((fill) => ratio(text, over(rgba(style.backgroundColor), fill))));
+  });
+}"""
+
+
+def test_node_labels_read_on_every_fill_free_partly_used_and_full(asgi_server: str, page: Page) -> None:
+    fleet = off_loop(build_fleet)
+    member = MembershipFactory(team=fleet.team).user
+    fleet.submit(gpus=4, name="half")
+    fleet.submit(gpus=8, name="whole")
+    off_loop(fleet.tick)
+    Node.objects.filter(pk=fleet.nodes[3].pk).update(healthy_gpus=4, allocated_gpus=4)  # full, half its bar
+    log_in(page, asgi_server, member.username)
+
+    page.goto(f"{asgi_server}/fleet/")
+    expect(page.locator(".node.full")).to_have_count(2)
+    contrasts = page.evaluate(LABEL_CONTRASTS)
+
+    assert len(contrasts) == 2 * len(fleet.nodes)
+    assert min(contrasts) >= 4.5, contrasts
