@@ -60,7 +60,9 @@ def sso_sign_in(page: Page, site: str, username: str, next_path: str = "/") -> N
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("#provider-login")
-    page.wait_for_url(f"{site}{next_path}")
+    page.wait_for_url(lambda url: url.startswith(site) and "/oidc/" not in url, timeout=30_000)
+    # Back at Fleetline: on the page asked for, or on the login page saying why not.
+    assert page.url == f"{site}{next_path}", page.locator(".messages").all_inner_texts()
 
 
 def wait_closed(socket: WebSocket, page: Page, timeout_s: float) -> float:
