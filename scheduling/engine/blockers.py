@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from .model import Job
 from .placement import nodes_needed
@@ -24,7 +25,6 @@ from .plan import (
     REASON_TOPOLOGY,
     Blocker,
 )
-from .quota import QuotaLedger
 from .vocabulary import (
     BLOCKER_BORROWING,
     BLOCKER_CAPACITY,
@@ -39,13 +39,25 @@ from .vocabulary import (
 )
 
 
+class QuotaView(Protocol):
+    """What blockers read of a cycle's quota ledger (the fast engine's `quota.QuotaLedger`, the
+    reference's own plain ledger): the same questions, asked of either."""
+
+    def used(self, team: str, accelerator: str) -> int: ...
+    def guaranteed(self, team: str, accelerator: str) -> int: ...
+    def limit(self, team: str, accelerator: str) -> float: ...
+    def unguaranteed(self, accelerator: str) -> tuple[int, int]: ...
+    def kept_for(self, team: str, accelerator: str) -> tuple[str, float] | None: ...
+    def lendable_to(self, team: str, accelerator: str) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class EndState:
     """What a cycle left, as far as its blockers read it: quotas as charged, free GPUs per node that
     placement may use (nodes held for a reservation have none) and those held, the topology, the
     reservations."""
 
-    ledger: QuotaLedger
+    ledger: QuotaView
     free: Mapping[str, int]
     held: Mapping[str, int]
     node_accelerator: Mapping[str, str]
@@ -115,7 +127,7 @@ def _reserved_blocker(job: Job, size: int, reason: str, state: EndState) -> Bloc
     return Blocker(BLOCKER_RESERVED, job.accelerator, size, job_id=holder, level=where, domain=domain)
 
 
-def _guarantee_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
+def _guarantee_blocker(job: Job, size: int, ledger: QuotaView) -> Blocker:
     """Work nobody may preempt, beyond its team's guarantee, runs only on the GPUs nobody is
     guaranteed: how many of those it lacks."""
     accelerator = job.accelerator
@@ -137,7 +149,7 @@ def _topology_blocker(job: Job, size: int, closest: _Closest) -> Blocker:
     return Blocker(BLOCKER_TOPOLOGY, accelerator, size, max(0, size - have), have, level=level, domain=domain)
 
 
-def _quota_blocker(job: Job, size: int, ledger: QuotaLedger) -> Blocker:
+def _quota_blocker(job: Job, size: int, ledger: QuotaView) -> Blocker:
     """Which of its team's limits holds a job refused for quota: the limit itself (at this size, or
     with what the team runs), the part of it kept for the team's job that waited longer, or, beyond
     its guarantee, the GPUs other teams lend."""

@@ -52,6 +52,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .backfill import (
     EXTRA_RESERVATION_ATTEMPTS,
@@ -71,10 +72,11 @@ from .blockers import EndState, describe_blockers
 from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .fairshare import fairshare_factors, fairshare_priorities
-from .model import LEVEL_RANK, Job, Node, Running, Snapshot
+from .model import LEVEL_RANK, Job, Node, Policy, Running, Snapshot
 from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
     REASON_CAPACITY,
+    REASON_GUARANTEE,
     REASON_PRIORITY,
     REASON_QUOTA,
     REASON_TOPOLOGY,
@@ -106,19 +108,6 @@ from .preemption import (
     partial_reclaim_takes,
     pick_victims,
     young_since_s,
-)
-from .quota import Admission, QuotaLedger
-from .reclaim import (
-    Terms,
-    could_pay,
-    eviction_cap_gpu_s,
-    eviction_cost_gpu_s,
-    eviction_pays,
-    freed_quota,
-    handover_s,
-    held_through_grace,
-    keeps_guarantees,
-    search_visits,
 )
 
 STARTED = "started"
@@ -153,6 +142,14 @@ class _Release:
     allocation: Allocation
 
 
+class _Terms(NamedTuple):
+    """How an eviction is priced besides its cost: whether waiting `reclaim_after_s` counts
+    (`by_age`), and whether every victim is of lower priority than the preemptor (`outranks`)."""
+
+    by_age: bool
+    outranks: bool
+
+
 @dataclass(slots=True)
 class _Budgets:
     preemption_attempts: int = 0
@@ -184,8 +181,7 @@ class _ReferenceCycle:
         }
         empty = {node.id: node.usable_gpus for node in snapshot.nodes}
         self.shape_of = {accelerator: self._pool(accelerator, empty) for accelerator in self.accelerators}
-        after_s = snapshot.policy.quota_hold_after_s
-        self.ledger = QuotaLedger(snapshot.quotas, snapshot.teams, self.running, capacity, hold_after_s=after_s)
+        self.ledger = _PlainLedger(snapshot, self.running, capacity)
         self.releases: dict[str, _Release] = {}
         for run in self.running:
             end_s = max(now, expected_end_s(run, now, self._penalty(run.allocation)))
@@ -413,7 +409,7 @@ class _ReferenceCycle:
         whole = sum(1 for n in nodes if self.free[n] >= gpn) + sum(1 for n in nodes if self.held.get(n, 0) >= gpn)
         return whole >= nodes_needed(gpus, gpn)
 
-    def _backfill(self, job: Job, size: int, max_level: str, admission: Admission) -> bool:
+    def _backfill(self, job: Job, size: int, max_level: str, admission: _Admission) -> bool:
         """EASY backfill: the job may use nodes held for reservations that start no earlier than its
         worst-case end; failing that, it waits for the first reservation of its accelerator."""
         entries = [entry for entry in self.reservations if entry.accelerator == job.accelerator]
@@ -438,7 +434,7 @@ class _ReferenceCycle:
         return True
 
     def _commit_start(
-        self, job: Job, fit: Fit, admission: Admission, *, taken: bool = False, replaces: tuple[str, ...] = ()
+        self, job: Job, fit: Fit, admission: _Admission, *, taken: bool = False, replaces: tuple[str, ...] = ()
     ) -> None:
         """The job starts on `fit`; it holds its GPUs (after the handover of `replaces`, if any) for
         its worst-case runtime at the placement's level."""
@@ -496,10 +492,11 @@ class _ReferenceCycle:
             natural_s = self._natural_s(job, target, max_level)
             grace_s = max(0.0, policy.preemption_grace_s)
             worth = target if partial is None else partial
-            terms = Terms(partial is None, lower)
-            cap_gpu_s = eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, terms)
-            if not could_pay(cap_gpu_s, grace_s) and not (shrinkable and natural_s > self.now):
-                continue  # no eviction could pay, and no shrink is possible
+            terms = _Terms(partial is None, lower)
+            cap_gpu_s = _eviction_cap_gpu_s(job, worth, grace_s, natural_s, self.now, policy, terms)
+            # Every eviction costs at least one GPU's handover: below that, only a shrink could pay.
+            if cap_gpu_s <= grace_s and not (shrinkable and natural_s > self.now):
+                continue
             eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable, bounded_only)
             choice = pick_victims(job, target, self._pool(accelerator), eligible, max_level=max_level, held=self.held)
             if choice is not None and self._hand_over(job, target, choice, max_level, partial):
@@ -547,7 +544,7 @@ class _ReferenceCycle:
         that ends by the end of the handover anyway is left alone."""
         policy, budgets = self.policy, self.budgets
         grace_s = max(0.0, policy.preemption_grace_s)
-        visits = search_visits(policy)
+        visits = max(1, policy.preemption_scan_budget // 4)
         stop_gpu_s = math.inf if shrinkable else cap_gpu_s
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
         candidates = sorted((candidate_of(run, policy.elastic) for run in runs), key=_cheapest_first)
@@ -570,7 +567,20 @@ class _ReferenceCycle:
     def _covered(self, job: Job, run: Running) -> bool:
         """Only real loans are taken from other teams: the victim's team keeps at least its guarantee
         (counting none of its GPUs that were already leaving as the cycle began)."""
-        return keeps_guarantees(job, [(run.job.team, run.job.accelerator, run.gpus)], self.ledger, self._leaving)
+        return self._keeps_guarantees(job, [(run.job.team, run.job.accelerator, run.gpus)])
+
+    def _keeps_guarantees(self, job: Job, freed: list[tuple[str, str, int]]) -> bool:
+        """Whether every other team the victims are taken from still uses at least its guarantee
+        once they are all gone (counting none of its GPUs already leaving)."""
+        taken: dict[tuple[str, str], int] = {}
+        for team, accelerator, gpus in freed:
+            if team != job.team:
+                taken[team, accelerator] = taken.get((team, accelerator), 0) + gpus
+        return all(
+            self.ledger.used(team, accelerator) - self._leaving(team, accelerator) - gpus
+            >= self.ledger.guaranteed(team, accelerator)
+            for (team, accelerator), gpus in taken.items()
+        )
 
     def _leaving(self, team: str, accelerator: str) -> int:
         """The GPUs of `team` that were already leaving (in their grace) as the cycle began."""
@@ -584,8 +594,8 @@ class _ReferenceCycle:
         """Tentatively give the victims' quota back; if the job is then admitted and the eviction pays
         at its natural start (for `partial` GPUs, not by age, when that is not None), evict and shrink
         them and start the job on their GPUs; else change nothing."""
-        wait_s = handover_s(choice, self.policy)
-        covered = keeps_guarantees(job, freed_quota(choice), self.ledger, self._leaving)
+        wait_s = _handover_s(choice, self.policy)
+        covered = self._keeps_guarantees(job, _freed_quota(choice))
         trial = copy.deepcopy(self.ledger)
         for victim in choice.evict:
             trial.release(victim.run.job.team, victim.run.job.accelerator, victim.gpus)
@@ -593,11 +603,12 @@ class _ReferenceCycle:
             kept = sum(on_node for _, on_node in allocation)
             trial.release(victim.run.job.team, victim.run.job.accelerator, victim.gpus - kept)
         admission = trial.admit(job.team, job.accelerator, gpus, not job.preemptible)
-        cost_gpu_s = eviction_cost_gpu_s(choice, wait_s)
+        cost_gpu_s = _eviction_cost_gpu_s(choice, wait_s)
         natural_s = self._natural_s(job, gpus, max_level)
         worth, by_age = (gpus, True) if partial is None else (partial, False)
         outranks = all(victim.priority < job.priority for victim in choice.evict)
-        pays = eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, Terms(by_age, outranks))
+        terms = _Terms(by_age, outranks)
+        pays = _eviction_pays(job, worth, cost_gpu_s, wait_s, natural_s, self.now, self.policy, terms)
         if admission is None or (admission.borrowing and not covered) or not pays:
             return False
         self.ledger = trial
@@ -618,12 +629,25 @@ class _ReferenceCycle:
         self._commit_start(job, fit, admission, replaces=_ids(choice.evict))
         if wait_s > 0.0:
             # What the victims leave beside the preemptor comes free when their grace is over.
-            grace = held_through_grace(choice, fit.allocation, self.held)
+            grace = self._held_through_grace(choice, fit.allocation)
             for node_id, gpus in grace:
                 self.free[node_id] -= gpus
             if grace:
                 self.releases[f"{job.id} handover"] = _Release("", job.accelerator, self.now + wait_s, grace)
         return True
+
+    def _held_through_grace(self, choice: VictimChoice, allocation: Allocation) -> Allocation:
+        """What evicted victims leave beside the preemptor, on nodes not held for a reservation: no
+        one may use it before their grace is over (they still write their checkpoints there)."""
+        taken = dict(allocation)
+        leaving: dict[str, int] = {}
+        for victim in choice.evict:
+            for node_id, gpus in victim.gpus_on:
+                if gpus > 0 and node_id not in self.held:
+                    leaving[node_id] = leaving.get(node_id, 0) + gpus
+        return tuple(
+            (node_id, gpus - taken[node_id]) for node_id, gpus in leaving.items() if gpus > taken.setdefault(node_id, 0)
+        )
 
     def _give_back(self, released: tuple[tuple[str, int], ...]) -> None:
         """Victims' GPUs come free now (for the preemptor: `_hand_over` holds what evicted ones leave
@@ -1006,3 +1030,297 @@ def _progress_of(run: Running) -> tuple[float, float, float, bool, float | None]
 
 def _ids(candidates: tuple[Candidate, ...]) -> tuple[str, ...]:
     return tuple(candidate.job_id for candidate in candidates)
+
+
+# Quota, stated plainly ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """A job quota admits: on borrowed quota or not."""
+
+    borrowing: bool
+
+
+@dataclass(slots=True)
+class _Account:
+    """One team's quota of one accelerator and what it uses. A team without a quota row there has
+    no guarantee, lends nothing and may borrow without limit."""
+
+    guaranteed: int = 0
+    limit: float = math.inf
+    lend_cap: float = 0.0
+    used: int = 0
+    # The most the team may hold while one of its waiting jobs keeps its size within the limit.
+    cap: float = math.inf
+
+
+class _PlainLedger:
+    """The quota rules (Kueue-like, per accelerator), every total summed from the teams' accounts
+    when it is read.
+
+    A team may always use up to its guarantee; beyond it, it borrows, up to its limit (guarantee +
+    borrow limit), from the pool: the capacity nobody is guaranteed plus each team's unused
+    guarantee, up to its lend limit. All loans together stay within the pool less the borrower's
+    own unused guarantee (no loan to oneself), and a team starting within its guarantee may not
+    take back what its guarantee lends out (the borrowers are reclaimed first). Work nobody may
+    preempt ("pinned") beyond its team's guarantee uses only capacity nobody is guaranteed. A
+    waiting job that has waited `hold_after_s` keeps its size within its team's limit (the first
+    such job of its team and accelerator in a cycle)."""
+
+    def __init__(self, snapshot: Snapshot, running: list[Running], capacity: dict[str, int]) -> None:
+        self.capacity = dict(capacity)
+        self.accounts: dict[tuple[str, str], _Account] = {}
+        for quota in snapshot.quotas:
+            guaranteed = max(0, quota.guaranteed)
+            lend_cap = math.inf if quota.lend_limit is None else max(0, quota.lend_limit)
+            self.accounts[quota.team, quota.accelerator] = _Account(
+                guaranteed, guaranteed + max(0, quota.borrow_limit), lend_cap
+            )
+            self.capacity.setdefault(quota.accelerator, 0)
+        hold_after_s = snapshot.policy.quota_hold_after_s
+        self.hold_after_s = math.inf if hold_after_s is None else hold_after_s
+        self.holds_anything = hold_after_s is not None and any(
+            account.limit < self.capacity[accelerator] for (_, accelerator), account in self.accounts.items()
+        )
+        self.holders: dict[tuple[str, str], str] = {}
+        self.pinned: dict[str, int] = {}
+        usage: dict[tuple[str, str], int] = {}
+        pinned: dict[tuple[str, str], int] = {}
+        for run in running:
+            key = (run.job.team, run.job.accelerator)
+            usage[key] = usage.get(key, 0) + run.gpus
+            if run.borrowing and not run.job.preemptible and run.grace_until_s is None:
+                pinned[key] = pinned.get(key, 0) + run.gpus
+        for (team, accelerator), gpus in usage.items():
+            self._account(team, accelerator).used += gpus
+        for (team, accelerator), gpus in pinned.items():
+            beyond = max(0, self.used(team, accelerator) - self.guaranteed(team, accelerator))
+            self.pinned[accelerator] = self.pinned.get(accelerator, 0) + min(gpus, beyond)
+
+    def _account(self, team: str, accelerator: str) -> _Account:
+        self.capacity.setdefault(accelerator, 0)
+        return self.accounts.setdefault((team, accelerator), _Account())
+
+    def _of(self, accelerator: str) -> list[_Account]:
+        return [account for (_, of), account in self.accounts.items() if of == accelerator]
+
+    # What the accounts say ---------------------------------------------------------------------
+
+    def used(self, team: str, accelerator: str) -> int:
+        return self._account(team, accelerator).used
+
+    def guaranteed(self, team: str, accelerator: str) -> int:
+        return self._account(team, accelerator).guaranteed
+
+    def limit(self, team: str, accelerator: str) -> float:
+        return self._account(team, accelerator).limit
+
+    def borrowed(self, team: str, accelerator: str) -> int:
+        return max(0, self.used(team, accelerator) - self.guaranteed(team, accelerator))
+
+    def _lends(self, account: _Account, used: int | None = None) -> float:
+        """What a team's unused guarantee lends (at `used` GPUs in use, by default what it uses)."""
+        return min(account.lend_cap, max(0, account.guaranteed - (account.used if used is None else used)))
+
+    def unguaranteed(self, accelerator: str) -> tuple[int, int]:
+        """Capacity nobody is guaranteed, and what pinned work beyond its guarantee holds of it."""
+        guaranteed = sum(account.guaranteed for account in self._of(accelerator))
+        return max(0, self.capacity.get(accelerator, 0) - guaranteed), self.pinned.get(accelerator, 0)
+
+    def _pool(self, accelerator: str) -> float:
+        return self.unguaranteed(accelerator)[0] + sum(self._lends(account) for account in self._of(accelerator))
+
+    def _loans(self, accelerator: str) -> int:
+        return sum(max(0, account.used - account.guaranteed) for account in self._of(accelerator))
+
+    def lendable_to(self, team: str, accelerator: str) -> int:
+        """What other teams could lend `team` now: the pool, less the loans, less its own unused guarantee."""
+        own = self._lends(self.accounts[team, accelerator]) if (team, accelerator) in self.accounts else 0.0
+        return max(0, math.floor(self._pool(accelerator) - own - self._loans(accelerator)))
+
+    def any_headroom(self) -> bool:
+        """Whether some team uses less than its guarantee (of any accelerator)."""
+        return any(account.used < account.guaranteed for account in self.accounts.values())
+
+    def within_guarantee(self, team: str, accelerator: str, gpus: int) -> bool:
+        return self.used(team, accelerator) + gpus <= self.guaranteed(team, accelerator)
+
+    def reclaims(self, team: str, accelerator: str, gpus: int, share: float) -> bool:
+        """A job reclaims loans when its team has guarantee left, at least `share` of its size."""
+        unused = self.guaranteed(team, accelerator) - self.used(team, accelerator)
+        return unused > 0 and unused >= share * gpus
+
+    def borrowers_rank(self, job: Job) -> tuple[int, float]:
+        """Among borrowers: the teams that borrow the fewest GPUs first, then the larger share of the
+        job within what is left of its team's guarantee."""
+        team, accelerator = job.team, job.accelerator
+        left = 0
+        if (team, accelerator) in self.accounts:
+            left = max(0, self.guaranteed(team, accelerator) - self.used(team, accelerator))
+        return self.borrowed(team, accelerator), -left / job.gpus if job.gpus > 0 else 0.0
+
+    # Admission ---------------------------------------------------------------------------------
+
+    def admit(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> _Admission | None:
+        """Whether `team` may start `gpus` more GPUs now, and on borrowed quota or not."""
+        account = self._account(team, accelerator)
+        after = account.used + gpus
+        if after > account.cap:
+            return None
+        others_lend = self._pool(accelerator) - self._lends(account)
+        loans = self._loans(accelerator)
+        if after <= account.guaranteed:  # its own GPUs, unless the loans outstanding need them
+            return None if loans > others_lend + self._lends(account, after) else _Admission(False)
+        if after > account.limit:
+            return None
+        extra = after - max(account.used, account.guaranteed)
+        if loans + extra > others_lend:
+            return None
+        if pinned and self.pinned.get(accelerator, 0) + extra > self.unguaranteed(accelerator)[0]:
+            return None
+        return _Admission(True)
+
+    def room(self, team: str, accelerator: str, most: int, pinned: bool = False) -> int:
+        """The most GPUs, up to `most`, that quota admits now (0: none)."""
+        return max((gpus for gpus in range(most + 1) if self.admit(team, accelerator, gpus, pinned)), default=0)
+
+    def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int, pinned: bool = False) -> str:
+        """Why quota refuses: the team's limit, a loan no idle fleet could lend, or idle GPUs that are
+        not lendable ("quota"); pinned work with no unguaranteed capacity left ("guarantee");
+        otherwise other teams' loans hold the pool ("capacity": reclaiming or waiting helps)."""
+        account = self._account(team, accelerator)
+        after = account.used + gpus
+        if after > min(account.limit, account.cap):
+            return REASON_QUOTA
+        if after <= account.guaranteed:
+            return REASON_CAPACITY
+        extra = after - max(account.used, account.guaranteed)
+        unguaranteed, pinned_now = self.unguaranteed(accelerator)
+        if pinned and pinned_now + extra > unguaranteed:
+            return REASON_GUARANTEE
+        # Alone on an idle fleet: its guarantee, and what everyone else's guarantee could lend.
+        most_lent = unguaranteed + sum(min(other.lend_cap, other.guaranteed) for other in self._of(accelerator))
+        never = account.guaranteed + most_lent - min(account.lend_cap, account.guaranteed)
+        if never < gpus <= self.capacity[accelerator] or free_gpus >= gpus:
+            return REASON_QUOTA
+        return REASON_CAPACITY
+
+    # Holds -------------------------------------------------------------------------------------
+
+    def hold(self, team: str, accelerator: str, gpus: int, job_id: str, waited_s: float) -> None:
+        """The team's first waiting job (of `gpus` GPUs) that waited `hold_after_s` keeps its size
+        within the team's limit: the team's other work is admitted within the limit less that size,
+        never less than its guarantee. Nothing is kept for a job beyond the limit, nor where the
+        limit is beyond the accelerator's capacity."""
+        key = (team, accelerator)
+        if not self.holds_anything or key in self.holders or waited_s < self.hold_after_s:
+            return
+        account = self._account(team, accelerator)
+        if gpus > account.limit or account.limit >= self.capacity[accelerator]:
+            return
+        self.holders[key] = job_id
+        account.cap = max(account.limit - gpus, account.guaranteed)
+
+    def held_ahead(self, team: str, accelerator: str, job_id: str) -> float:
+        """The GPUs the team's limit keeps for a waiting job other than `job_id`."""
+        kept = self.kept_for(team, accelerator)
+        return 0.0 if kept is None or kept[0] == job_id else self.limit(team, accelerator) - kept[1]
+
+    def kept_for(self, team: str, accelerator: str) -> tuple[str, float] | None:
+        holder = self.holders.get((team, accelerator))
+        account = self.accounts.get((team, accelerator))
+        if holder is None or account is None or account.cap == math.inf:
+            return None
+        return holder, account.cap
+
+    # Changes -----------------------------------------------------------------------------------
+
+    def charge(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> None:
+        account = self._account(team, accelerator)
+        if pinned:
+            beyond = account.used + gpus - max(account.used, account.guaranteed)
+            self.pinned[accelerator] = self.pinned.get(accelerator, 0) + max(0, beyond)
+        account.used += gpus
+
+    def release(self, team: str, accelerator: str, gpus: int) -> None:
+        self._account(team, accelerator).used -= gpus
+
+
+# Whether an eviction pays, stated plainly ---------------------------------------------------------
+
+
+def _handover_s(choice: VictimChoice, policy: Policy) -> float:
+    """The preemptor waits out its victims' grace period if anyone is evicted; a shrink hands over at once."""
+    return max(0.0, policy.preemption_grace_s) if choice.evict else 0.0
+
+
+def _eviction_cost_gpu_s(choice: VictimChoice, handover_s: float) -> float:
+    """The work the evicted victims roll back, and their GPUs' time spent on the handover."""
+    return sum(victim.cost + handover_s * victim.gpus for victim in choice.evict)
+
+
+def _credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, policy: Policy, terms: _Terms) -> float:
+    """The wait an eviction saves `job`, as it is credited (inf: any cost pays).
+
+    Taking only lower-priority work: the wait to its natural start; once it has waited
+    `reclaim_after_s` (when that counts), all it has waited. Reclaiming loans: the wait to its
+    natural start, but no more than `reclaim_wait_credit` times what it has waited; past
+    `reclaim_after_s`, that multiple of its wait whatever the natural start (no credit factor:
+    any cost)."""
+    to_natural_s = natural_s - start_s
+    waited_s = max(0.0, now - job.submit_s)
+    past_bound = terms.by_age and policy.reclaim_after_s is not None and now - job.submit_s >= policy.reclaim_after_s
+    if terms.outranks:
+        return waited_s if past_bound else to_natural_s
+    factor = policy.reclaim_wait_credit
+    if factor is None:
+        return math.inf if past_bound else max(0.0, to_natural_s)
+    return waited_s * factor if past_bound else max(0.0, min(to_natural_s, waited_s * factor))
+
+
+def _eviction_pays(
+    job: Job,
+    gpus: int,
+    cost_gpu_s: float,
+    handover_s: float,
+    natural_s: float,
+    now: float,
+    policy: Policy,
+    terms: _Terms,
+) -> bool:
+    """An eviction pays when the job starts earlier by it than it would (at `natural_s`) and it destroys
+    nothing, or the job serves (its wait costs a service), or what it destroys is less than the
+    wait it saves on `gpus` GPUs."""
+    start_s = now + handover_s
+    if natural_s <= start_s:
+        return False
+    if cost_gpu_s <= 0.0 or job.kind == "serving":
+        return True
+    return cost_gpu_s < gpus * _credited_wait_s(job, natural_s, start_s, now, policy, terms)
+
+
+def _eviction_cap_gpu_s(
+    job: Job, gpus: int, handover_s: float, natural_s: float, now: float, policy: Policy, terms: _Terms
+) -> float:
+    """The cost every paying eviction stays below (`_eviction_pays` solved for the cost): nothing
+    pays when the job starts no earlier by it; an eviction that destroys nothing always pays
+    (the least positive cost)."""
+    start_s = now + handover_s
+    if natural_s <= start_s:
+        return 0.0
+    if job.kind == "serving":
+        return math.inf
+    return max(gpus * _credited_wait_s(job, natural_s, start_s, now, policy, terms), math.ulp(0.0))
+
+
+def _freed_quota(choice: VictimChoice) -> list[tuple[str, str, int]]:
+    """(team, accelerator, GPUs) each victim gives back: all of an evicted one, what a shrink gives up."""
+    freed = [(victim.run.job.team, victim.run.job.accelerator, victim.gpus) for victim in choice.evict]
+    for victim, allocation in choice.shrink:
+        freed.append((victim.run.job.team, victim.run.job.accelerator, victim.gpus - _gpus_of(allocation)))
+    return freed
+
+
+def _gpus_of(allocation: Allocation) -> int:
+    return sum(gpus for _, gpus in allocation)
