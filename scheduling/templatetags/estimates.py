@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 
 from scheduling.engine.estimate_range import FLOOR_S
 from scheduling.estimates import EstimateView
@@ -14,13 +15,18 @@ register = template.Library()
 @register.filter
 def likely_text(view: EstimateView | None, now_s: float) -> str:
     """``likely between 2h 00m and 9h 10m from now``; ``likely within 9h 10m`` when the range
-    starts now; "" without a range."""
+    starts now; "" without a range. Each end counts down on the fleet clock in the browser
+    (``data-fleet-until``, `static/scheduling/fleet_clock.js`)."""
     if view is None:
         return ""
-    low_s, high_s = view.likely.low_s - now_s, view.likely.high_s - now_s
-    if low_s <= FLOOR_S:
-        return f"likely within {duration(max(high_s, FLOOR_S))}"
-    return f"likely between {duration(low_s)} and {duration(high_s)} from now"
+    low_s, high_s = view.likely.low_s, view.likely.high_s
+    if low_s - now_s <= FLOOR_S:
+        return format_html("likely within {}", _until(high_s, now_s))
+    return format_html("likely between {} and {} from now", _until(low_s, now_s), _until(high_s, now_s))
+
+
+def _until(at_s: float, now_s: float) -> str:
+    return format_html('<span data-fleet-until="{}">{}</span>', f"{at_s:.0f}", duration(max(at_s - now_s, FLOOR_S)))
 
 
 @register.filter
@@ -37,13 +43,18 @@ def likely_basis(view: EstimateView | None) -> str:
 @register.filter
 def first_estimate_text(view: EstimateView | None, now_s: float) -> str:
     """``first estimate 3h 32m ago: in 1h 00m; moved +2h 32m since`` ("" when the job's first
-    estimate was not kept, or gave no date)."""
+    estimate was not kept, or gave no date); the time since counts on in the browser."""
     if view is None or view.first_estimate_at_s is None or view.first_estimate_s is None:
         return ""
     told_s = view.first_estimate_s - view.first_estimate_at_s
     told = "now" if told_s <= FLOOR_S else f"in {duration(told_s)}"
-    text = f"first estimate {duration(now_s - view.first_estimate_at_s)} ago: {told}"
+    since = format_html(
+        '<span data-fleet-since="{}">{}</span>',
+        f"{view.first_estimate_at_s:.0f}",
+        duration(now_s - view.first_estimate_at_s),
+    )
     moved_s = view.moved_s or 0.0
     if abs(moved_s) < FLOOR_S:
-        return f"{text}; not moved since"
-    return f"{text}; moved {'+' if moved_s > 0 else '−'}{duration(abs(moved_s))} since"
+        return format_html("first estimate {} ago: {}; not moved since", since, told)
+    sign = "+" if moved_s > 0 else "\u2212"
+    return format_html("first estimate {} ago: {}; moved {}{} since", since, told, sign, duration(abs(moved_s)))

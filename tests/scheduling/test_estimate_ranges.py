@@ -13,15 +13,45 @@ from django.core.management import call_command
 from django.test import Client
 
 from portal.redis_pools import shared_redis
-from scheduling.engine.estimate_range import DEFAULT_CALIBRATION, EstimateOutcome, calibrate, start_range
-from scheduling.estimates import CALIBRATION_KEY, estimate_calibration, estimates_measure
+from scheduling.engine.estimate_range import DEFAULT_CALIBRATION, EstimateOutcome, StartRange, calibrate, start_range
+from scheduling.estimates import CALIBRATION_KEY, EstimateView, estimate_calibration, estimates_measure
 from scheduling.live.waits import job_waits_for
 from scheduling.models import Job
+from scheduling.templatetags.estimates import first_estimate_text, likely_text
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import Fleet
 from tests.scheduling.waiting_jobs import HOUR, an_hour_later, no_cached_calibration, one_waiting
 
 pytestmark = pytest.mark.usefixtures("no_cached_calibration")
+
+
+def _view(low_s: float, high_s: float, first_s: float | None, first_at_s: float | None = 0.0) -> EstimateView:
+    return EstimateView(5 * HOUR, StartRange(low_s, high_s), 0.8, 0, first_s, first_at_s)
+
+
+@pytest.mark.parametrize(
+    ("view", "likely", "first"),
+    [
+        (
+            _view(2 * HOUR, 9 * HOUR, HOUR),
+            'likely between <span data-fleet-until="7200">1h 00m</span> and '
+            '<span data-fleet-until="32400">8h 00m</span> from now',
+            'first estimate <span data-fleet-since="0">1h 00m</span> ago: in 1h 00m; moved +4h 00m since',
+        ),
+        (
+            _view(HOUR + 30, 3 * HOUR, 6 * HOUR),
+            'likely within <span data-fleet-until="10800">2h 00m</span>',
+            'first estimate <span data-fleet-since="0">1h 00m</span> ago: in 6h 00m; moved \u22121h 00m since',
+        ),
+        (_view(HOUR, 2 * HOUR, 5 * HOUR + 30), "likely within", "in 5h 00m; not moved since"),
+        (_view(HOUR, 2 * HOUR, None), "likely within", ""),  # the first cycle gave no date
+        (_view(HOUR, 2 * HOUR, None, None), "likely within", ""),  # no first estimate kept
+    ],
+)
+def test_the_range_and_the_first_estimate_read_as_times_from_now(view: EstimateView, likely: str, first: str) -> None:
+    assert likely_text(view, HOUR).startswith(likely)
+    assert first_estimate_text(view, HOUR).endswith(first)
+    assert likely_text(None, HOUR) == first_estimate_text(None, HOUR) == ""
 
 
 def test_the_first_cycle_that_leaves_a_job_waiting_keeps_its_estimate_and_range(fleet: Fleet) -> None:
