@@ -51,6 +51,7 @@ import copy
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -104,21 +105,33 @@ from .preemption import (
     Candidate,
     VictimChoice,
     candidate_of,
-    may_preempt,
-    partial_reclaim_takes,
     pick_victims,
-    young_since_s,
 )
 
 STARTED = "started"
 
+# A quirk the fast engine keeps on purpose, which the reference states as intended unless asked to
+# plan as the fast engine does (`schedule_reference(..., quirks=FAST_PATH_QUIRKS)`):
+# the bound on what preemption could free, which decides whether a preemption attempt is made and
+# counted against `Policy.max_preemption_attempts`, counts a borrowed lower-priority run twice, once
+# by priority and once as a loan (`prepare.Takeable.plain_upper`). It only ever spends an attempt
+# (and scan budget) on a search that cannot succeed, so a later job may find the budget gone.
+DOUBLE_COUNTED_LOANS = "double-counted-loans"
+FAST_PATH_QUIRKS = frozenset({DOUBLE_COUNTED_LOANS})
 
-def schedule_reference(snapshot: Snapshot, now: float, *, explain: bool = True) -> Plan:
-    """The plan `schedule(snapshot, now, explain=explain)` gives, from the rules stated plainly.
+
+def schedule_reference(
+    snapshot: Snapshot, now: float, *, explain: bool = True, quirks: AbstractSet[str] = frozenset()
+) -> Plan:
+    """The plan the rules give, stated plainly: with `quirks=FAST_PATH_QUIRKS`, the plan
+    `schedule(snapshot, now, explain=explain)` gives.
 
     Without explanations the plan lists only the jobs waiting on topology, without estimates, as
     `schedule`'s does (the actions are the same either way)."""
-    cycle = _ReferenceCycle(snapshot, now)
+    unknown = set(quirks) - FAST_PATH_QUIRKS
+    if unknown:
+        raise ValueError(f"unknown quirks: {sorted(unknown)}")
+    cycle = _ReferenceCycle(snapshot, now, frozenset(quirks))
     queue = cycle.queue()
     if not snapshot.policy.topology_aware:
         cycle.keep_domains_for_gangs(queue)
@@ -159,8 +172,9 @@ class _Budgets:
 
 
 class _ReferenceCycle:
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, quirks: frozenset[str]) -> None:
         self.snapshot, self.now, self.policy = snapshot, now, snapshot.policy
+        self.quirks = quirks
         self.nodes: dict[str, Node] = {node.id: node for node in snapshot.nodes}
         self.actions: list[Action] = []
         self.running = self._triage(list(snapshot.running))  # Step 1.
@@ -505,21 +519,51 @@ class _ReferenceCycle:
 
     def _takeable_at_start(self, job: Job, reclaiming: bool, bounded_only: bool = False) -> int:
         """The most GPUs preemption could free for `job`, by priority and loans alone, from the running
-        work at the cycle's start: strictly lower-priority preemptible work, work already leaving,
-        and borrowed work when it reclaims its guarantee (only work whose lost work is bounded, for
-        a partial reclaim: `bounded_only`, `partial_reclaim_takes`)."""
+        work at the cycle's start: work already leaving, and each staying run that is preemptible and
+        of strictly lower priority, or, when it reclaims its guarantee, a loan (only a loan whose lost
+        work is bounded, for a partial reclaim: `bounded_only`). Each run counts once (the fast
+        engine's bound counts a lower-priority loan twice: `DOUBLE_COUNTED_LOANS`)."""
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
         staying = [run for run in runs if run.grace_until_s is None]
-        lower = sum(run.gpus for run in staying if run.job.preemptible and run.job.priority < job.priority)
         leaving = sum(run.gpus for run in runs if run.grace_until_s is not None)
-        since_s = young_since_s(self.policy, self.now)
-        loans = [
-            run
-            for run in staying
-            if run.borrowing and (not bounded_only or partial_reclaim_takes(run.job, run.start_s, since_s))
-        ]
-        borrowed = sum(run.gpus for run in loans) if reclaiming else 0
-        return lower + leaving + borrowed  # a borrowed lower-priority run counts twice: a bound
+
+        def lower(run: Running) -> bool:
+            return run.job.preemptible and run.job.priority < job.priority
+
+        def loan(run: Running) -> bool:
+            return reclaiming and run.borrowing and (not bounded_only or self._loss_bounded(run))
+
+        takeable = leaving + sum(run.gpus for run in staying if lower(run) or loan(run))
+        if DOUBLE_COUNTED_LOANS in self.quirks:
+            takeable += sum(run.gpus for run in staying if lower(run) and loan(run))
+        return takeable
+
+    def _loss_bounded(self, run: Running) -> bool:
+        """Whether a partial reclaim may take the loan `run`: what it would lose is bounded, as it
+        checkpoints (periodically or when told it is preempted) or (re)started no more than
+        `Policy.partial_reclaim_young_s` ago."""
+        interval_s, young_s = run.job.checkpoint_interval_s, self.policy.partial_reclaim_young_s
+        checkpoints = run.job.checkpoint_on_preempt or (interval_s is not None and interval_s > 0)
+        return checkpoints or (young_s is not None and run.start_s >= self.now - young_s)
+
+    def _may_take(self, job: Job, run: Running, reclaiming: bool, bounded_only: bool) -> bool:
+        """Whether `job` may take GPUs from `run`. A class that may not preempt takes nothing; work
+        nobody may preempt, or already leaving, is never taken; serving only by serving. Within a
+        team, strictly lower priority. From another team only real loans, leaving that team its
+        guarantee: strictly lower priority, or a loan its team reclaims (only a loan whose lost
+        work is bounded, for a partial reclaim)."""
+        victim = run.job
+        if not job.may_preempt or not victim.preemptible or run.grace_until_s is not None:
+            return False
+        if victim.kind == "serving" and job.kind != "serving":
+            return False
+        if victim.team == job.team:
+            return victim.priority < job.priority
+        if not self._covered(job, run):
+            return False
+        if victim.priority < job.priority:
+            return True
+        return reclaiming and run.borrowing and (not bounded_only or self._loss_bounded(run))
 
     def _natural_s(self, job: Job, gpus: int, level: str) -> float:
         """When `gpus` GPUs of `job` would start within `level` without preemption (inf: never)."""
@@ -554,9 +598,7 @@ class _ReferenceCycle:
             budgets.scan_budget -= 1
             visits -= 1
             run = candidate.run
-            covered = self._covered(job, run)
-            may = may_preempt(job, run, reclaiming, covered, bounded_only, young_since_s(policy, self.now))
-            if candidate.job_id in self.picked or not may:
+            if candidate.job_id in self.picked or not self._may_take(job, run, reclaiming, bounded_only):
                 continue
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue

@@ -56,6 +56,7 @@ from scheduling.engine import (
     schedule,
     schedule_reference,
 )
+from scheduling.engine.reference import FAST_PATH_QUIRKS
 
 from .estimate_coverage import ShownEstimate
 from .gate import CycleGate
@@ -83,9 +84,9 @@ def engine_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) 
 
 
 def reference_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
-    """The engine's rules stated plainly (`engine.reference`): the same plans, slowly (it explains
-    every job when asked for any)."""
-    return schedule_reference(snapshot, now, explain=bool(explain))
+    """The engine's rules stated plainly (`engine.reference`), keeping the fast engine's quirks: the
+    same plans, slowly (it explains every job when asked for any)."""
+    return schedule_reference(snapshot, now, explain=bool(explain), quirks=FAST_PATH_QUIRKS)
 
 
 # The engines a replay can run: the fast one, and the plain reference to check it against.

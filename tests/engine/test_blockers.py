@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scheduling.engine import Plan, Policy, Snapshot, schedule, schedule_reference
 from scheduling.engine.blockers import blocker_text
 from scheduling.engine.plan import Blocker
+from scheduling.engine.reference import FAST_PATH_QUIRKS
 
 from .builders import Scenario, fleet, job, quota, running, team
 from .strategies import contested_snapshots, gang_snapshots, snapshots
@@ -156,7 +157,7 @@ SETTINGS = settings(max_examples=100, deadline=None, database=None, suppress_hea
 
 def _same_blockers(snapshot: Snapshot, now: float) -> None:
     fast: Plan = schedule(snapshot, now)
-    plain: Plan = schedule_reference(snapshot, now)
+    plain: Plan = schedule_reference(snapshot, now, quirks=FAST_PATH_QUIRKS)
     assert fast.blockers(snapshot.pending) == plain.blockers(snapshot.pending)
     assert set(fast.blockers(snapshot.pending)) == {status.job_id for status in fast.pending}
 

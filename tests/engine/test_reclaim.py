@@ -25,7 +25,7 @@ from scheduling.engine import (
     schedule,
 )
 from scheduling.engine.reclaim import Terms, eviction_cap_gpu_s, eviction_pays
-from scheduling.engine.reference import schedule_reference
+from scheduling.engine.reference import FAST_PATH_QUIRKS, schedule_reference
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
 
@@ -559,7 +559,7 @@ def test_a_borrower_does_not_take_two_jobs_of_a_team_that_leave_it_below_its_gua
 
     assert plan.of_type(Preempt) == ()
     assert "urgent" not in started(plan)
-    assert schedule_reference(scenario.build(), NOW) == plan
+    assert schedule_reference(scenario.build(), NOW, quirks=FAST_PATH_QUIRKS) == plan
 
 
 def test_a_job_starting_within_its_own_guarantee_may_take_two_jobs_of_a_team_each_a_loan_alone() -> None:
@@ -570,4 +570,4 @@ def test_a_job_starting_within_its_own_guarantee_may_take_two_jobs_of_a_team_eac
 
     assert {action.job_id for action in plan.of_type(Preempt)} == {"b1", "b2"}
     assert started(plan) == {"urgent": (("p0-r0-n0", 8),)}
-    assert schedule_reference(scenario.build(), NOW) == plan
+    assert schedule_reference(scenario.build(), NOW, quirks=FAST_PATH_QUIRKS) == plan
