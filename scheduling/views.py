@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
@@ -37,7 +38,13 @@ from scheduling.selectors import (
     quota_left_for_teams,
 )
 from scheduling.services.jobs import fleet_now_s, job_cancel, job_submit
-from scheduling.services.nodes import NODE_ACTIONS, node_action, node_action_states
+from scheduling.services.nodes import (
+    NODE_ACTIONS,
+    DrainChanged,
+    node_action,
+    node_action_states,
+    node_drain_evictions,
+)
 from scheduling.services.preview import job_start_preview
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import teams_for_user
@@ -243,10 +250,23 @@ NODE_WORDS = {
 }
 
 
+# The drain confirmation's wording, the same on the fleet map's dialog and the confirmation page.
+DRAIN_WORDS = {
+    "evicts": "It cordons the node and evicts these jobs now, back to their last checkpoints:",
+    "none": "No job runs on it now: draining only cordons it.",
+    "confirm_one": "Drain and evict 1 job",
+    "confirm_many": "Drain and evict {count} jobs",
+    "confirm_none": "Drain",
+    "job": "#{id} {name}",
+    "job_detail": " · {team} · {gpus} GPUs on this node",
+}
+
+
 @login_required
 def fleet_map_view(request: HttpRequest) -> HttpResponse:
     pods = fleet_map(user=request.user)
     node_jobs = {node.id: node.jobs for pod in pods for rack in pod.racks for node in rack.nodes if node.jobs}
+    admin = is_fleet_admin(request.user)
     return render(
         request,
         "scheduling/fleet_map.html",
@@ -254,10 +274,29 @@ def fleet_map_view(request: HttpRequest) -> HttpResponse:
             "pods": pods,
             "node_jobs": node_jobs,
             "node_words": NODE_WORDS,
-            "admin": is_fleet_admin(request.user),
+            "admin": admin,
+            "evictions": _evictions_data() if admin else {},
+            "drain_words": DRAIN_WORDS,
             "actions": node_action_states(),
         },
     )
+
+
+def _evictions_data() -> dict[int, list[dict[str, object]]]:
+    """What a drain of each node would evict, for the fleet map's confirmation (admins only)."""
+    return {
+        node_id: [
+            {
+                "id": e.job_id,
+                "name": e.name,
+                "team": e.team,
+                "gpus": e.gpus_on_node,
+                "url": reverse("job-detail", args=[e.job_id]),
+            }
+            for e in evictions
+        ]
+        for node_id, evictions in node_drain_evictions().items()
+    }
 
 
 @login_required
@@ -271,9 +310,40 @@ def node_action_view(request: HttpRequest) -> HttpResponse:
         node = Node.objects.get(pk=int(request.POST.get("node", "")))
     except (ValueError, Node.DoesNotExist) as error:
         raise Http404("No such node.") from error
-    node = node_action(node=node, action=action, actor=request.user, sim_now_s=fleet_now_s())
+    confirmed = _job_ids(request.POST.get("evicts")) if action == "drain" else None
+    if action == "drain" and confirmed is None:
+        return _drain_confirm(request, node, changed=False)
+    try:
+        node = node_action(
+            node=node, action=action, actor=request.user, sim_now_s=fleet_now_s(), confirmed_evictions=confirmed
+        )
+    except DrainChanged:
+        return _drain_confirm(request, node, changed=True)
     messages.success(request, f"{node.name}: {action} done, now {node.get_state_display().lower()}.")
     return redirect("fleet-map")
+
+
+def _job_ids(text: str | None) -> set[int] | None:
+    """``"12,40"`` (the jobs a drain was confirmed to evict; empty: none) as ids; None when not sent
+    or not a list of ids."""
+    if text is None:
+        return None
+    ids = [id_from_text(part) for part in text.split(",") if part.strip()]
+    return None if None in ids else {i for i in ids if i is not None}
+
+
+def _drain_confirm(request: HttpRequest, node: Node, *, changed: bool) -> HttpResponse:
+    """The page that asks before a drain, listing the jobs it would evict now (also when the jobs
+    on the node changed since the admin confirmed: 409, nothing done)."""
+    evictions = node_drain_evictions(node_id=node.pk).get(node.pk, [])
+    context = {
+        "node": node,
+        "evictions": evictions,
+        "evicts": ",".join(str(e.job_id) for e in evictions),
+        "changed": changed,
+        "words": DRAIN_WORDS,
+    }
+    return render(request, "scheduling/node_drain_confirm.html", context, status=409 if changed else 200)
 
 
 @login_required

@@ -66,18 +66,52 @@
     node.addEventListener("click", function () {
       if (!dialog) { show(node); return; }
       dialog.querySelector("[name=node]").value = node.dataset.node;
-      dialog.querySelector("[data-field=name]").textContent = node.dataset.name;
+      dialog.querySelectorAll("[data-field=name]").forEach(function (field) { field.textContent = node.dataset.name; });
       dialog.querySelector("[data-field=summary]").textContent = describe(node);
       // Only the actions that apply to the node as it is now (the server says which, per state).
       dialog.querySelectorAll("[data-states]").forEach(function (button) {
         button.hidden = button.dataset.states.split(" ").indexOf(node.dataset.state) < 0;
       });
+      confirming(false);
       hide();
       dialog.showModal();
     });
   });
   if (dialog) {
     dialog.querySelector("[data-close]").addEventListener("click", function () { dialog.close(); });
+    dialog.querySelector("[data-back]").addEventListener("click", function () { confirming(false); });
+    // Drain asks first: the jobs it would evict, linked, with their GPUs on the node. The server
+    // drains only if exactly these jobs still run there, else it asks again with the new list.
+    var drain = dialog.querySelector("[data-part=actions] [value=drain]");
+    if (drain) drain.addEventListener("click", function (event) {
+      event.preventDefault();
+      confirming(true);
+    });
+  }
+
+  function confirming(on) {
+    dialog.querySelector("[data-part=actions]").hidden = on;
+    dialog.querySelector("[data-part=confirm]").hidden = !on;
+    var evicts = dialog.querySelector("[name=evicts]");
+    evicts.disabled = !on;
+    if (!on) return;
+    var drainWords = JSON.parse(document.getElementById("drain-words").textContent);
+    var listed = JSON.parse(document.getElementById("node-evictions").textContent)[dialog.querySelector("[name=node]").value] || [];
+    var list = dialog.querySelector("#drain-jobs");
+    list.textContent = "";
+    listed.forEach(function (job) {
+      var item = document.createElement("li"), link = document.createElement("a");
+      link.href = job.url;
+      link.textContent = fill(drainWords.job, job);
+      item.appendChild(link);
+      item.appendChild(document.createTextNode(fill(drainWords.job_detail, job)));
+      list.appendChild(item);
+    });
+    evicts.value = listed.map(function (job) { return job.id; }).join(",");
+    dialog.querySelector("[data-field=drain-summary]").textContent = listed.length ? drainWords.evicts : drainWords.none;
+    dialog.querySelector("#drain-confirm-button").textContent = !listed.length ? drainWords.confirm_none
+      : listed.length === 1 ? drainWords.confirm_one : fill(drainWords.confirm_many, { count: listed.length });
+    dialog.querySelector("#drain-confirm-button").focus();
   }
   // A link to one node (the incidents page's) lands on it with its card open.
   var linked = location.hash && document.getElementById(location.hash.slice(1));

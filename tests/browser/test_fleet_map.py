@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group
 from playwright.sync_api import Page, expect
 
-from scheduling.models import Node
+from scheduling.models import Job, Node
 from tenants.models import AuditEvent
 from tenants.roles import FLEET_ADMIN
 from tests.browser.journeys import log_in, off_loop
@@ -91,3 +91,31 @@ def test_node_labels_read_on_every_fill_free_partly_used_and_full(asgi_server: s
 
     assert len(contrasts) == 2 * len(fleet.nodes)
     assert min(contrasts) >= 4.5, contrasts
+
+
+def test_drain_asks_first_listing_the_jobs_it_evicts_then_drains(asgi_server: str, page: Page) -> None:
+    fleet = off_loop(build_fleet)
+    admin = UserFactory()
+    admin.groups.add(Group.objects.get_or_create(name=FLEET_ADMIN)[0])
+    job = fleet.submit(gpus=8, name="on-the-node")
+    off_loop(fleet.tick)
+    node = Node.objects.get(allocations__job=job)
+    log_in(page, asgi_server, admin.username)
+
+    page.goto(f"{asgi_server}/fleet/")
+    page.locator(f"#node-{node.pk}").click()
+    page.locator("#node-dialog").get_by_role("button", name="Drain", exact=True).click()
+
+    confirm = page.locator("#drain-confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm).to_contain_text(f"#{job.pk} on-the-node · Language Models · 8 GPUs on this node")
+    expect(confirm.get_by_role("link", name=f"#{job.pk} on-the-node")).to_have_attribute("href", f"/jobs/{job.pk}/")
+    assert Node.objects.get(pk=node.pk).state == Node.State.UP  # nothing happened yet
+    confirm.get_by_role("button", name="Back").click()
+    expect(confirm).to_be_hidden()
+    page.locator("#node-dialog").get_by_role("button", name="Drain", exact=True).click()
+    confirm.get_by_role("button", name="Drain and evict 1 job").click()
+
+    expect(page.locator(".messages")).to_contain_text(f"{node.name}: drain done, now cordoned")
+    assert Node.objects.get(pk=node.pk).state == Node.State.CORDONED
+    assert Job.objects.get(pk=job.pk).grace_until_s is not None

@@ -157,7 +157,7 @@ def test_a_drained_nodes_gang_leaves_at_once_and_restarts_elsewhere_from_its_che
     job = _running_gang(fleet)
     node_id = sorted(_nodes_of(job))[0]
 
-    admin.post("/fleet/node-action/", {"node": node_id, "action": "drain"})
+    admin.post("/fleet/node-action/", {"node": node_id, "action": "drain", "evicts": str(job.pk)})  # as confirmed
     fleet.tick(speed=5.0)
     fleet.tick(speed=5.0)
 
