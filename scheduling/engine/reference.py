@@ -23,21 +23,30 @@ The cycle, as `schedule` states it:
  5. Elastic growth into idle GPUs on accelerators where nothing waits for capacity.
  6. A reason and an estimated start (or what it waits for) for every job that did not start.
 
-Reused from the engine, because they are the rules themselves, stated once, on plain inputs: quota
-admission, refusal and who reclaims (`quota.QuotaLedger`), fair-share factors, the gang patience
-level (`placement.gang_level`, shorter for a team below its guarantee), the domains single-node jobs
-leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes
-worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
-`worst_runtime_s`, `worst_penalty`), when the job would fit along the release profile
-(`backfill.earliest_start`, `reservation_start`), who may preempt whom and what an eviction costs
-and saves (`preemption.may_preempt`, `partial_reclaim_takes`, `candidate_of`, `pick_victims`;
-`reclaim.eviction_pays` and its helpers). The helpers that want an `AcceleratorPool` get a fresh
-one, built from the plain state for the question at hand.
+Stated here, in the reference's own words: the queue order and fair share, quota admission,
+borrowing, lending, holds and refusals (`_PlainLedger`, every total summed from the teams' accounts
+when read), who may preempt whom and what preemption could free, whether an eviction pays and what
+it costs, placement of single-node jobs and gangs, backfill around reservations, elastic growth, and
+the estimates. Still reused from the fast path, until they are restated here
+(`tests/engine/test_reference.py` lists them, and the list only shrinks): the gang patience level
+(`placement.gang_level`, `backfill.gang_level_now`), the domains single-node jobs leave to waiting
+gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes worth trying
+(`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
+`worst_runtime_s`, `worst_penalty`), when a job would fit along the release profile
+(`backfill.earliest_start`, `reservation_start`), and the victim search (`preemption.pick_victims`
+on `candidate_of`), and placement's shape helpers (`nodes_needed`, `narrower`, `pack_whole_nodes`,
+`first_in_one_domain`, `capacity.level_of`). The helpers that want an `AcceleratorPool` get a
+fresh one, built from the plain state for the question at hand. The blockers
+(`blockers.describe_blockers`) are one explanation for both engines, read from each one's end state.
 
-Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Two
-places where the fast engine's behaviour is stated as it is rather than as one might expect: a
-growth's `borrowing` is judged once the accelerator's growth is done (not as each job grows), and
-the bound that decides whether a preemption attempt counts sums a borrowed lower-priority run twice.
+Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Where
+the fast engine keeps a quirk on purpose, the reference states the rule as intended and keeps the
+quirk only when asked (`quirks=FAST_PATH_QUIRKS`, as the whole-plan comparisons and the simulator's
+`--engine reference` do); a strict `xfail` test names each quirk and shows it on a minimal case:
+`DOUBLE_COUNTED_LOANS`, the bound that decides whether a preemption attempt counts sums a borrowed
+lower-priority run twice. One place where the fast engine's behaviour is stated as it is rather
+than as one might expect: a growth's `borrowing` is judged once the accelerator's growth is done
+(not as each job grows).
 
 Budgets are part of the rules (`Policy.max_preemption_attempts`, `preemption_scan_budget`, and at
 most `reservation_depth` + 4 reservation attempts per accelerator), and so is what counts against
@@ -72,7 +81,6 @@ from .backfill import (
 from .blockers import EndState, describe_blockers
 from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
-from .fairshare import fairshare_factors, fairshare_priorities
 from .model import LEVEL_RANK, Job, Node, Policy, Running, Snapshot
 from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
@@ -253,8 +261,7 @@ class _ReferenceCycle:
                 snapshot.pending,
                 key=lambda job: (-job.priority, job.submit_s > oldest, job.estimate_s, job.submit_s, job.id),
             )
-        factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if policy.fairshare else {}
-        priorities = fairshare_priorities(factors)
+        priorities = _fairshare_priorities(snapshot) if policy.fairshare else {}
         weight = max(0.0, policy.age_weight)
 
         def score(job: Job) -> float:
@@ -1052,6 +1059,29 @@ class _ReferenceCycle:
         pods = {self.nodes[n].pod if n in self.nodes else n for n in node_ids}
         level = "rack" if len(racks) == 1 else "pod" if len(pods) == 1 else "fleet"
         return self.policy.penalty(level)
+
+
+def _fairshare_priorities(snapshot: Snapshot) -> dict[str, float]:
+    """Slurm's classic fair-share factor per team with usage, 2^(-U/S): the team's decayed usage per
+    entitlement (its guarantees over all accelerators, at least one GPU, times its fair-share
+    weight), over the mean of that across those teams. 1.0: nothing used; heavier users tend to 0."""
+    guaranteed: dict[str, int] = {}
+    for quota in snapshot.quotas:
+        guaranteed[quota.team] = guaranteed.get(quota.team, 0) + max(0, quota.guaranteed)
+    weights = {team.id: team.fairshare_weight for team in snapshot.teams}
+
+    def entitlement(team: str) -> float:
+        if team not in guaranteed and team not in weights:
+            return 1.0
+        return max(guaranteed.get(team, 0), 1) * max(weights.get(team, 1.0), 1e-9)
+
+    per_entitlement = {team: max(0.0, used) / entitlement(team) for team, used in snapshot.usage}
+    if not per_entitlement:
+        return {}
+    mean = math.fsum(per_entitlement.values()) / len(per_entitlement)
+    if mean <= 0.0:
+        return dict.fromkeys(per_entitlement, 1.0)
+    return {team: math.pow(2.0, -share / mean) for team, share in per_entitlement.items()}
 
 
 def _used_per_node(running: list[Running]) -> dict[str, int]:

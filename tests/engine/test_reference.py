@@ -143,7 +143,6 @@ NOT_YET_RESTATED = {
     },
     "capacity": {"AcceleratorPool", "level_of"},
     "elastic": {"reduced_sizes"},
-    "fairshare": {"fairshare_factors", "fairshare_priorities"},
     "placement": {
         "Fit",
         "first_in_one_domain",
@@ -186,8 +185,9 @@ def test_the_reference_imports_only_data_types_and_the_rules_it_has_yet_to_resta
         )
 
 
-def test_the_reference_no_longer_reuses_the_quota_ledger_or_the_eviction_rules() -> None:
-    assert not _reference_imports().keys() & {"quota", "reclaim", "schedule", "prepare", "explain", "cycle_state"}
+def test_the_reference_no_longer_reuses_the_quota_ledger_the_eviction_rules_or_fair_share() -> None:
+    forbidden = {"quota", "reclaim", "fairshare", "schedule", "prepare", "explain", "cycle_state", "ordering"}
+    assert not _reference_imports().keys() & forbidden
 
 
 def _double_counted_loans_snapshot() -> Snapshot:
