@@ -26,6 +26,7 @@ from scheduling.selectors import (
     team_gpus_now,
 )
 from scheduling.services.jobs import fleet_now_s
+from scheduling.serving_shortfall import serving_blocked
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -53,6 +54,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "team_summary": team_share_summary_text(teams),
             "serving": serving_attainment_last_day(sim_now_s=fleet_now_s()),
             "serving_slo_s": SERVING_SLO_S,
+            "serving_blocked": serving_blocked(user=request.user),
         },
     )
 
