@@ -40,6 +40,7 @@ from scheduling.models import Job
 from scheduling.services.jobs import fleet_now_s
 
 CALIBRATION_KEY = "fleetline:estimate-calibration"
+BULK_BATCH = 500
 
 
 Row = tuple[int, float | None, float | None, float | None, float | None, float | None, float | None]
@@ -113,8 +114,11 @@ def first_estimates_record(*, statuses: Iterable[PendingStatus], sim_now_s: floa
         if estimate_s is not None:
             shown = start_range(calibration, gpus=job.gpus, now_s=sim_now_s, estimated_start_s=estimate_s)
             job.first_estimate_low_s, job.first_estimate_high_s = shown.low_s, shown.high_s
+    # In batches: a burst of submissions gets its first estimates in one tick.
     Job.objects.bulk_update(
-        fresh, ["first_estimate_at_s", "first_estimate_s", "first_estimate_low_s", "first_estimate_high_s"]
+        fresh,
+        ["first_estimate_at_s", "first_estimate_s", "first_estimate_low_s", "first_estimate_high_s"],
+        batch_size=BULK_BATCH,
     )
     return len(fresh)
 
