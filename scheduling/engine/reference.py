@@ -25,19 +25,20 @@ The cycle, as `schedule` states it:
 
 Stated here, in the reference's own words: the queue order and fair share, quota admission,
 borrowing, lending, holds and refusals (`_PlainLedger`, every total summed from the teams' accounts
-when read), who may preempt whom and what preemption could free, whether an eviction pays and what
-it costs, placement of single-node jobs and gangs, backfill around reservations, elastic growth, and
-the estimates. Still reused from the fast path, until they are restated here
-(`tests/engine/test_reference.py` lists them, and the list only shrinks): the gang patience level
-(`placement.gang_level`, `backfill.gang_level_now`), the domains single-node jobs leave to waiting
-gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes worth trying
-(`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
+when read), who may preempt whom and what preemption could free, which victims are chosen
+(`_choose_victims`, with the early stop that decides among the cheapest victims looked at), whether
+an eviction pays and what it costs, placement of single-node jobs and gangs, backfill around
+reservations, elastic growth, and the estimates. Still reused from the fast path, until they are
+restated here (`tests/engine/test_reference.py` lists them, and the list only shrinks): the gang
+patience level (`placement.gang_level`, `backfill.gang_level_now`), the domains single-node jobs
+leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes
+worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
 `worst_runtime_s`, `worst_penalty`), when a job would fit along the release profile
-(`backfill.earliest_start`, `reservation_start`), and the victim search (`preemption.pick_victims`
-on `candidate_of`), and placement's shape helpers (`nodes_needed`, `narrower`, `pack_whole_nodes`,
-`first_in_one_domain`, `capacity.level_of`). The helpers that want an `AcceleratorPool` get a
-fresh one, built from the plain state for the question at hand. The blockers
-(`blockers.describe_blockers`) are one explanation for both engines, read from each one's end state.
+(`backfill.earliest_start`, `reservation_start`), and placement's shape helpers (`nodes_needed`,
+`narrower`, `pack_whole_nodes`, `first_in_one_domain`, `capacity.level_of`). The helpers that want
+an `AcceleratorPool` get a fresh one, built from the plain state for the question at hand. The
+blockers (`blockers.describe_blockers`) are one explanation for both engines, read from each one's
+end state.
 
 Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Where
 the fast engine keeps a quirk on purpose, the reference states the rule as intended and keeps the
@@ -59,7 +60,7 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -108,12 +109,6 @@ from .plan import (
     Shrink,
     Start,
     reserved_for,
-)
-from .preemption import (
-    Candidate,
-    VictimChoice,
-    candidate_of,
-    pick_victims,
 )
 
 STARTED = "started"
@@ -519,7 +514,7 @@ class _ReferenceCycle:
             if cap_gpu_s <= grace_s and not (shrinkable and natural_s > self.now):
                 continue
             eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable, bounded_only)
-            choice = pick_victims(job, target, self._pool(accelerator), eligible, max_level=max_level, held=self.held)
+            choice = _choose_victims(target, self._fleet(accelerator), eligible, max_level)
             if choice is not None and self._hand_over(job, target, choice, max_level, partial):
                 return True
         return False
@@ -586,7 +581,7 @@ class _ReferenceCycle:
 
     def _eligible(
         self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool, bounded_only: bool
-    ) -> Iterator[Candidate]:
+    ) -> Iterator[_Victim]:
         """The running work (at the cycle's start) `job` may take (`may_preempt`; only loans whose lost
         work is bounded for a partial reclaim), cheapest first (work lost, priority, id). Each
         candidate looked at costs one unit of the scan budget; one search looks at no more than a
@@ -598,7 +593,7 @@ class _ReferenceCycle:
         visits = max(1, policy.preemption_scan_budget // 4)
         stop_gpu_s = math.inf if shrinkable else cap_gpu_s
         runs = [run for run in self.running if run.job.accelerator == job.accelerator]
-        candidates = sorted((candidate_of(run, policy.elastic) for run in runs), key=_cheapest_first)
+        candidates = sorted((_victim_of(run, policy.elastic) for run in runs), key=_cheapest_first)
         for candidate in candidates:
             if budgets.scan_budget <= 0 or visits <= 0 or candidate.cost >= stop_gpu_s:
                 return
@@ -639,7 +634,7 @@ class _ReferenceCycle:
             if other.grace_until_s is not None and (other.job.team, other.job.accelerator) == (team, accelerator)
         )
 
-    def _hand_over(self, job: Job, gpus: int, choice: VictimChoice, max_level: str, partial: int | None) -> bool:
+    def _hand_over(self, job: Job, gpus: int, choice: _Choice, max_level: str, partial: int | None) -> bool:
         """Tentatively give the victims' quota back; if the job is then admitted and the eviction pays
         at its natural start (for `partial` GPUs, not by age, when that is not None), evict and shrink
         them and start the job on their GPUs; else change nothing."""
@@ -685,7 +680,7 @@ class _ReferenceCycle:
                 self.releases[f"{job.id} handover"] = _Release("", job.accelerator, self.now + wait_s, grace)
         return True
 
-    def _held_through_grace(self, choice: VictimChoice, allocation: Allocation) -> Allocation:
+    def _held_through_grace(self, choice: _Choice, allocation: Allocation) -> Allocation:
         """What evicted victims leave beside the preemptor, on nodes not held for a reservation: no
         one may use it before their grace is over (they still write their checkpoints there)."""
         taken = dict(allocation)
@@ -707,7 +702,7 @@ class _ReferenceCycle:
             if gpus > 0 and node_id not in self.held:
                 self.free[node_id] += gpus
 
-    def _handover_fit(self, choice: VictimChoice, gpus: int) -> Fit:
+    def _handover_fit(self, choice: _Choice, gpus: int) -> Fit:
         """The job starts on the chosen node, or packed on the chosen whole nodes."""
         gpn, node_ids = self.policy.gpus_per_node, list(choice.node_ids)
         allocation = ((node_ids[0], gpus),) if gpus <= gpn else pack_whole_nodes(node_ids, gpus, gpn)
@@ -1032,6 +1027,18 @@ class _ReferenceCycle:
         used = {node.id: node.usable_gpus - free[node.id] for node in nodes}
         return AcceleratorPool(accelerator, nodes, used, self.policy.gpus_per_node)
 
+    def _fleet(self, accelerator: str) -> _Fleet:
+        """The accelerator's nodes as the victim search reads them."""
+        nodes = [self.nodes[node_id] for node_id in self._node_ids(accelerator)]
+        return _Fleet(
+            free={node.id: self.free[node.id] for node in nodes},
+            usable={node.id: node.usable_gpus for node in nodes},
+            rack={node.id: node.rack_key for node in nodes},
+            pod={node.id: node.pod for node in nodes},
+            held=frozenset(self.held),
+            gpus_per_node=self.policy.gpus_per_node,
+        )
+
     def _profile(self, accelerator: str) -> ReleaseProfile:
         """When GPUs of `accelerator` come free: every holder's release, not before now."""
         profile = ReleaseProfile(self.now)
@@ -1092,7 +1099,7 @@ def _used_per_node(running: list[Running]) -> dict[str, int]:
     return used
 
 
-def _cheapest_first(candidate: Candidate) -> tuple[float, int, str]:
+def _cheapest_first(candidate: _Victim) -> tuple[float, int, str]:
     return candidate.cost, candidate.priority, candidate.job_id
 
 
@@ -1100,7 +1107,7 @@ def _progress_of(run: Running) -> tuple[float, float, float, bool, float | None]
     return run.start_s, run.progress_s, run.checkpoint_s, run.borrowing, run.grace_until_s
 
 
-def _ids(candidates: tuple[Candidate, ...]) -> tuple[str, ...]:
+def _ids(candidates: tuple[_Victim, ...]) -> tuple[str, ...]:
     return tuple(candidate.job_id for candidate in candidates)
 
 
@@ -1322,12 +1329,12 @@ class _PlainLedger:
 # Whether an eviction pays, stated plainly ---------------------------------------------------------
 
 
-def _handover_s(choice: VictimChoice, policy: Policy) -> float:
+def _handover_s(choice: _Choice, policy: Policy) -> float:
     """The preemptor waits out its victims' grace period if anyone is evicted; a shrink hands over at once."""
     return max(0.0, policy.preemption_grace_s) if choice.evict else 0.0
 
 
-def _eviction_cost_gpu_s(choice: VictimChoice, handover_s: float) -> float:
+def _eviction_cost_gpu_s(choice: _Choice, handover_s: float) -> float:
     """The work the evicted victims roll back, and their GPUs' time spent on the handover."""
     return sum(victim.cost + handover_s * victim.gpus for victim in choice.evict)
 
@@ -1386,7 +1393,7 @@ def _eviction_cap_gpu_s(
     return max(gpus * _credited_wait_s(job, natural_s, start_s, now, policy, terms), math.ulp(0.0))
 
 
-def _freed_quota(choice: VictimChoice) -> list[tuple[str, str, int]]:
+def _freed_quota(choice: _Choice) -> list[tuple[str, str, int]]:
     """(team, accelerator, GPUs) each victim gives back: all of an evicted one, what a shrink gives up."""
     freed = [(victim.run.job.team, victim.run.job.accelerator, victim.gpus) for victim in choice.evict]
     for victim, allocation in choice.shrink:
@@ -1396,3 +1403,276 @@ def _freed_quota(choice: VictimChoice) -> list[tuple[str, str, int]]:
 
 def _gpus_of(allocation: Allocation) -> int:
     return sum(gpus for _, gpus in allocation)
+
+
+# Victims, stated plainly --------------------------------------------------------------------------
+
+# The victim search stops looking at candidates once it has this many nodes to choose from (or four
+# per node a gang needs, if more), and looks four times as far each time what it has cannot be
+# combined into a choice (`tests/engine/test_reference.py` checks they are the fast engine's).
+ENOUGH_NODES = 16
+NODES_PER_GANG_NODE = 4
+GOAL_GROWTH = 4
+# Below every job priority: the priority of a node that is freed without taking anything.
+_NO_PRIORITY = -(2**31)
+
+
+@dataclass(frozen=True, slots=True)
+class _Victim:
+    """A running job seen as a possible victim: the work evicting it rolls back (`cost`, GPU-seconds:
+    nothing for a job already leaving) and the GPUs it could give up by shrinking toward its
+    `min_gpus` instead (`shrinkable`: only under an elastic policy, never while leaving)."""
+
+    run: Running
+    cost: float
+    shrinkable: int
+
+    @property
+    def job_id(self) -> str:
+        return self.run.job.id
+
+    @property
+    def priority(self) -> int:
+        return self.run.job.priority
+
+    @property
+    def gpus_on(self) -> Allocation:
+        return self.run.allocation
+
+    @property
+    def gpus(self) -> int:
+        return _gpus_of(self.run.allocation)
+
+
+def _victim_of(run: Running, elastic: bool) -> _Victim:
+    leaving = run.grace_until_s is not None
+    shrinkable = 0
+    if elastic and run.job.min_gpus is not None and not leaving:
+        shrinkable = max(0, _gpus_of(run.allocation) - run.job.min_gpus)
+    return _Victim(run, 0.0 if leaving else run.lost_gpu_s, shrinkable)
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """The victims chosen: the nodes the job starts on, whom to evict, whom to shrink to what."""
+
+    node_ids: tuple[str, ...]
+    evict: tuple[_Victim, ...]
+    shrink: tuple[tuple[_Victim, Allocation], ...]
+
+
+class _Option(NamedTuple):
+    """One way to get GPUs on a node: evict a victim (all it runs there) or shrink it (no work lost)."""
+
+    evicts: bool
+    cost: float
+    priority: int
+    job_id: str
+    released: int
+    victim: _Victim
+    node_id: str
+
+
+class _Freed(NamedTuple):
+    """The cheapest options that free a node: their cost, their highest priority, the options."""
+
+    cost: float
+    top_priority: int
+    picks: tuple[_Option, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    """What the victim search reads of an accelerator's nodes: free GPUs now (0 on nodes held for a
+    reservation), usable GPUs, rack and pod, the nodes held for reservations, GPUs per node."""
+
+    free: dict[str, int]
+    usable: dict[str, int]
+    rack: dict[str, str]
+    pod: dict[str, str]
+    held: AbstractSet[str]
+    gpus_per_node: int
+
+    def whole(self) -> list[str]:
+        """The nodes with a whole node's GPUs free, in id order."""
+        return sorted(node_id for node_id, free in self.free.items() if free >= self.gpus_per_node)
+
+
+def _choose_victims(gpus: int, fleet: _Fleet, candidates: Iterable[_Victim], max_level: str) -> _Choice | None:
+    """The cheapest victims that let `gpus` GPUs of a job fit within `max_level`, or None.
+
+    A single-node job needs all its GPUs on one node; a gang needs whole nodes, in one domain of
+    `max_level` (a gang cannot fit one node). `candidates` come cheapest first and are looked at one
+    by one (each look may cost scan budget: they are drawn only as needed). A node "can be freed"
+    when it lacks the GPUs the job needs there (all of them for a single-node job, a whole node for
+    a gang) and the candidates looked at so far run enough there to make up the difference; nodes
+    held for a reservation, nodes too small, and other accelerators' nodes never count, nor do
+    nodes that have the room already.
+
+    The search stops early, and that changes who is chosen: once it has `ENOUGH_NODES` nodes to
+    choose from (or `NODES_PER_GANG_NODE` per node a gang needs, if more; a gang counts the whole
+    nodes free already), and, for a gang bound to a rack or pod, once some domain with a node that
+    can be freed has enough whole or freeable nodes for it, it chooses among the candidates looked
+    at so far (`_cheapest_choice`). When they cannot be combined into a choice, it looks on until it
+    has `GOAL_GROWTH` times as many nodes, and so on; after the last candidate it chooses among
+    all it looked at."""
+    gpn = fleet.gpus_per_node
+    single = gpus <= gpn
+    if not single and LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+        return None
+    count = 1 if single else nodes_needed(gpus, gpn)
+    goal = max(ENOUGH_NODES, NODES_PER_GANG_NODE * count)
+    seen: list[_Victim] = []
+    for candidate in candidates:
+        seen.append(candidate)
+        freeable = _freeable(gpus, fleet, seen)
+        whole = 0 if single else len(fleet.whole())
+        if len(freeable) + whole >= goal and _domain_ready(fleet, freeable, count, max_level):
+            choice = _cheapest_choice(gpus, fleet, seen, max_level)
+            if choice is not None:
+                return choice
+            goal *= GOAL_GROWTH
+    return _cheapest_choice(gpus, fleet, seen, max_level)
+
+
+def _needed_on_node(gpus: int, gpus_per_node: int) -> int:
+    """What a job needs free on each of its nodes: all its GPUs, or (a gang) a whole node."""
+    return gpus if gpus <= gpus_per_node else gpus_per_node
+
+
+def _options(gpus: int, fleet: _Fleet, seen: list[_Victim]) -> dict[str, list[_Option]]:
+    """Per node that could ever hold the job's share, every way the victims seen free GPUs there:
+    shrinking one (up to what it may give up, no more than it runs there) or evicting it."""
+    needed = _needed_on_node(gpus, fleet.gpus_per_node)
+    options: dict[str, list[_Option]] = {}
+    for victim in seen:
+        for node_id, on_node in victim.gpus_on:
+            if node_id not in fleet.free or node_id in fleet.held or fleet.usable[node_id] < needed:
+                continue
+            here = options.setdefault(node_id, [])
+            if victim.shrinkable:
+                released = min(on_node, victim.shrinkable)
+                here.append(_Option(False, 0.0, victim.priority, victim.job_id, released, victim, node_id))
+            here.append(_Option(True, victim.cost, victim.priority, victim.job_id, on_node, victim, node_id))
+    return options
+
+
+def _freeable(gpus: int, fleet: _Fleet, seen: list[_Victim]) -> list[str]:
+    """The nodes (in id order) that lack room for the job's share but that the victims seen could free."""
+    needed = _needed_on_node(gpus, fleet.gpus_per_node)
+    return [
+        node_id
+        for node_id, options in sorted(_options(gpus, fleet, seen).items())
+        if fleet.free[node_id]
+        < needed
+        <= fleet.free[node_id] + sum(option.released for option in options if option.evicts)
+    ]
+
+
+def _domain_ready(fleet: _Fleet, freeable: list[str], count: int, max_level: str) -> bool:
+    """A gang bound to a rack or pod: some domain with a freeable node has `count` whole or freeable nodes."""
+    if count == 1 or max_level == "fleet":
+        return True
+    domain = fleet.rack if max_level == "rack" else fleet.pod
+    whole = fleet.whole()
+    return any(sum(1 for n in freeable + whole if domain[n] == domain[node_id]) >= count for node_id in freeable)
+
+
+def _free_node(options: list[_Option], need: int) -> _Freed | None:
+    """The cheapest options on one node that give back `need` GPUs: shrinks first (no work lost),
+    then evictions, cheapest, lowest priority, by id, until enough is given back; evicting a job
+    already shrunk there replaces the shrink; the last shrink gives up only what is still needed."""
+    picks: dict[str, _Option] = {}
+    released = 0
+    for option in sorted(options, key=lambda o: (o.evicts, o.cost, o.priority, o.job_id)):
+        if released >= need:
+            break
+        previous = picks.get(option.job_id)
+        if previous is not None:
+            released -= previous.released
+        if not option.evicts and option.released > need - released:
+            option = option._replace(released=need - released)
+        picks[option.job_id] = option
+        released += option.released
+    if released < need:
+        return None
+    top = max((option.priority for option in picks.values()), default=_NO_PRIORITY)
+    return _Freed(sum(option.cost for option in picks.values()), top, tuple(picks.values()))
+
+
+def _cheapest_choice(gpus: int, fleet: _Fleet, seen: list[_Victim], max_level: str) -> _Choice | None:
+    """The cheapest choice among the victims seen (`_cheapest_node`, `_cheapest_domain`)."""
+    options = _options(gpus, fleet, seen)
+    freeable = _freeable(gpus, fleet, seen)
+    if gpus <= fleet.gpus_per_node:
+        return _cheapest_node(gpus, fleet, options, freeable)
+    return _cheapest_domain(gpus, fleet, options, freeable, max_level)
+
+
+def _cheapest_node(gpus: int, fleet: _Fleet, options: dict[str, list[_Option]], freeable: list[str]) -> _Choice | None:
+    """A single-node job takes the node freed at the least cost, then with the lowest highest
+    priority taken, the fewest victims, the node id."""
+    best: tuple[tuple[float, int, int, str], str, tuple[_Option, ...]] | None = None
+    for node_id in freeable:
+        freed = _free_node(options[node_id], gpus - fleet.free[node_id])
+        if freed is None:
+            continue
+        key = (freed.cost, freed.top_priority, len(freed.picks), node_id)
+        if best is None or key < best[0]:
+            best = (key, node_id, freed.picks)
+    return None if best is None else _fold_choice((best[1],), best[2])
+
+
+def _cheapest_domain(
+    gpus: int, fleet: _Fleet, options: dict[str, list[_Option]], freeable: list[str], max_level: str
+) -> _Choice | None:
+    """A gang takes, in the narrowest domain (rack, then pod, then the fleet, up to `max_level`)
+    that has enough whole or freeable nodes, its cheapest nodes (whole ones cost nothing): the
+    domain whose nodes cost the least in all (a victim counted on each node it frees), then with
+    the lowest highest priority taken, then the domain's name."""
+    gpn = fleet.gpus_per_node
+    count = nodes_needed(gpus, gpn)
+    per_node = dict.fromkeys(fleet.whole(), _Freed(0.0, _NO_PRIORITY, ()))
+    for node_id in freeable:
+        freed = _free_node(options[node_id], gpn - fleet.free[node_id])
+        if freed is not None:
+            per_node[node_id] = freed
+    for level in ("rack", "pod", "fleet"):
+        if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
+            break
+        groups: dict[str, list[str]] = {}
+        for node_id in sorted(per_node):
+            name = fleet.rack[node_id] if level == "rack" else fleet.pod[node_id] if level == "pod" else "fleet"
+            groups.setdefault(name, []).append(node_id)
+        chosen: tuple[tuple[float, int, str], list[str]] | None = None
+        for name, members in sorted(groups.items()):
+            if len(members) < count:
+                continue
+            cheapest = sorted(members, key=lambda n: (per_node[n].cost, per_node[n].top_priority, n))[:count]
+            key = (sum(per_node[n].cost for n in cheapest), max(per_node[n].top_priority for n in cheapest), name)
+            if chosen is None or key < chosen[0]:
+                chosen = (key, cheapest)
+        if chosen is not None:
+            picks = tuple(option for node_id in chosen[1] for option in per_node[node_id].picks)
+            return _fold_choice(tuple(chosen[1]), picks)
+    return None
+
+
+def _fold_choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> _Choice:
+    """Per-node picks become whole-job decisions: a job evicted on one node is evicted everywhere,
+    and one asked to give up more than it may shrink by, over all the chosen nodes, is evicted."""
+    evicted = {option.job_id: option.victim for option in picks if option.evicts}
+    shrink_on: dict[str, dict[str, int]] = {}
+    victims = {option.job_id: option.victim for option in picks}
+    for option in picks:
+        if not option.evicts:
+            shrink_on.setdefault(option.job_id, {})[option.node_id] = option.released
+    shrinks: list[tuple[_Victim, Allocation]] = []
+    for job_id in sorted(shrink_on.keys() - evicted.keys()):
+        victim, given = victims[job_id], shrink_on[job_id]
+        if sum(given.values()) > victim.shrinkable:
+            evicted[job_id] = victim
+            continue
+        kept = tuple((n, on_node - given.get(n, 0)) for n, on_node in victim.gpus_on if on_node - given.get(n, 0) > 0)
+        shrinks.append((victim, kept))
+    return _Choice(node_ids, tuple(evicted[job_id] for job_id in sorted(evicted)), tuple(shrinks))

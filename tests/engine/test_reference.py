@@ -152,7 +152,6 @@ NOT_YET_RESTATED = {
         "nodes_needed",
         "pack_whole_nodes",
     },
-    "preemption": {"Candidate", "VictimChoice", "candidate_of", "pick_victims"},
 }
 
 
@@ -185,8 +184,18 @@ def test_the_reference_imports_only_data_types_and_the_rules_it_has_yet_to_resta
         )
 
 
-def test_the_reference_no_longer_reuses_the_quota_ledger_the_eviction_rules_or_fair_share() -> None:
-    forbidden = {"quota", "reclaim", "fairshare", "schedule", "prepare", "explain", "cycle_state", "ordering"}
+def test_the_reference_no_longer_reuses_the_quota_ledger_the_eviction_rules_fair_share_or_the_victim_search() -> None:
+    forbidden = {
+        "quota",
+        "reclaim",
+        "fairshare",
+        "schedule",
+        "prepare",
+        "explain",
+        "cycle_state",
+        "ordering",
+        "preemption",
+    }
     assert not _reference_imports().keys() & forbidden
 
 
@@ -242,3 +251,44 @@ def test_quirk_double_counted_loans_the_fast_engine_spends_an_attempt_that_canno
 def test_the_reference_refuses_a_quirk_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="unknown quirks"):
         schedule_reference(_double_counted_loans_snapshot(), 500.0, quirks={"no-such-quirk"})
+
+
+def test_the_victim_search_stops_where_the_fast_engine_stops() -> None:
+    """The early stop of the victim search is a rule (it changes who is chosen): the reference keeps
+    its own copy of the numbers, which must be the fast engine's."""
+    from scheduling.engine import preemption, reference
+
+    assert (reference.ENOUGH_NODES, reference.NODES_PER_GANG_NODE, reference.GOAL_GROWTH) == (
+        preemption.ENOUGH_NODES,
+        preemption.NODES_PER_GANG_NODE,
+        preemption.GOAL_GROWTH,
+    )
+
+
+def _early_stop_snapshot() -> Snapshot:
+    """Seventeen full nodes. On n00..n15, two 4-GPU jobs each (40 GPU-s of work lost apiece, 80 to
+    free the node); on n16, one 8-GPU job (48 GPU-s lost). An 8-GPU job of higher priority that has
+    waited long enough for any eviction to pay."""
+
+    def job(job_id: str, priority: int, gpus: int) -> Job:
+        return Job(job_id, "alpha", "training", priority, True, "a100", gpus, 1000.0, 0.0, time_limit_s=1000.0)
+
+    nodes = tuple(Node(f"n{index:02}", "p0", f"r{index // 4}", "a100") for index in range(17))
+    running = [Running(job("whole", 0, 8), (("n16", 8),), 0.0, 6.0, 0.0, False)]
+    for index in range(16):
+        for half in ("a", "b"):
+            running.append(Running(job(f"v{index:02}{half}", 0, 4), ((f"n{index:02}", 4),), 0.0, 10.0, 0.0, False))
+    policy = Policy(reclaim_after_s=0.0, reservation_depth=0)
+    return Snapshot(nodes, tuple(running), (job("urgent", 10, 8),), (Team("alpha", "research"),), (), policy)
+
+
+def test_the_victim_search_chooses_among_what_it_looked_at_once_it_has_enough_nodes() -> None:
+    """The 32 cheaper victims already free sixteen nodes: the search stops there and frees n00 for
+    80 GPU-s of lost work, never reaching the single 48 GPU-s victim on n16."""
+    snapshot = _early_stop_snapshot()
+
+    plain = schedule_reference(snapshot, 500.0)
+
+    assert [action.job_id for action in plain.of_type(Preempt)] == ["v00a", "v00b"]
+    assert [(action.job_id, action.allocation) for action in plain.of_type(Start)] == [("urgent", (("n00", 8),))]
+    assert plain == schedule(snapshot, 500.0)
