@@ -66,8 +66,22 @@ class Node:
         return 0 if self.cordoned else max(0, min(self.gpus, self.healthy_gpus))
 
 
-# One tuple object per shape of job (`Job.shape`), kept for the life of the process.
-_SHAPES: dict[tuple[int, str, str, int, int | None], tuple[int, str, str, int, int | None]] = {}
+# One tuple object per shape of job (`Job.shape`), interned by value. Bounded: past
+# `SHAPES_KEPT` shapes the oldest is forgotten, and a job of a forgotten shape brings its own
+# object, which only makes it a shape apart in `schedule.QueueShapes` (its lookups made twice,
+# the plan the same: `test_fast_paths.py`).
+JobShape = tuple[int, str, str, int, int | None]
+SHAPES_KEPT = 1 << 16
+_SHAPES: dict[JobShape, JobShape] = {}
+
+
+def _interned(shape: JobShape) -> JobShape:
+    kept = _SHAPES.get(shape)
+    if kept is None:
+        if len(_SHAPES) >= SHAPES_KEPT:
+            del _SHAPES[next(iter(_SHAPES))]
+        kept = _SHAPES[shape] = shape
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +115,14 @@ class Job:
     # (priority, team, accelerator, gpus, min_gpus): what the queue's order of owners and borrowers
     # reads of a job (`schedule.QueueShapes`), made once per job, one object for every job of the
     # shape (an unpickled job brings its own copy, which only counts as a shape of its own).
-    shape: tuple[int, str, str, int, int | None] = field(init=False, repr=False, compare=False)
+    shape: JobShape = field(init=False, repr=False, compare=False)
     # The runtime the scheduler plans with: the time limit when given, else the duration (a field
     # made once per job, read as a plain attribute where long queues are sorted by it).
     estimate_s: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.priority, self.team, self.accelerator, self.gpus, self.min_gpus)
-        object.__setattr__(self, "shape", _SHAPES.setdefault(shape, shape))
+        object.__setattr__(self, "shape", _interned(shape))
         object.__setattr__(self, "estimate_s", self.duration_s if self.time_limit_s is None else self.time_limit_s)
 
     @property
