@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import F, Q
@@ -38,6 +39,9 @@ from scheduling.engine.estimate_range import (
 from scheduling.live.waits import JobWait
 from scheduling.models import Job
 from scheduling.services.jobs import fleet_now_s
+
+if TYPE_CHECKING:
+    from scheduling.selectors import JobRow
 
 CALIBRATION_KEY = "fleetline:estimate-calibration"
 BULK_BATCH = 500
@@ -170,6 +174,14 @@ def estimate_views_for(
         job.pk: estimate_view(job=job, wait=waits[job.pk], now_s=now_s, calibration=calibration) for job in estimated
     }
     return {job_id: view for job_id, view in views.items() if view is not None}
+
+
+def job_rows_estimated(*, rows: list[JobRow], now_s: float) -> list[JobRow]:
+    """The rows, each pending one with an estimate given its range and first estimate."""
+    views = estimate_views_for(
+        jobs=[row.job for row in rows], waits={row.job.pk: row.wait for row in rows if row.wait}, now_s=now_s
+    )
+    return [replace(row, estimate=views.get(row.job.pk)) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)

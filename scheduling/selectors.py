@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q, QuerySet, Sum
@@ -20,6 +20,9 @@ from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, Sch
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import quota_overview_for_team
+
+if TYPE_CHECKING:
+    from scheduling.estimates import EstimateView
 
 AnyUser = User | AnonymousUser
 
@@ -78,6 +81,8 @@ class JobRow:
 
     job: Job
     wait: JobWait | None
+    # How far its estimate can be trusted, where a page shows it (`scheduling.estimates`).
+    estimate: EstimateView | None = None
 
 
 def job_rows(*, jobs: Iterable[Job]) -> list[JobRow]:

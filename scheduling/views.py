@@ -21,7 +21,7 @@ from api.views.jobs import JobFilter
 from portal.auth import AuthenticatedHttpRequest
 from portal.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
 from portal.forms import id_from_text
-from scheduling.estimates import estimate_views_for
+from scheduling.estimates import estimate_views_for, job_rows_estimated
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows
@@ -114,7 +114,7 @@ def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     now_s = fleet_now_s()
     context = {
         "page": page,
-        "rows": job_rows(jobs=page),
+        "rows": job_rows_estimated(rows=job_rows(jobs=page), now_s=now_s),
         "show": show,
         "sort": sort,
         "query": request.GET.get("q", ""),

@@ -90,6 +90,9 @@ def test_the_job_page_shows_the_likely_range_and_how_far_the_estimate_moved(flee
     assert "moved +2h 00m since" in html
     assert "of starts on replays of real traces" in html  # no history yet: the default calibration
 
+    listed = client.get("/jobs/").content.decode()
+    assert listed.count("likely ") == 1  # the waiting job's row; the running one has no range
+
 
 def test_the_share_of_starts_within_the_range_first_shown_is_measured_on_the_rows(fleet: Fleet) -> None:
     job = one_waiting(fleet)
