@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_itp import fleet_for_load  # noqa: E402
 
 from scheduling.engine import Job, Policy  # noqa: E402
-from scheduling.engine.detector import DetectorPolicy, measure_detector  # noqa: E402
+from scheduling.engine.detector import DetectorPolicy, Streams, measure_detector  # noqa: E402
 from scheduling.engine.progress import restore_lower_bound_s  # noqa: E402
 from scheduling.sim.failures import FailureOptions  # noqa: E402
 from scheduling.sim.simulator import run_simulation  # noqa: E402
@@ -100,7 +100,7 @@ def main() -> int:
         detector = DetectorPolicy(dead_after_missed=k)
         row = {"dead_after_missed": k, "timeout_s": detector.dead_after_s}
         row.update(run_once(jobs, nodes, replace(base, detector=detector)))
-        stats = measure_detector(random.Random(options.seed), detector, gangs=20, horizon_s=1800.0)
+        stats = measure_detector(random.Random(options.seed), detector, Streams(gangs=20, horizon_s=1800.0))
         row["detector"] = stats.as_dict()
         timeout_rows.append(row)
     storage_rows = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .failures import Rng
 
@@ -131,77 +131,114 @@ class DetectorStats:
         }
 
 
-def measure_detector(
-    rng: Rng,
-    policy: DetectorPolicy,
-    *,
-    gangs: int = 40,
-    gang_nodes: int = 8,
-    horizon_s: float = 3600.0,
-    step_s: float = 10.0,
-    step_jitter: float = 0.1,
-    heartbeat_loss: float = 0.02,
-    slowdown_range: tuple[float, float] = (1.2, 3.0),
-) -> DetectorStats:
-    """Crafted streams: in each gang one node crashes (even gangs) or turns slow (odd gangs) at a
-    random time; heartbeats are lost with probability ``heartbeat_loss``; step times carry
-    log-normal jitter of ``step_jitter``. The detector looks once per heartbeat interval."""
-    dead_ttd: list[float] = []
-    slow_ttd: list[float] = []
-    dead_missed = slow_missed = misclassified = false_positives = 0
-    healthy_s = 0.0
-    for g in range(gangs):
-        nodes = [f"g{g}n{i}" for i in range(gang_nodes)]
-        victim, crash = nodes[rng.randrange(gang_nodes)], g % 2 == 0
-        fail_s = rng.uniform(0.2, 0.8) * horizon_s
-        slowdown = rng.uniform(*slowdown_range)
-        phase = {node: rng.uniform(0, policy.heartbeat_interval_s) for node in nodes}
-        steps: dict[str, list[float]] = {node: [] for node in nodes}
-        gang_clock = 0.0
-        flagged: dict[str, tuple[str, float]] = {}
-        heard: dict[str, float | None] = {node: None for node in nodes}
-        beat_index = {node: 0 for node in nodes}
-        check = policy.heartbeat_interval_s
-        while check <= horizon_s:
-            while gang_clock < check and not (crash and gang_clock >= fail_s):
-                times = {n: step_s * math.exp(rng.gauss(0.0, step_jitter)) for n in nodes}
-                if not crash and gang_clock >= fail_s:
-                    times[victim] *= slowdown
-                for n in nodes:
-                    steps[n].append(times[n])
-                gang_clock += max(times.values())
+@dataclass(frozen=True)
+class Streams:
+    """The crafted streams `measure_detector` replays: `gangs` gangs of `gang_nodes` nodes over
+    `horizon_s`, steps of `step_s` with log-normal jitter `step_jitter`, heartbeats lost with
+    probability `heartbeat_loss`, a slow node slowed by a factor drawn from `slowdown_range`."""
+
+    gangs: int = 40
+    gang_nodes: int = 8
+    horizon_s: float = 3600.0
+    step_s: float = 10.0
+    step_jitter: float = 0.1
+    heartbeat_loss: float = 0.02
+    slowdown_range: tuple[float, float] = (1.2, 3.0)
+
+
+def measure_detector(rng: Rng, policy: DetectorPolicy, streams: Streams = Streams()) -> DetectorStats:
+    """Crafted streams (`Streams`): in each gang one node crashes (even gangs) or turns slow (odd
+    gangs) at a random time; heartbeats are lost with probability ``heartbeat_loss``; step times
+    carry log-normal jitter of ``step_jitter``. The detector looks once per heartbeat interval."""
+    tally = _Tally()
+    for g in range(streams.gangs):
+        tally.add(_replay_gang(rng, policy, streams, g), streams.horizon_s)
+    return tally.stats()
+
+
+@dataclass
+class _Gang:
+    """One gang's replay: its nodes, the failing one, how and when it failed, and what the
+    detector flagged (verdict and when, per node)."""
+
+    nodes: list[str]
+    victim: str
+    crash: bool
+    fail_s: float
+    flagged: dict[str, tuple[str, float]]
+
+
+def _replay_gang(rng: Rng, policy: DetectorPolicy, streams: Streams, g: int) -> _Gang:
+    horizon_s, interval_s = streams.horizon_s, policy.heartbeat_interval_s
+    nodes = [f"g{g}n{i}" for i in range(streams.gang_nodes)]
+    victim, crash = nodes[rng.randrange(streams.gang_nodes)], g % 2 == 0
+    fail_s = rng.uniform(0.2, 0.8) * horizon_s
+    slowdown = rng.uniform(*streams.slowdown_range)
+    phase = {node: rng.uniform(0, interval_s) for node in nodes}
+    steps: dict[str, list[float]] = {node: [] for node in nodes}
+    gang_clock = 0.0
+    flagged: dict[str, tuple[str, float]] = {}
+    heard: dict[str, float | None] = {node: None for node in nodes}
+    beat_index = {node: 0 for node in nodes}
+    check = interval_s
+    while check <= horizon_s:
+        while gang_clock < check and not (crash and gang_clock >= fail_s):
+            times = {n: streams.step_s * math.exp(rng.gauss(0.0, streams.step_jitter)) for n in nodes}
+            if not crash and gang_clock >= fail_s:
+                times[victim] *= slowdown
             for n in nodes:
-                while phase[n] + beat_index[n] * policy.heartbeat_interval_s <= check:
-                    sent = phase[n] + beat_index[n] * policy.heartbeat_interval_s
-                    beat_index[n] += 1
-                    if (crash and n == victim and sent > fail_s) or rng.random() < heartbeat_loss:
-                        continue
-                    heard[n] = sent
-            window = {n: s[-policy.slow_consecutive_steps :] for n, s in steps.items()}
-            for n, verdict in classify(now_s=check, last_heartbeat_s=heard, gangs=[window], policy=policy).items():
-                if verdict != OK and n not in flagged:
-                    flagged[n] = (verdict, check)
-            check += policy.heartbeat_interval_s
+                steps[n].append(times[n])
+            gang_clock += max(times.values())
         for n in nodes:
-            verdict, at = flagged.get(n, (OK, horizon_s))
-            if n != victim:
-                healthy_s += horizon_s
-                false_positives += verdict != OK
+            while phase[n] + beat_index[n] * interval_s <= check:
+                sent = phase[n] + beat_index[n] * interval_s
+                beat_index[n] += 1
+                if (crash and n == victim and sent > fail_s) or rng.random() < streams.heartbeat_loss:
+                    continue
+                heard[n] = sent
+        window = {n: s[-policy.slow_consecutive_steps :] for n, s in steps.items()}
+        for n, verdict in classify(now_s=check, last_heartbeat_s=heard, gangs=[window], policy=policy).items():
+            if verdict != OK and n not in flagged:
+                flagged[n] = (verdict, check)
+        check += interval_s
+    return _Gang(nodes, victim, crash, fail_s, flagged)
+
+
+@dataclass
+class _Tally:
+    """What the replays of the gangs add up to (`DetectorStats`)."""
+
+    dead_ttd: list[float] = field(default_factory=list)
+    slow_ttd: list[float] = field(default_factory=list)
+    dead_missed: int = 0
+    slow_missed: int = 0
+    misclassified: int = 0
+    false_positives: int = 0
+    healthy_s: float = 0.0
+
+    def add(self, gang: _Gang, horizon_s: float) -> None:
+        for n in gang.nodes:
+            verdict, at = gang.flagged.get(n, (OK, horizon_s))
+            if n != gang.victim:
+                self.healthy_s += horizon_s
+                self.false_positives += verdict != OK
                 continue
-            expected = DEAD if crash else SLOW
+            expected = DEAD if gang.crash else SLOW
             if verdict == OK:
-                dead_missed += crash
-                slow_missed += not crash
-            elif verdict != expected or at < fail_s:
-                misclassified += 1
+                self.dead_missed += gang.crash
+                self.slow_missed += not gang.crash
+            elif verdict != expected or at < gang.fail_s:
+                self.misclassified += 1
             else:
-                (dead_ttd if crash else slow_ttd).append(at - fail_s)
-    return DetectorStats(
-        sum(dead_ttd) / len(dead_ttd) if dead_ttd else None,
-        sum(slow_ttd) / len(slow_ttd) if slow_ttd else None,
-        dead_missed,
-        slow_missed,
-        misclassified,
-        false_positives,
-        healthy_s / 3600.0,
-    )
+                (self.dead_ttd if gang.crash else self.slow_ttd).append(at - gang.fail_s)
+
+    def stats(self) -> DetectorStats:
+        return DetectorStats(
+            sum(self.dead_ttd) / len(self.dead_ttd) if self.dead_ttd else None,
+            sum(self.slow_ttd) / len(self.slow_ttd) if self.slow_ttd else None,
+            self.dead_missed,
+            self.slow_missed,
+            self.misclassified,
+            self.false_positives,
+            self.healthy_s / 3600.0,
+        )

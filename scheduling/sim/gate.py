@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 
 from scheduling.engine import FleetState, Job, Policy
 from scheduling.engine.preemption import bounded_loss, partial_reclaim_takes, young_since_s
+from scheduling.engine.runs import RunRecord
 
 Key = tuple[str, str]  # (team, accelerator)
 
@@ -303,11 +304,24 @@ def _reclaims(unused: int, size: int, share: float) -> bool:
 
 def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, int], *, strict_fifo: bool) -> bool:
     """The gate's rule over the whole FleetState, without any incremental bookkeeping (for tests:
-    `CycleGate.could_start` must say the same after every change)."""
-    per_node = policy.gpus_per_node
+    `CycleGate.could_start` must say the same after every change): a job could start, preempt, or
+    a running job grow."""
     free_on = {node_id: state.node_usable[node_id] - state.node_used[node_id] for node_id in state.nodes}
-    accelerator_of = {node_id: node.accelerator for node_id, node in state.nodes.items()}
     pending = list(state.pending.values())
+    runs = list(state.running.values())
+    return (
+        _plain_could_start(state, policy, free_on, pending, strict_fifo)
+        or (policy.preemption and _plain_could_preempt(state, policy, guarantees, pending, runs))
+        or (policy.elastic and _plain_could_grow(free_on, runs))
+    )
+
+
+def _plain_could_start(
+    state: FleetState, policy: Policy, free_on: Mapping[str, int], pending: list[Job], strict_fifo: bool
+) -> bool:
+    """Whether some job that may start (the heads, under strict FIFO) fits the free GPUs now."""
+    per_node = policy.gpus_per_node
+    accelerator_of = {node_id: node.accelerator for node_id, node in state.nodes.items()}
     if strict_fifo and not policy.backfill and not policy.fairshare and policy.within_team_order == "submit":
         heads: dict[str, Job] = {}
         for job in sorted(pending, key=lambda j: (-j.priority, j.submit_s, j.id)):
@@ -323,7 +337,13 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
         if size > per_node and sum(1 for gpus in frees if gpus >= per_node) >= -(-size // per_node):
             if sum(frees) >= size:
                 return True
-    runs = list(state.running.values())
+    return False
+
+
+def _plain_could_preempt(
+    state: FleetState, policy: Policy, guarantees: Mapping[Key, int], pending: list[Job], runs: list[RunRecord]
+) -> bool:
+    """Whether some pending job outranks a preemptible run of its accelerator, or reclaims a loan."""
     used: dict[Key, int] = {}
     leaving: dict[Key, int] = {}
     for run in runs:
@@ -331,27 +351,30 @@ def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, 
         used[key] = used.get(key, 0) + run.gpus
         if run.grace_until_s is not None:
             leaving[key] = leaving.get(key, 0) + run.gpus
-    if policy.preemption:
-        for job in pending:
-            size = job.min_gpus or job.gpus
-            key = (job.team, job.accelerator)
-            unused = guarantees.get(key, 0) - used.get(key, 0)
-            reclaiming = _reclaims(unused, size, policy.reclaim_guaranteed_share)
-            for run in runs:
-                victim = run.job
-                if run.grace_until_s is not None or victim.accelerator != job.accelerator:
-                    continue
-                if victim.preemptible and victim.priority < job.priority:
-                    return True
-                other = (victim.team, victim.accelerator)
-                surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
-                if reclaiming and victim.team != job.team and surplus > 0:
-                    if unused >= size or partial_reclaim_takes(victim, run.start_s, young_since_s(policy, state.now)):
-                        return True
-    if policy.elastic:
+    for job in pending:
+        size = job.min_gpus or job.gpus
+        key = (job.team, job.accelerator)
+        unused = guarantees.get(key, 0) - used.get(key, 0)
+        reclaiming = _reclaims(unused, size, policy.reclaim_guaranteed_share)
         for run in runs:
-            job = run.job
-            if run.grace_until_s is None and job.max_gpus is not None and job.max_gpus > run.gpus:
-                if any(free_on[node_id] > 0 for node_id, _ in run.allocation):
+            victim = run.job
+            if run.grace_until_s is not None or victim.accelerator != job.accelerator:
+                continue
+            if victim.preemptible and victim.priority < job.priority:
+                return True
+            other = (victim.team, victim.accelerator)
+            surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
+            if reclaiming and victim.team != job.team and surplus > 0:
+                if unused >= size or partial_reclaim_takes(victim, run.start_s, young_since_s(policy, state.now)):
                     return True
+    return False
+
+
+def _plain_could_grow(free_on: Mapping[str, int], runs: list[RunRecord]) -> bool:
+    """Whether an elastic run below its largest size has free GPUs on one of its nodes."""
+    for run in runs:
+        job = run.job
+        if run.grace_until_s is None and job.max_gpus is not None and job.max_gpus > run.gpus:
+            if any(free_on[node_id] > 0 for node_id, _ in run.allocation):
+                return True
     return False

@@ -11,6 +11,7 @@ from scheduling.engine.detector import (
     OK,
     SLOW,
     DetectorPolicy,
+    Streams,
     classify,
     dead_detected_at,
     is_dead,
@@ -75,7 +76,7 @@ def test_a_dead_node_is_dead_not_slow_and_a_slow_node_heartbeating_is_slow_not_d
 
 
 def test_the_measured_detector_finds_every_crash_in_about_k_intervals_without_false_alarms() -> None:
-    stats = measure_detector(random.Random(7), DetectorPolicy(), gangs=10, horizon_s=1200.0)
+    stats = measure_detector(random.Random(7), DetectorPolicy(), Streams(gangs=10, horizon_s=1200.0))
 
     assert stats.dead_missed == 0 and stats.misclassified == 0
     # k intervals after the last heartbeat (up to one interval before the crash), seen at the next check.
@@ -86,6 +87,6 @@ def test_the_measured_detector_finds_every_crash_in_about_k_intervals_without_fa
 def test_a_hair_trigger_detector_pays_in_false_positives() -> None:
     hair = DetectorPolicy(dead_after_missed=1, slow_consecutive_steps=1)
 
-    stats = measure_detector(random.Random(7), hair, gangs=10, horizon_s=1200.0, heartbeat_loss=0.05)
+    stats = measure_detector(random.Random(7), hair, Streams(gangs=10, horizon_s=1200.0, heartbeat_loss=0.05))
 
     assert stats.false_positives > 0
