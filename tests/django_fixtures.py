@@ -45,15 +45,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         embedded_redis.stop(started, settings.EMBEDDED_REDIS_SOCKET)
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(request: pytest.FixtureRequest) -> None:
-    """The production hasher costs a good part of a second per user; tests that only log in with
-    force_login do not need it. Browser tests keep it: their server checks real passwords."""
-    if request.node.get_closest_marker("browser") is None:
-        settings_fixture = request.getfixturevalue("settings")
-        settings_fixture.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _database_url() -> str:
     """A URL for the database the test session is using right now (the test database)."""
     db = connection.settings_dict

@@ -15,3 +15,9 @@ from portal.settings import *  # noqa: E402, F403
 # bound outlives the tick, so slow work later in the same test (a schema build on a loaded box)
 # would lose the connection. Tests that exercise the bound set it in their child's environment.
 FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", "120"))
+
+# The production hasher (PBKDF2, a million rounds) costs about a second per password on a busy
+# two-core machine, once per user a factory makes and again per login a browser test's server
+# checks. The tests prove that passwords are checked, not how slowly: every process of the test
+# session (this one and the servers it starts, which inherit these settings) hashes with MD5.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
