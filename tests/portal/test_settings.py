@@ -19,7 +19,10 @@ from django.core.management.base import CommandError
 from django.test import Client, override_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = "import json, django; django.setup(); from django.conf import settings as s; print(json.dumps({n: str(getattr(s, n)) for n in NAMES}))"  # noqa: E501
+# Reading a setting imports the settings module, where every value and every refusal comes from;
+# django.setup() on top (the apps, a second or two of imports) adds nothing to what is read.
+PROBE = "import json; from django.conf import settings as s; print(json.dumps({n: str(getattr(s, n)) for n in NAMES}))"  # noqa: E501
+SET_UP = "import django; django.setup(); "
 # Variables that would change what the probes read.
 OURS = {
     "DEBUG",
@@ -60,8 +63,10 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _settings(var_dir: Path, names: list[str], **env: str) -> dict[str, str]:
-    result = _run([sys.executable, "-c", f"NAMES = {names!r}; {PROBE}"], _env(var_dir, **env))
+def _settings(var_dir: Path, names: list[str], *, set_up: bool = False, **env: str) -> dict[str, str]:
+    """The settings ``names`` as a fresh process reads them; ``set_up`` also sets Django up first."""
+    code = f"NAMES = {names!r}; {SET_UP if set_up else ''}{PROBE}"
+    result = _run([sys.executable, "-c", code], _env(var_dir, **env))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -87,7 +92,7 @@ def test_a_management_command_without_redis_url_starts_no_redis_server(var_dir: 
     assert result.returncode == 0, result.stderr
     assert not socket_path.exists()
     assert _redis_servers_on(var_dir) == []
-    probed = _settings(var_dir, ["REDIS_URL"], DEBUG="1", FLEETLINE_REDIS_SOCKET=str(socket_path))
+    probed = _settings(var_dir, ["REDIS_URL"], set_up=True, DEBUG="1", FLEETLINE_REDIS_SOCKET=str(socket_path))
     assert probed["REDIS_URL"] == f"unix://{socket_path}"
     assert _redis_servers_on(var_dir) == []
 
