@@ -15,12 +15,13 @@ register = template.Library()
 @register.filter
 def likely_text(view: EstimateView | None, now_s: float) -> str:
     """``likely between 2h 00m and 9h 10m from now``; ``likely within 9h 10m`` when the range
-    starts now; "" without a range. Each end counts down on the fleet clock in the browser
-    (``data-fleet-until``, `static/scheduling/fleet_clock.js`)."""
+    starts now or within a tenth of its high end (a low end of minutes, which the fleet clock
+    passes within seconds, says nothing next to hours); "" without a range. Each end counts down
+    on the fleet clock in the browser (``data-fleet-until``, `static/scheduling/fleet_clock.js`)."""
     if view is None:
         return ""
     low_s, high_s = view.likely.low_s, view.likely.high_s
-    if low_s - now_s <= FLOOR_S:
+    if low_s - now_s <= max(FLOOR_S, (high_s - now_s) / 10.0):
         return format_html("likely within {}", _until(high_s, now_s))
     return format_html("likely between {} and {} from now", _until(low_s, now_s), _until(high_s, now_s))
 

@@ -44,6 +44,11 @@ def _view(low_s: float, high_s: float, first_s: float | None, first_at_s: float 
             'first estimate <span data-fleet-since="0">1h 00m</span> ago: in 6h 00m; moved \u22121h 00m since',
         ),
         (_view(HOUR, 2 * HOUR, 5 * HOUR + 30), "likely within", "in 5h 00m; not moved since"),
+        (
+            _view(HOUR + 120, 3 * HOUR, 5 * HOUR),
+            'likely within <span data-fleet-until="10800">2h 00m',
+            "not moved since",
+        ),
         (_view(HOUR, 2 * HOUR, None), "likely within", ""),  # the first cycle gave no date
         (_view(HOUR, 2 * HOUR, None, None), "likely within", ""),  # no first estimate kept
     ],
@@ -86,7 +91,7 @@ def test_the_job_page_shows_the_likely_range_and_how_far_the_estimate_moved(flee
 
     html = client.get(f"/jobs/{job.pk}/").content.decode()
 
-    assert 'id="job-likely"' in html and "likely between" in html
+    assert 'id="job-likely"' in html and "likely within" in html
     assert "moved +2h 00m since" in html
     assert "of starts on replays of real traces" in html  # no history yet: the default calibration
 
