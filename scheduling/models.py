@@ -428,6 +428,12 @@ class UsageSample(models.Model):
     useful_gpu_s = models.FloatField(default=0.0)
     lost_gpu_s = models.FloatField(default=0.0)
     borrowed_gpu_s = models.FloatField(default=0.0)
+    # Lost, split by why (``scheduling.cycle.ledger._charge``); rows written before the split
+    # hold zeros here, and their lost is the unsplit remainder.
+    lost_restore_gpu_s = models.FloatField(default=0.0)
+    lost_topology_gpu_s = models.FloatField(default=0.0)
+    lost_evicted_gpu_s = models.FloatField(default=0.0)
+    lost_failed_gpu_s = models.FloatField(default=0.0)
 
     class Meta:
         indexes = [
@@ -453,6 +459,11 @@ class JobUsage(models.Model):
     useful_gpu_s = models.FloatField(default=0.0)
     lost_gpu_s = models.FloatField(default=0.0)
     borrowed_gpu_s = models.FloatField(default=0.0)
+    # Lost, split by why, as on ``UsageSample``.
+    lost_restore_gpu_s = models.FloatField(default=0.0)
+    lost_topology_gpu_s = models.FloatField(default=0.0)
+    lost_evicted_gpu_s = models.FloatField(default=0.0)
+    lost_failed_gpu_s = models.FloatField(default=0.0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "day"], name="job_usage_job_day_unique")]

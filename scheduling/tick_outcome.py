@@ -33,6 +33,9 @@ class FinishedRun:
     job_id: str
     end_s: float
     lost_gpu_s: float
+    # Whether hardware ended it (`scheduling.cycle.causes.is_failure` of its eviction's cause):
+    # the ledger books its rolled-back work as lost to failures, else to evictions.
+    failure: bool = False
 
 
 @dataclass

@@ -45,7 +45,7 @@ from django.db.models import F
 from scheduling.backends.base import Observed
 from scheduling.backends.slurm_api import SlurmClient, SlurmError, SlurmJob, SlurmNode
 from scheduling.convert import policy_from_row
-from scheduling.cycle.causes import incident_cause
+from scheduling.cycle.causes import eviction_causes, incident_cause, is_failure
 from scheduling.cycle.failures import detector_policy, job_requeue_at
 from scheduling.job_release import allocations_release
 from scheduling.models import AcceleratorType, Allocation, Incident, Job, Node, Pod, Rack, SchedulerEvent
@@ -289,13 +289,15 @@ class SlurmBackend:
             end_s = min(max(end_s, row.started_s or end_s), self._clock.sim_s)
             view = state.run_view(job_id)
             gpus = sum(g for _, g in view.allocation) if view else row.gpus
-            lost_gpu_s = 0.0
+            lost_gpu_s, failure = 0.0, False
             if end.state == Job.State.PENDING:
                 lost_gpu_s = gpus * self._unsaved_s(row.id, row.started_s, end_s)
+                # Before the eviction's event is written: a grace that ended is found by its request.
+                failure = is_failure(eviction_causes(reasons={row.id: end.cause})[row.id].code)
             if not _run_end_write(row=row, end=end, end_s=end_s, exit_code=run.exit_code):
                 continue
             state.withdraw(job_id, max(end_s, state.now))
-            observed.finished.append(FinishedRun(job_id, max(end_s, loaded.sim_now_s), lost_gpu_s))
+            observed.finished.append(FinishedRun(job_id, max(end_s, loaded.sim_now_s), lost_gpu_s, failure))
             observed.changes.append(JobChange(row.id, row.team_id, end.state, end.event, end.message, end.cause))
         return observed
 

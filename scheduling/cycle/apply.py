@@ -387,10 +387,14 @@ def _applied(writes: Iterable[JobWrite], applied_ids: set[int], sim_now_s: float
             (job, team, e.kind, e.sim_time_s, e.message, e.cause, e.incident_id, e.node_id, created_at)
             for e in write.events
         ]
+        # The job's eviction events come first, one per eviction in its history, in order.
+        evicted_causes = iter(row.cause for row in write.events if row.kind == SchedulerEvent.Kind.EVICTED)
         for event in write.history:
-            if isinstance(event, (engine.Completed, engine.TimedOut, engine.Evicted)):
-                lost = event.lost_gpu_s if isinstance(event, engine.Evicted) else 0.0
-                applied.finished.append(FinishedRun(str(write.job_id), event.time_s, lost))
+            if isinstance(event, engine.Evicted):
+                failure = causes.is_failure(next(evicted_causes))
+                applied.finished.append(FinishedRun(str(write.job_id), event.time_s, event.lost_gpu_s, failure))
+            elif isinstance(event, (engine.Completed, engine.TimedOut)):
+                applied.finished.append(FinishedRun(str(write.job_id), event.time_s, 0.0))
     rows_insert(SchedulerEvent, columns=EVENT_COLUMNS, rows=new_events)
     return applied
 

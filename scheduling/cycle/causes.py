@@ -41,6 +41,13 @@ INCIDENT_CAUSES: dict[str, str] = {
 }
 
 
+def is_failure(code: str) -> bool:
+    """Whether an eviction's cause is the hardware's (a dead, degraded or slow node), rather than
+    a choice: a preemption, a drain or a requeue. The usage ledger books the work such an
+    eviction rolls back as lost to failures."""
+    return code in INCIDENT_CAUSES.values()
+
+
 @dataclass(frozen=True, slots=True)
 class Cause:
     code: str

@@ -3,7 +3,8 @@ fleet calendar day, the fleet's idle and down capacity, and the decayed usage fa
 
 Two identities hold on every tick, hence on every period of whole ticks:
 Σ allocated + idle + down = capacity x interval (``capacity_split``), and useful + lost =
-allocated on every row (``_charge``). Borrowed is, per team and accelerator type, the integral of
+allocated on every row, lost being restore + topology + rolled back by evictions + rolled back
+by failures (``_charge``). Borrowed is, per team and accelerator type, the integral of
 the GPUs the team held beyond its guarantee, apportioned to its runs with borrowed <= allocated on
 every row (``scheduling.cycle.borrowed``). The per-job rows of a day sum to the per-team rows of the
 ticks ending on that day."""
@@ -34,12 +35,47 @@ class _Sums:
     useful: float = 0.0
     lost: float = 0.0
     borrowed: float = 0.0
+    restore: float = 0.0
+    topology: float = 0.0
+    evicted: float = 0.0
+    failed: float = 0.0
 
     def add(self, other: _Sums) -> None:
         self.allocated += other.allocated
         self.useful += other.useful
         self.lost += other.lost
         self.borrowed += other.borrowed
+        self.restore += other.restore
+        self.topology += other.topology
+        self.evicted += other.evicted
+        self.failed += other.failed
+
+    @property
+    def columns(self) -> tuple[float, ...]:
+        """The figures in the order of the ledger's columns (``_SUMS_COLUMNS``)."""
+        return (
+            self.allocated,
+            self.useful,
+            self.lost,
+            self.borrowed,
+            self.restore,
+            self.topology,
+            self.evicted,
+            self.failed,
+        )
+
+
+# The ledger columns ``_Sums`` fills, in the order of ``_Sums.columns``.
+_SUMS_COLUMNS = (
+    "allocated_gpu_s",
+    "useful_gpu_s",
+    "lost_gpu_s",
+    "borrowed_gpu_s",
+    "lost_restore_gpu_s",
+    "lost_topology_gpu_s",
+    "lost_evicted_gpu_s",
+    "lost_failed_gpu_s",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,23 +91,31 @@ class _Held:
     penalty: float
     borrowing: bool
     rolled_back_gpu_s: float = 0.0
+    # The run ended because its hardware failed (a dead, degraded or slow node), not by an
+    # eviction the scheduler or an admin chose (`causes.is_failure`).
+    failure: bool = False
 
 
 def _charge(held: _Held, sim_from_s: float, borrowed_gpu_s: float) -> _Sums:
     """What one run did in the tick, its share of its team's borrowed GPU-time given
-    (``_borrowed``). Allocated GPU-time splits into useful and lost:
-    lost is the restore before the run's work resumes, the topology slowdown (the share of
-    the time a worse placement wastes), and, when the run is evicted, the work since its
-    last checkpoint that the eviction rolls back: that work was counted useful in the ticks
-    that did it and moves to lost in the tick that loses it, so useful + lost = allocated on
-    every row of every tick (a tick's useful can be below zero when it rolls back more than
-    it ran)."""
+    (``_borrowed``). Allocated GPU-time splits into useful and lost, and lost into four parts:
+    restore, the GPUs held before the run's work resumes (reading its checkpoint back);
+    topology, the share of the working time a worse placement wastes (1 - 1/penalty of it);
+    and, when the run is evicted, the work since its last checkpoint that the eviction rolls
+    back, booked as rolled back by a failure or by an eviction the scheduler chose. That work
+    was counted useful in the ticks that did it and moves to lost in the tick that loses it, so
+    useful + lost = allocated on every row of every tick (a tick's useful can be below zero
+    when it rolls back more than it ran), and lost is exactly the sum of its parts."""
     gpus = sum(g for _, g in held.allocation)
     seconds = max(0.0, held.end_s - max(sim_from_s, held.start_s))
     working = max(0.0, held.end_s - max(sim_from_s, held.start_s, held.useful_from_s))
     allocated = gpus * seconds
-    lost = allocated - useful_gpu_s(gpus, working, held.penalty) + held.rolled_back_gpu_s
-    return _Sums(allocated, allocated - lost, lost, borrowed_gpu_s)
+    restore = gpus * (seconds - working)
+    topology = gpus * working - useful_gpu_s(gpus, working, held.penalty)
+    failed = held.rolled_back_gpu_s if held.failure else 0.0
+    evicted = held.rolled_back_gpu_s - failed
+    lost = restore + topology + evicted + failed
+    return _Sums(allocated, allocated - lost, lost, borrowed_gpu_s, restore, topology, evicted, failed)
 
 
 def _borrowed(loaded: Loaded, runs: list[_Held], sim_from_s: float) -> list[float]:
@@ -128,6 +172,7 @@ def _runs(loaded: Loaded, applied: AppliedTick, sim_to_s: float) -> list[_Held]:
                 policy.penalty(row.placement_level or "node"),
                 row.borrowing,
                 finished.lost_gpu_s,
+                finished.failure,
             )
         )
     return runs
@@ -218,10 +263,7 @@ def _samples_write(
             team_id=team_id,
             accelerator_type_id=accelerators[accelerator],
             kind=kind,
-            allocated_gpu_s=s.allocated,
-            useful_gpu_s=s.useful,
-            lost_gpu_s=s.lost,
-            borrowed_gpu_s=s.borrowed,
+            **dict(zip(_SUMS_COLUMNS, s.columns, strict=True)),
         )
         for (team_id, accelerator, kind), s in sorted(_by_key(by_job).items())
         if s.allocated or s.lost
@@ -242,21 +284,11 @@ def _samples_write(
     )
 
 
-# Rows per upsert statement where rows are spelled out as VALUES (SQLite): 9 x 500 parameters.
+# Rows per upsert statement where rows are spelled out as VALUES (SQLite): 13 x 500 parameters.
 _UPSERT_ROWS = 500
 _JOB_USAGE_COLUMNS = ("job_id", "day", "team_id", "accelerator_type_id", "kind")
-_JOB_USAGE_ADDED = ("allocated_gpu_s", "useful_gpu_s", "lost_gpu_s", "borrowed_gpu_s")
-_JOB_USAGE_TYPES = (
-    "bigint",
-    "date",
-    "bigint",
-    "bigint",
-    "varchar",
-    "double precision",
-    "double precision",
-    "double precision",
-    "double precision",
-)
+_JOB_USAGE_ADDED = _SUMS_COLUMNS
+_JOB_USAGE_TYPES = ("bigint", "date", "bigint", "bigint", "varchar", *["double precision"] * len(_SUMS_COLUMNS))
 
 
 def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
@@ -275,7 +307,7 @@ def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
     tail = f" ON CONFLICT (job_id, day) DO UPDATE SET {on_conflict}"
     day_value = connection.ops.adapt_datefield_value(day)
     values = [
-        (job_id, day_value, team_id, accelerators[accelerator], kind, s.allocated, s.useful, s.lost, s.borrowed)
+        (job_id, day_value, team_id, accelerators[accelerator], kind, *s.columns)
         for job_id, (team_id, accelerator, kind), s in rows
     ]
     with connection.cursor() as cursor:

@@ -82,19 +82,29 @@ def _allocated_idle_and_down_add_up_to_capacity_over_the_whole_period(live: Flee
 
 
 def _useful_and_lost_add_up_to_allocated_on_every_row(live: Fleet) -> None:
-    for row in UsageSample.objects.all():
+    for row in (*UsageSample.objects.all(), *JobUsage.objects.all()):
         assert row.useful_gpu_s + row.lost_gpu_s == pytest.approx(row.allocated_gpu_s, abs=1e-6)
-    for row in JobUsage.objects.all():
-        assert row.useful_gpu_s + row.lost_gpu_s == pytest.approx(row.allocated_gpu_s, abs=1e-6)
+        # Lost is restore + topology + rolled back by evictions + rolled back by failures.
+        parts = (row.lost_restore_gpu_s, row.lost_topology_gpu_s, row.lost_evicted_gpu_s, row.lost_failed_gpu_s)
+        assert sum(parts) == pytest.approx(row.lost_gpu_s, abs=1e-6)
 
 
 def _the_per_job_ledger_sums_to_the_per_team_rows(live: Fleet) -> None:
-    fields = ("allocated_gpu_s", "useful_gpu_s", "lost_gpu_s", "borrowed_gpu_s")
-    per_team: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0] * 4)
+    fields = (
+        "allocated_gpu_s",
+        "useful_gpu_s",
+        "lost_gpu_s",
+        "borrowed_gpu_s",
+        "lost_restore_gpu_s",
+        "lost_topology_gpu_s",
+        "lost_evicted_gpu_s",
+        "lost_failed_gpu_s",
+    )
+    per_team: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0] * len(fields))
     for row in UsageSample.objects.values("team_id", "accelerator_type_id", "kind", *fields):
         key = (row["team_id"], row["accelerator_type_id"], row["kind"])
         per_team[key] = [a + row[f] for a, f in zip(per_team[key], fields, strict=True)]
-    per_job: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0] * 4)
+    per_job: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0] * len(fields))
     for row in JobUsage.objects.values("team_id", "accelerator_type_id", "kind", *fields):
         key = (row["team_id"], row["accelerator_type_id"], row["kind"])
         per_job[key] = [a + row[f] for a, f in zip(per_job[key], fields, strict=True)]
