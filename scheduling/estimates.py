@@ -1,5 +1,5 @@
 """How far the live fleet's start estimates can be trusted: each job's first estimate kept on its
-row, the calibration of ranges from the jobs that have started since (`engine.estimate_range`), and
+row, ranges calibrated on how the latest first estimates turned out (`engine.estimate_range`), and
 the range and movement shown beside a pending job's estimate.
 
 - The first cycle that leaves a job waiting writes what it was told on the job's row
@@ -134,7 +134,7 @@ class EstimateView:
     estimated_start_s: float
     likely: StartRange  # where the start should fall, `coverage` of the time
     coverage: float
-    calibrated_on: int  # started jobs behind the range (0: the default calibration)
+    calibrated_on: int  # first estimates behind the range (0: the default calibration)
     first_estimate_s: float | None  # the start the job was first told, and when
     first_estimate_at_s: float | None
 

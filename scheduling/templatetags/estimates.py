@@ -37,7 +37,7 @@ def likely_basis(view: EstimateView | None) -> str:
         return ""
     share = f"{view.coverage:.0%}"
     if view.calibrated_on:
-        return f"{share} of the latest {view.calibrated_on} starts after a first estimate fell within such a range"
+        return f"calibrated to hold {share} of starts on this fleet's latest {view.calibrated_on} first estimates"
     return f"calibrated to hold {share} of starts on replays of real traces, until this fleet has its own history"
 
 
