@@ -55,122 +55,153 @@ def explain_pending(
 ) -> tuple[PendingStatus, ...]:
     """One `PendingStatus` per job of `queue` that did not start, in queue order, from the cycle's
     working state at its end (`prepared`, as the cycle left it) and its reasons by queue position
-    (None: capacity)."""
-    profiles, index, ledger = prepared.profiles, prepared.index, prepared.ledger
+    (None: capacity).
+
+    Fast path: the estimate is read off one curve per accelerator (`_Curves`), walked forward
+    along the queue since the demand ahead only grows, with the state of the accelerator in hand
+    in local names (most queues have one); plain: per job
+    (`test_fast_paths.py::test_explanations_match_the_plain_per_job_definitions`)."""
+    curves = _Curves(prepared, elastic)
     statuses: list[PendingStatus] = []
-    append = statuses.append
-    make = pending_status
-    demand: dict[str, float] = {}
-    held = index.held
-    free_now = {
-        name: pool.total_free + sum(held[node_id] for node_id in held if node_id in pool.free)
-        for name, pool in index.pools.items()
-    }
-    team_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
-    # Per accelerator: its curve, and the earliest time `gpus` GPUs are free at all, which depends
-    # only on the size (once per size).
-    sweeps: dict[str, tuple[list[float], list[int], list[float], dict[int, float | None]]] = {}
-    # The accelerator whose sweep and queue demand are loaded in locals (most queues have one).
-    # The demand ahead only grows along the queue, so the curve is walked forward, not searched.
+    append, make = statuses.append, pending_status
+    horizon_s = prepared.now + ESTIMATE_HORIZON_S
+    blockers = Blockers(prepared, elastic)
+    # The accelerator whose curve and queue demand are loaded in locals.
     current: str | None = None
-    ahead = 0.0
-    walk = 0
-    walks: dict[str, int] = {}
+    ahead, walk = 0.0, 0
     times: list[float] | None = None
     levels: list[int] = []
     areas: list[float] = []
     firsts: dict[int, float | None] = {}
-    horizon_s = prepared.now + ESTIMATE_HORIZON_S
-    blockers: Blockers | None = None
-    shorts: dict[tuple[str, int, str], str] = {}  # `_short_of` by (accelerator, size, level): "" fits
-    within: dict[tuple[str, int, str], float | None] = {}  # `shape_fits_s` by (accelerator, size, level)
-    shape_sweeps: dict[str, ShapeSweep] = {}
-
-    def _sweep(accelerator: str) -> ShapeSweep:
-        found = shape_sweeps.get(accelerator)
-        if found is None:
-            pool = index.pools[accelerator]
-            found = shape_sweeps[accelerator] = ShapeSweep(pool, held, profiles[accelerator], prepared.now)
-        return found
-
     for job, reason in zip(queue, reasons, strict=True):
         if reason is STARTED:
             continue
-        job_id = job.id
-        accelerator = job.accelerator
+        job_id, accelerator, gpus = job.id, job.accelerator, job.gpus
         if accelerator != current:
             if current is not None:
-                demand[current], walks[current] = ahead, walk
-            current, ahead, times = accelerator, demand.get(accelerator, 0.0), None
-            walk = walks.get(accelerator, 0)
-            if accelerator in profiles:
-                sweep = sweeps.get(accelerator)
-                if sweep is None:
-                    curve = profiles[accelerator].curve(free_now[accelerator])
-                    sweep = sweeps[accelerator] = (*curve, {})
-                times, levels, areas, firsts = sweep
-        gpus = job.gpus
-        if reason is None:
-            reason = REASON_CAPACITY
+                curves.leave(current, ahead, walk)
+            current = accelerator
+            ahead, walk, (times, levels, areas, firsts) = curves.enter(accelerator)
+        reason = REASON_CAPACITY if reason is None else reason
         estimate: float | None = None
         if job_id in estimates:
             estimate = estimates[job_id]
         elif times is not None:
-            if gpus in firsts:
-                first = firsts[gpus]
-            else:  # when the GPUs are free at all, and not before they fit by shape
-                first = None
-                if _short_of(index.pools[accelerator].shape, gpus, None) is None:
-                    first = _first_time((times, levels, areas), gpus)
-                    fitted = _sweep(accelerator).fits_s(gpus, None)
-                    if first is not None and fitted is not None and fitted > first:
-                        first = fitted
-                firsts[gpus] = first
-            level = job.required_level
-            if level is not None and first is not None:  # a level no healthy domain offers: never
-                bounded = (accelerator, gpus, level)
-                short = shorts.get(bounded)
-                if short is None:
-                    short = shorts[bounded] = _short_of(index.pools[accelerator].shape, gpus, level) or ""
-                    if not short:
-                        within[bounded] = _sweep(accelerator).fits_s(gpus, level)
-                if short:
-                    first = None
-                else:
-                    fitted = within[bounded]
-                    if fitted is not None and fitted > first:
-                        first = fitted
+            first = firsts[gpus] if gpus in firsts else curves.first_free_s(accelerator, gpus)
+            if job.required_level is not None and first is not None:
+                first = curves.within_level(accelerator, gpus, job.required_level, first)
             if first is not None:
                 # When the queue ahead's GPU-seconds have been served (the fluid part of the estimate).
                 last = len(areas) - 1
                 while walk < last and areas[walk + 1] <= ahead:
                     walk += 1
-                at = walk
-                while levels[at] == 0:
-                    at += 1
-                over = ahead - areas[at]
-                estimate = times[at] + (over if over > 0.0 else 0.0) / levels[at]
-                if first > estimate:
-                    estimate = first
+                estimate = max(first, _served_s(times, levels, areas, walk, ahead))
                 if reason == REASON_QUOTA:
-                    if team_releases is None:
-                        team_releases = {key: sorted(ends) for key, ends in prepared.team_releases.items()}
-                    estimate = _quota_estimate(job, estimate, ledger, team_releases, elastic)
+                    estimate = curves.quota_estimate(job, estimate)
         if estimate is not None and estimate <= horizon_s:
             limit_s = job.time_limit_s
             ahead += gpus * (job.duration_s if limit_s is None else limit_s)
             append(make(job_id, reason, estimate))
         else:
-            if blockers is None:
-                blockers = Blockers(prepared, elastic)
             append(blocked_status(job_id, reason, blockers.of(job, reason, estimate)))
     return tuple(statuses)
+
+
+def _served_s(times: list[float], levels: list[int], areas: list[float], walk: int, ahead: float) -> float:
+    """When `ahead` GPU-seconds of the queue ahead have been served along the curve, from the
+    point `walk` the walk has reached."""
+    at = walk
+    while levels[at] == 0:
+        at += 1
+    over = ahead - areas[at]
+    return times[at] + (over if over > 0.0 else 0.0) / levels[at]
+
+
+class _Curves:
+    """What `explain_pending` reads per accelerator, made the first time it is asked: the curve of
+    free GPUs (`ReleaseProfile.curve`) with the earliest time `gpus` GPUs are free at all by size,
+    the sweeps of node shapes, what each size and level lacks, and the queue demand and walk of
+    each accelerator left behind."""
+
+    __slots__ = ("prepared", "elastic", "free_now", "sweeps", "shape_sweeps", "shorts", "within", "saved", "teams")
+
+    def __init__(self, prepared: Prepared, elastic: bool) -> None:
+        self.prepared, self.elastic = prepared, elastic
+        held = prepared.index.held
+        self.free_now = {
+            name: pool.total_free + sum(held[node_id] for node_id in held if node_id in pool.free)
+            for name, pool in prepared.index.pools.items()
+        }
+        self.sweeps: dict[str, tuple[list[float] | None, list[int], list[float], dict[int, float | None]]] = {}
+        self.shape_sweeps: dict[str, ShapeSweep] = {}
+        self.shorts: dict[tuple[str, int, str], str] = {}  # `_short_of` by (accelerator, size, level): "" fits
+        self.within: dict[tuple[str, int, str], float | None] = {}  # `shape_fits_s` by (accelerator, size, level)
+        self.saved: dict[str, tuple[float, int]] = {}  # the demand ahead and the walk, per accelerator left
+        self.teams: dict[tuple[str, str], list[tuple[float, int]]] | None = None
+
+    def enter(
+        self, accelerator: str
+    ) -> tuple[float, int, tuple[list[float] | None, list[int], list[float], dict[int, float | None]]]:
+        """The demand ahead, the walk and the curve of `accelerator` (no curve: no profile)."""
+        ahead, walk = self.saved.get(accelerator, (0.0, 0))
+        sweep = self.sweeps.get(accelerator)
+        if sweep is None:
+            profiles = self.prepared.profiles
+            if accelerator in profiles:
+                sweep = (*profiles[accelerator].curve(self.free_now[accelerator]), {})
+            else:
+                sweep = (None, [], [], {})
+            self.sweeps[accelerator] = sweep
+        return ahead, walk, sweep
+
+    def leave(self, accelerator: str, ahead: float, walk: int) -> None:
+        self.saved[accelerator] = (ahead, walk)
+
+    def first_free_s(self, accelerator: str, gpus: int) -> float | None:
+        """When `gpus` GPUs are free at all, and not before they fit by shape (kept per size)."""
+        times, levels, areas, firsts = self.sweeps[accelerator]
+        first = None
+        if times is not None and _short_of(self.prepared.index.pools[accelerator].shape, gpus, None) is None:
+            first = _first_time((times, levels, areas), gpus)
+            fitted = self._sweep(accelerator).fits_s(gpus, None)
+            if first is not None and fitted is not None and fitted > first:
+                first = fitted
+        firsts[gpus] = first
+        return first
+
+    def within_level(self, accelerator: str, gpus: int, level: str, first: float) -> float | None:
+        """`first`, or later when `gpus` fit within `level` only later (None: a level no healthy
+        domain offers: never)."""
+        bounded = (accelerator, gpus, level)
+        short = self.shorts.get(bounded)
+        if short is None:
+            short = self.shorts[bounded] = _short_of(self.prepared.index.pools[accelerator].shape, gpus, level) or ""
+            if not short:
+                self.within[bounded] = self._sweep(accelerator).fits_s(gpus, level)
+        if short:
+            return None
+        fitted = self.within[bounded]
+        return fitted if fitted is not None and fitted > first else first
+
+    def quota_estimate(self, job: Job, estimate: float) -> float | None:
+        if self.teams is None:
+            self.teams = {key: sorted(ends) for key, ends in self.prepared.team_releases.items()}
+        return _quota_estimate(job, estimate, self.prepared.ledger, self.teams, self.elastic)
+
+    def _sweep(self, accelerator: str) -> ShapeSweep:
+        found = self.shape_sweeps.get(accelerator)
+        if found is None:
+            prepared = self.prepared
+            pool, profile = prepared.index.pools[accelerator], prepared.profiles[accelerator]
+            found = self.shape_sweeps[accelerator] = ShapeSweep(pool, prepared.index.held, profile, prepared.now)
+        return found
 
 
 class Blockers:
     """What a job without a believable estimate waits for (the `WAITS_*` forms of `plan`): its
     team's quota limit or running work, the fleet's healthy hardware or domains, the running job
-    whose end would make room, else the queue ahead of it. Built on the first such job of a cycle."""
+    whose end would make room, else the queue ahead of it. What it reads is found on the first such
+    job of a cycle."""
 
     def __init__(self, prepared: Prepared, elastic: bool) -> None:
         self.prepared, self.elastic = prepared, elastic
