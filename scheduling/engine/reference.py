@@ -27,14 +27,13 @@ Stated here, in the reference's own words: the queue order and fair share, quota
 borrowing, lending, holds and refusals (`_PlainLedger`, every total summed from the teams' accounts
 when read), who may preempt whom and what preemption could free, which victims are chosen
 (`_choose_victims`, with the early stop that decides among the cheapest victims looked at), whether
-an eviction pays and what it costs, placement of single-node jobs and gangs, backfill around
-reservations, elastic growth, and the estimates. Still reused from the fast path, until they are
-restated here (`tests/engine/test_reference.py` lists them, and the list only shrinks): the gang
-patience level (`placement.gang_level`, `backfill.gang_level_now`), the domains single-node jobs
-leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic sizes
-worth trying (`elastic.reduced_sizes`), release and runtime formulas (`backfill.expected_end_s`,
-`worst_runtime_s`, `worst_penalty`), when a job would fit along the release profile
-(`backfill.earliest_start`, `reservation_start`), and placement's shape helpers (`nodes_needed`,
+an eviction pays and what it costs, the gang patience level, placement of single-node jobs and
+gangs, release and runtime formulas, when a job would fit along the releases and where a blocked
+head reserves (`_earliest_start`, `_reservation_start`), backfill around reservations, elastic
+growth, and the estimates. Still reused from the fast path, until they are restated here
+(`tests/engine/test_reference.py` lists them, and the list only shrinks): the domains single-node
+jobs leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic
+sizes worth trying (`elastic.reduced_sizes`), and placement's shape helpers (`nodes_needed`,
 `narrower`, `pack_whole_nodes`, `first_in_one_domain`, `capacity.level_of`). The helpers that want
 an `AcceleratorPool` get a fresh one, built from the plain state for the question at hand. The
 blockers (`blockers.describe_blockers`) are one explanation for both engines, read from each one's
@@ -60,30 +59,16 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .backfill import (
-    EXTRA_RESERVATION_ATTEMPTS,
-    HORIZON_S,
-    ReleaseEvent,
-    ReleaseProfile,
-    Reservation,
-    earliest_start,
-    expected_end_s,
-    gang_level_now,
-    reservation_start,
-    spreads_across_pods,
-    worst_penalty,
-    worst_runtime_s,
-)
 from .blockers import EndState, describe_blockers
 from .capacity import AcceleratorPool, level_of
 from .elastic import reduced_sizes
 from .model import LEVEL_RANK, Job, Node, Policy, Running, Snapshot
-from .placement import Fit, first_in_one_domain, gang_level, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
+from .placement import Fit, first_in_one_domain, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
     REASON_CAPACITY,
     REASON_GUARANTEE,
@@ -185,23 +170,20 @@ class _ReferenceCycle:
         # Step 2: free GPUs per node that placement may use (0 on nodes held for a reservation).
         self.free = {node.id: max(0, node.usable_gpus - used.get(node.id, 0)) for node in snapshot.nodes}
         self.held: dict[str, int] = {}
-        self.reservations: list[Reservation] = []
+        self.reservations: list[_Reservation] = []
         capacity: dict[str, int] = {}
         for node in snapshot.nodes:
             capacity[node.accelerator] = capacity.get(node.accelerator, 0) + node.usable_gpus
         self.accelerators = sorted(capacity)
-        # The fleet's shape, which no cycle changes: node ids per accelerator, in id order, and the
-        # empty fleet (for the rules that read only its shape: gang patience).
+        # The fleet's shape, which no cycle changes: node ids per accelerator, in id order.
         self.node_ids_of = {
             accelerator: sorted(node.id for node in snapshot.nodes if node.accelerator == accelerator)
             for accelerator in self.accelerators
         }
-        empty = {node.id: node.usable_gpus for node in snapshot.nodes}
-        self.shape_of = {accelerator: self._pool(accelerator, empty) for accelerator in self.accelerators}
         self.ledger = _PlainLedger(snapshot, self.running, capacity)
         self.releases: dict[str, _Release] = {}
         for run in self.running:
-            end_s = max(now, expected_end_s(run, now, self._penalty(run.allocation)))
+            end_s = max(now, _expected_end_s(run, now, self._penalty(run.allocation)))
             self.releases[run.job.id] = _Release(run.job.team, run.job.accelerator, end_s, run.allocation)
         self.budgets = _Budgets(scan_budget=self.policy.preemption_scan_budget)
         self.reasons: dict[int, str] = {}
@@ -351,20 +333,60 @@ class _ReferenceCycle:
             self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
         return True
 
-    def _gang_level(self, job: Job) -> str:
-        """The widest level `job` may take now: its patience is `placement.patience_s`, shorter for
-        a gang of a team that uses less than its guarantee at this point of the cycle
-        (`Policy.guarantee_spread_after_s`); past it, a gang that one pod could hold stays within
-        one while a start there finishes it sooner than a start across pods now
-        (`backfill.gang_level_now`), and can reserve it."""
+    def _gang_level(self, job: Job, *, can_reserve: bool | None = None) -> str:
+        """The widest level `job` may take now (`_patient_level`), except that a training or batch
+        gang it would let spread across pods, though one pod could hold it, stays within one pod
+        while a start there, now or when the releases free one, finishes it sooner (at that level's
+        topology penalty) than a start across pods now, and while it can reserve that pod
+        (`can_reserve`; by default, whether a reservation is left to make on its accelerator this
+        cycle), so that the pod drains for it: the slowest placement only when waiting surely pays."""
         accelerator = job.accelerator
         owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
-        level = gang_level(self.shape_of[accelerator], job, self.policy, self.now, owed)
-        if not spreads_across_pods(self.shape_of[accelerator], job, self.policy, level):
-            return level  # (the live pool and the release profile are built only where they are read)
-        pool, profile = self._pool(accelerator), self._profile(accelerator)
-        can_reserve = self._can_reserve(accelerator)
-        return gang_level_now(pool, self.held, profile, job, self.policy, self.now, owed, can_reserve)
+        level = self._patient_level(job, owed)
+        can_reserve = self._can_reserve(accelerator) if can_reserve is None else can_reserve
+        if not can_reserve or not self._spreads_across_pods(job, level):
+            return level
+        found = self._earliest_start(accelerator, job.gpus, "pod", aware=True)
+        if found is None:
+            return level
+        start_s, node_ids = found
+        within_pod_s = start_s + job.estimate_s * self.policy.penalty(self._level(list(node_ids)))
+        return "pod" if within_pod_s < self.now + job.estimate_s * self.policy.penalty("fleet") else level
+
+    def _patient_level(self, job: Job, owed: bool) -> str:
+        """The widest level a gang may take by its patience: its own required level (the fleet, if
+        none); under a topology-aware policy a training or batch job stays within the narrowest
+        domain an empty fleet offers its size until it has waited its patience (`_patience_s`;
+        `owed`: its team uses less than its guarantee), as Slurm's `--switches=count@max-time`.
+        Serving takes the first placement it can get (latency first)."""
+        level = job.required_level or "fleet"
+        patience_s = _patience_s(self.policy, owed)
+        if not self.policy.topology_aware or job.kind == "serving":
+            return level
+        if patience_s is not None and self.now - job.submit_s >= patience_s:
+            return level
+        return self._narrowest_level(job.accelerator, job.gpus, level)
+
+    def _narrowest_level(self, accelerator: str, gpus: int, level: str) -> str:
+        """The narrowest domain whose nodes (however many GPUs they have now) could hold `gpus`, no
+        wider than `level`: a rack when some rack has enough nodes, else a pod, else `level`."""
+        count = nodes_needed(gpus, self.policy.gpus_per_node)
+        racks: dict[str, int] = {}
+        pods: dict[str, int] = {}
+        for node in (self.nodes[node_id] for node_id in self._node_ids(accelerator)):
+            racks[node.rack_key] = racks.get(node.rack_key, 0) + 1
+            pods[node.pod] = pods.get(node.pod, 0) + 1
+        if count <= max(racks.values(), default=0):
+            return narrower("rack", level)
+        return narrower("pod", level) if count <= max(pods.values(), default=0) else level
+
+    def _spreads_across_pods(self, job: Job, level: str) -> bool:
+        """Whether `level` lets a topology-aware training or batch gang that one pod could hold
+        spread across pods."""
+        policy = self.policy
+        if level != "fleet" or not policy.topology_aware or job.kind == "serving" or job.gpus <= policy.gpus_per_node:
+            return False
+        return self._narrowest_level(job.accelerator, job.gpus, level) != "fleet"
 
     def _can_reserve(self, accelerator: str) -> bool:
         """Whether a reservation is left to make on `accelerator` this cycle (as `_reserve` counts)."""
@@ -431,7 +453,7 @@ class _ReferenceCycle:
         entries = [entry for entry in self.reservations if entry.accelerator == job.accelerator]
         if not entries:
             return False
-        worst_end_s = self.now + worst_runtime_s(job, size, worst_penalty(self.policy, size, max_level))
+        worst_end_s = self.now + _worst_runtime_s(job, size, _worst_penalty(self.policy, size, max_level))
         opened = [node_id for entry in entries if entry.start_s >= worst_end_s for node_id in entry.node_ids]
         trial = dict(self.free)
         for node_id in opened:
@@ -460,7 +482,7 @@ class _ReferenceCycle:
         size = sum(gpus for _, gpus in fit.allocation)
         self.ledger.charge(job.team, job.accelerator, size, not job.preemptible)
         wait_s = max(0.0, self.policy.preemption_grace_s) if replaces else 0.0
-        end_s = self.now + (wait_s + worst_runtime_s(job, size, self.policy.penalty(fit.level)))
+        end_s = self.now + (wait_s + _worst_runtime_s(job, size, self.policy.penalty(fit.level)))
         self.releases[job.id] = _Release(job.team, job.accelerator, end_s, fit.allocation)
         self.actions.append(Start(job.id, fit.allocation, admission.borrowing, fit.level, replaces))
         self.reasons[self.at] = STARTED
@@ -569,15 +591,8 @@ class _ReferenceCycle:
 
     def _natural_s(self, job: Job, gpus: int, level: str) -> float:
         """When `gpus` GPUs of `job` would start within `level` without preemption (inf: never)."""
-        found = earliest_start(
-            self._pool(job.accelerator),
-            self.held,
-            self._profile(job.accelerator),
-            gpus,
-            max_level=level,
-            topology_aware=self.policy.topology_aware,
-        )
-        return math.inf if found is None else found.start_s
+        found = self._earliest_start(job.accelerator, gpus, level, aware=self.policy.topology_aware)
+        return math.inf if found is None else found[0]
 
     def _eligible(
         self, job: Job, reclaiming: bool, cap_gpu_s: float, shrinkable: bool, bounded_only: bool
@@ -605,7 +620,7 @@ class _ReferenceCycle:
             if candidate.cost + grace_s * candidate.gpus >= cap_gpu_s and not candidate.shrinkable:
                 continue
             penalty = self._penalty(run.allocation)
-            if expected_end_s(run, self.now, penalty) > self.now + policy.preemption_grace_s:
+            if _expected_end_s(run, self.now, penalty) > self.now + policy.preemption_grace_s:
                 yield candidate
 
     def _covered(self, job: Job, run: Running) -> bool:
@@ -665,7 +680,7 @@ class _ReferenceCycle:
             kept_on = dict(allocation)
             self._give_back(tuple((node_id, gpus - kept_on.get(node_id, 0)) for node_id, gpus in victim.gpus_on))
             smaller = Running(victim.run.job, allocation, *_progress_of(victim.run))
-            end_s = max(self.now, expected_end_s(smaller, self.now, self._penalty(allocation)))
+            end_s = max(self.now, _expected_end_s(smaller, self.now, self._penalty(allocation)))
             self.releases[victim.job_id] = _Release(victim.run.job.team, victim.run.job.accelerator, end_s, allocation)
             self.picked.add(victim.job_id)
             self.actions.append(Shrink(victim.job_id, allocation, sum(on_node for _, on_node in allocation)))
@@ -719,9 +734,7 @@ class _ReferenceCycle:
             return
         made = budgets.reservations_made.get(accelerator, 0)
         budgets.reservation_attempts[accelerator] = budgets.reservation_attempts.get(accelerator, 0) + 1
-        pool = self._pool(accelerator)
-        owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
-        found = reservation_start(pool, self.held, self._profile(accelerator), job, self.policy, self.now, owed)
+        found = self._reservation_start(job)
         if found is None:
             return
         start_s, node_ids, level = found
@@ -733,7 +746,7 @@ class _ReferenceCycle:
         for node_id in node_ids:
             self.held[node_id] = self.held.get(node_id, 0) + self.free[node_id]
             self.free[node_id] = 0
-        self.reservations.append(Reservation(job.id, accelerator, node_ids, start_s))
+        self.reservations.append(_Reservation(job.id, accelerator, node_ids, start_s))
         self.actions.append(Reserve(job.id, node_ids, start_s))
         self.estimates[job.id] = start_s
 
@@ -839,16 +852,9 @@ class _ReferenceCycle:
         estimate = max(served_s, first_s)
         for level in {"fleet", job.required_level or "fleet"}:
             if self._place(self.free, job.accelerator, job.gpus, level, True) is None:
-                found = earliest_start(
-                    self._pool(job.accelerator),
-                    self.held,
-                    self._profile(job.accelerator),
-                    job.gpus,
-                    max_level=level,
-                    topology_aware=True,
-                )
+                found = self._earliest_start(job.accelerator, job.gpus, level, aware=True)
                 if found is not None:
-                    estimate = max(estimate, found.start_s)
+                    estimate = max(estimate, found[0])
         return self._quota_estimate(job, estimate) if reason == REASON_QUOTA else estimate
 
     def _curve(self, accelerator: str) -> tuple[list[float], list[int], list[float]]:
@@ -857,7 +863,7 @@ class _ReferenceCycle:
         node_ids = self._node_ids(accelerator)
         free_now = sum(self.free[n] for n in node_ids) + sum(self.held.get(n, 0) for n in node_ids)
         times, levels, areas = [self.now], [free_now], [0.0]
-        for end_s, _, gpus in self._profile(accelerator).sorted_events():
+        for end_s, _, gpus in self._release_events(accelerator):
             if end_s > times[-1]:
                 areas.append(areas[-1] + levels[-1] * (end_s - times[-1]))
                 times.append(end_s)
@@ -908,7 +914,7 @@ class _ReferenceCycle:
                 run.job.id
                 for run in self.running
                 if run.job.accelerator == job.accelerator
-                and expected_end_s(run, self.now, self._penalty(run.allocation)) == estimate
+                and _expected_end_s(run, self.now, self._penalty(run.allocation)) == estimate
             )
             if ending:
                 return f"{WAITS_JOB}{ending[0]}"
@@ -1039,17 +1045,154 @@ class _ReferenceCycle:
             gpus_per_node=self.policy.gpus_per_node,
         )
 
-    def _profile(self, accelerator: str) -> ReleaseProfile:
-        """When GPUs of `accelerator` come free: every holder's release, not before now."""
-        profile = ReleaseProfile(self.now)
-        events: list[ReleaseEvent] = [
+    def _release_events(self, accelerator: str) -> list[tuple[float, str, int]]:
+        """When GPUs of `accelerator` come free, as (time, node, GPUs) in time order: every holder's
+        release (a running job's expected end, a start's worst-case end, a handover's grace), never
+        before now."""
+        events = [
             (max(self.now, release.end_s), node_id, gpus)
             for release in self.releases.values()
             if release.accelerator == accelerator
             for node_id, gpus in release.allocation
         ]
-        profile.extend(events)
-        return profile
+        return sorted(events, key=lambda event: event[0])
+
+    def _earliest_start(
+        self, accelerator: str, gpus: int, max_level: str, *, aware: bool
+    ) -> tuple[float, tuple[str, ...]] | None:
+        """The first release time at which `gpus` GPUs fit within `max_level`, on what is free now
+        plus what the releases up to then give back, and the nodes they get (None: not in view).
+
+        Releases on nodes held for a reservation give nothing back. It is a start that waits for a
+        release: at each release time in turn, a single-node job goes on a node that gains GPUs at
+        that time and then has room for it (no more than its usable GPUs), the one with the fewest
+        to spare, then by id; a gang takes whole nodes once enough are whole (`_gang_nodes_at`)."""
+        gpn = self.policy.gpus_per_node
+        if gpus > gpn and LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
+            return None
+        nodes = {node_id: self.nodes[node_id] for node_id in self._node_ids(accelerator)}
+        events = self._release_events(accelerator)
+        released: dict[str, int] = {}
+        for time_s in sorted({event[0] for event in events}):
+            gaining = [(n, g) for t, n, g in events if t == time_s and n in nodes and n not in self.held]
+            for node_id, gained in gaining:
+                released[node_id] = released.get(node_id, 0) + gained
+            if gpus <= gpn:
+                has = {n: min(nodes[n].usable_gpus, self.free[n] + released[n]) for n, _ in gaining}
+                room = [(free - gpus, node_id) for node_id, free in has.items() if free >= gpus]
+                if room:
+                    return time_s, (min(room)[1],)
+                continue
+            chosen = self._gang_nodes_at(accelerator, nodes_needed(gpus, gpn), released, max_level, aware)
+            if chosen is not None:
+                return time_s, chosen
+        return None
+
+    def _gang_nodes_at(
+        self, accelerator: str, count: int, released: dict[str, int], max_level: str, aware: bool
+    ) -> tuple[str, ...] | None:
+        """Whole nodes for a gang of `count` nodes once `released` GPUs have come back (None: no
+        choice yet). A node is whole with a node's GPUs free; it is "new" when the releases make it
+        whole (it can hold a whole node and is not held for a reservation). Topology-aware: the rack
+        with the fewest to spare among those with a new whole node and enough whole ones, else such
+        a pod (within `max_level`), else (at the fleet level) the first whole nodes by id. Without
+        topology awareness: the first whole nodes by id that gather in one domain of `max_level`."""
+        gpn = self.policy.gpus_per_node
+        nodes = [self.nodes[node_id] for node_id in self._node_ids(accelerator)]
+        whole = [node for node in nodes if self.free[node.id] >= gpn]
+        new = [
+            node
+            for node in nodes
+            if self.free[node.id] < gpn <= node.usable_gpus
+            and node.id not in self.held
+            and self.free[node.id] + released.get(node.id, 0) >= gpn
+        ]
+        every = whole + new
+        if len(every) < count:
+            return None
+        if not aware:
+            racks = {node.id: node.rack_key for node in every}
+            pods = {node.id: node.pod for node in every}
+            chosen = first_in_one_domain(sorted(racks), count, max_level, racks, pods)
+            return None if chosen is None else tuple(chosen)
+
+        def fewest_to_spare(domain: Callable[[Node], str]) -> tuple[str, ...] | None:
+            ready = sorted(
+                (spare, name)
+                for name in {domain(node) for node in new}
+                if (spare := sum(1 for node in every if domain(node) == name) - count) >= 0
+            )
+            if not ready:
+                return None
+            return tuple(sorted(node.id for node in every if domain(node) == ready[0][1])[:count])
+
+        chosen_nodes = fewest_to_spare(lambda node: node.rack_key)
+        if chosen_nodes is None and LEVEL_RANK[max_level] >= LEVEL_RANK["pod"]:
+            chosen_nodes = fewest_to_spare(lambda node: node.pod)
+        if chosen_nodes is None and LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]:
+            chosen_nodes = tuple(sorted(node.id for node in every)[:count])
+        return chosen_nodes
+
+    def _reservation_start(self, job: Job) -> tuple[float, tuple[str, ...], str] | None:
+        """When and where a blocked head starts earliest, and the level it is looked for at: first at
+        the widest level it may take now (`_gang_level`, as one that can reserve).
+
+        A gang held within one pod because a start there finishes it sooner waits for that pod. A
+        gang held to a narrower domain than its own by its patience waits for it while that domain
+        frees before its patience runs out; otherwise it is also looked for at its own level, from
+        when its patience runs out, or from now if no domain of the narrow level frees within
+        `HORIZON_S` (or none could ever hold it): whichever starts first is its reservation (now,
+        when it fits at its own level already)."""
+        accelerator, policy = job.accelerator, self.policy
+        owed = self.ledger.used(job.team, accelerator) < self.ledger.guaranteed(job.team, accelerator)
+        max_level = self._gang_level(job, can_reserve=True)
+        found = self._earliest_start(accelerator, job.gpus, max_level, aware=policy.topology_aware)
+        narrow = None if found is None else (found[0], found[1], max_level)
+        own_level, patience_s = job.required_level or "fleet", _patience_s(policy, owed)
+        if patience_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= policy.gpus_per_node:
+            return narrow
+        if max_level != self._patient_level(job, owed):  # held within one pod
+            return narrow
+        patience_end_s = job.submit_s + patience_s
+        if narrow is not None and narrow[0] <= patience_end_s:
+            return narrow
+        fit = self._place(self.free, accelerator, job.gpus, own_level, True)
+        spread = (
+            (self.now, tuple(node_id for node_id, _ in fit.allocation))
+            if fit is not None
+            else self._earliest_start(accelerator, job.gpus, own_level, aware=True)
+        )
+        if spread is None:
+            return narrow
+        if narrow is not None:
+            hopeless = narrow[0] > self.now + HORIZON_S
+        else:
+            hopeless = not self._fits_some_domain(accelerator, job.gpus, max_level)
+        start_s = max(spread[0], self.now if hopeless else patience_end_s)
+        if narrow is not None and narrow[0] <= start_s:
+            return narrow
+        return start_s, spread[1], own_level
+
+    def _fits_some_domain(self, accelerator: str, gpus: int, level: str) -> bool:
+        """Whether an empty fleet of today's healthy nodes holds `gpus` GPUs within one domain of
+        `level`: one node's GPUs (no more than the node size planning assumes), or the whole nodes of
+        the domain with the most nodes that can be whole."""
+        gpn = self.policy.gpus_per_node
+        nodes = [self.nodes[node_id] for node_id in self._node_ids(accelerator)]
+        capable = [node for node in nodes if node.usable_gpus >= gpn]
+        racks: dict[str, int] = {}
+        pods: dict[str, int] = {}
+        for node in capable:
+            racks[node.rack_key] = racks.get(node.rack_key, 0) + 1
+            pods[node.pod] = pods.get(node.pod, 0) + 1
+        if level == "node":
+            room = min(1, len(capable))
+        elif level in ("rack", "pod"):
+            room = max((racks if level == "rack" else pods).values(), default=0)
+        else:
+            room = len(capable)
+        largest = max((node.usable_gpus for node in nodes), default=0)
+        return gpus <= max(min(gpn, largest), room * gpn)
 
     def _level(self, node_ids: list[str]) -> str:
         racks = {node_id: self.nodes[node_id].rack_key for node_id in node_ids}
@@ -1676,3 +1819,62 @@ def _fold_choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> _Choi
         kept = tuple((n, on_node - given.get(n, 0)) for n, on_node in victim.gpus_on if on_node - given.get(n, 0) > 0)
         shrinks.append((victim, kept))
     return _Choice(node_ids, tuple(evicted[job_id] for job_id in sorted(evicted)), tuple(shrinks))
+
+
+# Reservations and release times, stated plainly ---------------------------------------------------
+
+# How far ahead the fleet is foreseeable: an estimate beyond it is not shown, and a gang does not
+# wait for a domain that frees only beyond it. Reservation attempts per accelerator and cycle
+# beyond `Policy.reservation_depth`: a job that can never fit does not sweep the releases over and
+# over. (`tests/engine/test_reference.py` checks they are the fast engine's.)
+HORIZON_S = 30 * 86400.0
+EXTRA_RESERVATION_ATTEMPTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _Reservation:
+    """Nodes held this cycle for a blocked head that starts on them at `start_s`."""
+
+    job_id: str
+    accelerator: str
+    node_ids: tuple[str, ...]
+    start_s: float
+
+
+def _patience_s(policy: Policy, owed: bool) -> float | None:
+    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or for a gang of
+    a team below its guarantee (`owed`) the lower of it and `Policy.guarantee_spread_after_s`
+    (None: no bound)."""
+    bounds = [policy.gang_spread_after_s, policy.guarantee_spread_after_s if owed else None]
+    return min((bound for bound in bounds if bound is not None), default=None)
+
+
+def _expected_end_s(run: Running, now: float, penalty: float = 1.0) -> float:
+    """When a running job is expected to give its GPUs back (never before now): the end of its
+    grace when it is leaving, else its start plus its time limit, else its known release, else
+    when its remaining work is done at its progress rate (its share of its size, slowed by
+    `penalty`, the topology penalty of its placement)."""
+    if run.grace_until_s is not None:
+        return max(now, run.grace_until_s)
+    job = run.job
+    if job.time_limit_s is not None:
+        return max(now, run.start_s + job.time_limit_s)
+    if run.release_s is not None:
+        return max(now, run.release_s)
+    remaining_s = max(0.0, job.duration_s - run.progress_s)
+    return now + remaining_s * job.gpus / max(1, run.gpus) * penalty
+
+
+def _worst_runtime_s(job: Job, size: int, penalty: float) -> float:
+    """How long a start of `size` GPUs can hold them: its time limit, else its whole duration at the
+    progress rate of that size slowed by `penalty`."""
+    if job.time_limit_s is not None:
+        return job.time_limit_s
+    return job.duration_s * penalty * job.gpus / max(1, size)
+
+
+def _worst_penalty(policy: Policy, size: int, max_level: str) -> float:
+    """The slowest topology penalty a placement of `size` GPUs within `max_level` can get."""
+    if size <= policy.gpus_per_node:
+        return policy.penalty("node")
+    return max(policy.penalty(level) for level, rank in LEVEL_RANK.items() if rank <= LEVEL_RANK[max_level])

@@ -127,26 +127,11 @@ DATA_TYPES = {
 # Rule helpers of the fast path the reference still reuses instead of stating them itself. This list
 # only shrinks: restate a rule in `reference.py`, then take its helper off.
 NOT_YET_RESTATED = {
-    "backfill": {
-        "EXTRA_RESERVATION_ATTEMPTS",
-        "HORIZON_S",
-        "ReleaseEvent",
-        "ReleaseProfile",
-        "Reservation",
-        "earliest_start",
-        "expected_end_s",
-        "gang_level_now",
-        "reservation_start",
-        "spreads_across_pods",
-        "worst_penalty",
-        "worst_runtime_s",
-    },
     "capacity": {"AcceleratorPool", "level_of"},
     "elastic": {"reduced_sizes"},
     "placement": {
         "Fit",
         "first_in_one_domain",
-        "gang_level",
         "kept_for_gangs",
         "narrower",
         "nodes_needed",
@@ -195,6 +180,7 @@ def test_the_reference_no_longer_reuses_the_quota_ledger_the_eviction_rules_fair
         "cycle_state",
         "ordering",
         "preemption",
+        "backfill",
     }
     assert not _reference_imports().keys() & forbidden
 
@@ -292,3 +278,12 @@ def test_the_victim_search_chooses_among_what_it_looked_at_once_it_has_enough_no
     assert [action.job_id for action in plain.of_type(Preempt)] == ["v00a", "v00b"]
     assert [(action.job_id, action.allocation) for action in plain.of_type(Start)] == [("urgent", (("n00", 8),))]
     assert plain == schedule(snapshot, 500.0)
+
+
+def test_the_reference_sees_as_far_ahead_and_tries_as_many_reservations_as_the_fast_engine() -> None:
+    from scheduling.engine import backfill, reference
+
+    assert (reference.HORIZON_S, reference.EXTRA_RESERVATION_ATTEMPTS) == (
+        backfill.HORIZON_S,
+        backfill.EXTRA_RESERVATION_ATTEMPTS,
+    )
