@@ -6,6 +6,10 @@ day) and the fleet ledger (``FleetSample``). The page, the exports and the API a
 Definitions (every figure is GPU-hours unless it says otherwise):
 
 - used: allocated GPU-hours (a job held the GPUs); useful + lost = used.
+- lost, by why: restore (held before the work resumed: handover and checkpoint read-back),
+  topology (the slowdown of a spread placement), rolled back by evictions (preemptions, drains,
+  requeues) and rolled back by failures (dead, degraded or slow nodes); unsplit is what ledger
+  rows written before the split hold, so the five always sum to lost.
 - borrowed: the part of used that ran on borrowed quota, beyond the team's guarantee.
 - guarantee: the team's guaranteed GPUs x the hours of the period that the fleet has run.
 - utilisation of the guarantee: (used - borrowed) / guarantee.
@@ -22,7 +26,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
@@ -62,6 +66,16 @@ class TeamRow:
     cost: Decimal
     budget: Decimal | None = None
     budget_unit: str = ""
+    # Lost split by why (a month closed before the split has zeros here: all of it unsplit).
+    lost_restore_gpu_h: float = 0.0
+    lost_topology_gpu_h: float = 0.0
+    lost_evicted_gpu_h: float = 0.0
+    lost_failed_gpu_h: float = 0.0
+
+    @property
+    def lost_unsplit_gpu_h(self) -> float:
+        """Lost that ledger rows written before the split do not split."""
+        return lost_unsplit(self)
 
     @property
     def utilisation(self) -> float | None:
@@ -83,6 +97,34 @@ class TeamRow:
         if self.budget is None or self.budget == 0 or self.budget_unit not in Budget.Unit.values:
             return None
         return float(self.spend / self.budget)
+
+
+class _LostParts(Protocol):
+    @property
+    def lost_gpu_h(self) -> float: ...
+    @property
+    def lost_restore_gpu_h(self) -> float: ...
+    @property
+    def lost_topology_gpu_h(self) -> float: ...
+    @property
+    def lost_evicted_gpu_h(self) -> float: ...
+    @property
+    def lost_failed_gpu_h(self) -> float: ...
+
+
+def lost_unsplit(row: _LostParts) -> float:
+    """What is left of lost after its four parts: the lost of ledger rows older than the split."""
+    parts = row.lost_restore_gpu_h + row.lost_topology_gpu_h + row.lost_evicted_gpu_h + row.lost_failed_gpu_h
+    return row.lost_gpu_h - parts
+
+
+# The ledger's lost columns (``scheduling.models.JobUsage``) -> the report's GPU-hour figures.
+LOST_PARTS = {
+    "lost_restore_gpu_s": "lost_restore_gpu_h",
+    "lost_topology_gpu_s": "lost_topology_gpu_h",
+    "lost_evicted_gpu_s": "lost_evicted_gpu_h",
+    "lost_failed_gpu_s": "lost_failed_gpu_h",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +342,7 @@ class _Acc:
     borrowed: float = 0.0
     kinds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     cost: Decimal = ZERO
+    lost_parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOST_PARTS.values(), 0.0))
 
 
 def _usage_by_team(
@@ -311,7 +354,11 @@ def _usage_by_team(
     acc: dict[int, _Acc] = defaultdict(_Acc)
     daily: dict[tuple[date, int], float] = defaultdict(float)
     for row in usage.values("team_id", "accelerator_type_id", "kind", "day").annotate(
-        used=Sum("allocated_gpu_s"), useful=Sum("useful_gpu_s"), lost=Sum("lost_gpu_s"), borrowed=Sum("borrowed_gpu_s")
+        used=Sum("allocated_gpu_s"),
+        useful=Sum("useful_gpu_s"),
+        lost=Sum("lost_gpu_s"),
+        borrowed=Sum("borrowed_gpu_s"),
+        **{part: Sum(part) for part in LOST_PARTS},
     ):
         a = acc[row["team_id"]]
         used_h, borrowed_h = row["used"] / 3600, row["borrowed"] / 3600
@@ -319,6 +366,9 @@ def _usage_by_team(
         a.useful += row["useful"] / 3600
         a.lost += row["lost"] / 3600
         a.borrowed += borrowed_h
+        sums: dict[str, Any] = dict(row)
+        for part, name in LOST_PARTS.items():
+            a.lost_parts[name] += sums[part] / 3600
         a.kinds[row["kind"]] += used_h
         charged_h = used_h if model == FleetPolicy.ChargeModel.USAGE else borrowed_h
         a.cost += Decimal(repr(charged_h)) * book.price(row["accelerator_type_id"], row["day"])
@@ -397,6 +447,7 @@ def finance_report_build(*, first: date, last: date, team_ids: set[int] | None =
                 cost=money(a.cost + guarantee_cost.get(team.pk, ZERO)),
                 budget=_budget_for_period(budget.monthly_amount, first, last) if budget else None,
                 budget_unit=budget.unit if budget else "",
+                **a.lost_parts,
             )
         )
     return FinanceReport(
@@ -450,6 +501,14 @@ class JobLine:
     useful_gpu_h: float
     lost_gpu_h: float
     cost: Decimal
+    lost_restore_gpu_h: float = 0.0
+    lost_topology_gpu_h: float = 0.0
+    lost_evicted_gpu_h: float = 0.0
+    lost_failed_gpu_h: float = 0.0
+
+    @property
+    def lost_unsplit_gpu_h(self) -> float:
+        return lost_unsplit(self)
 
 
 def job_lines(
@@ -478,7 +537,12 @@ def job_lines(
             "kind",
             "day",
         )
-        .annotate(used=Sum("allocated_gpu_s"), useful=Sum("useful_gpu_s"), lost=Sum("lost_gpu_s"))
+        .annotate(
+            used=Sum("allocated_gpu_s"),
+            useful=Sum("useful_gpu_s"),
+            lost=Sum("lost_gpu_s"),
+            **{part: Sum(part) for part in LOST_PARTS},
+        )
         .order_by("team__name", "job_id", "day")
     ):
         line = lines.setdefault(
@@ -494,11 +558,15 @@ def job_lines(
                 "useful_gpu_h": 0.0,
                 "lost_gpu_h": 0.0,
                 "cost": ZERO,
+                **dict.fromkeys(LOST_PARTS.values(), 0.0),
             },
         )
         line["gpu_h"] += row["used"] / 3600
         line["useful_gpu_h"] += row["useful"] / 3600
         line["lost_gpu_h"] += row["lost"] / 3600
+        sums: dict[str, Any] = dict(row)
+        for part, name in LOST_PARTS.items():
+            line[name] += sums[part] / 3600
         line["cost"] += Decimal(repr(row["used"] / 3600)) * book.price(row["accelerator_type_id"], row["day"])
     return [JobLine(**{**line, "cost": money(line["cost"])}) for line in lines.values()]
 

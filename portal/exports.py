@@ -25,6 +25,25 @@ from portal.spreadsheet import cell_safe, row_safe
 
 GPU_H = "#,##0.00"
 PERCENT = "0.0%"
+# Lost GPU-hours by why, after the table's other columns (``finance.selectors``: the definitions).
+LOST_HEADERS = (
+    "Lost to restore (GPU-h)",
+    "Lost to topology slowdown (GPU-h)",
+    "Rolled back by evictions (GPU-h)",
+    "Rolled back by failures (GPU-h)",
+    "Lost, not split (GPU-h)",
+)
+
+
+def lost_cells(row: TeamRow | JobLine) -> list[float]:
+    """Lost split by why, rounded as the page shows it."""
+    return [
+        figure(row.lost_restore_gpu_h),
+        figure(row.lost_topology_gpu_h),
+        figure(row.lost_evicted_gpu_h),
+        figure(row.lost_failed_gpu_h),
+        figure(row.lost_unsplit_gpu_h),
+    ]
 
 
 def headers(currency: str) -> tuple[str, ...]:
@@ -44,6 +63,7 @@ def headers(currency: str) -> tuple[str, ...]:
         "Budget",
         "Budget unit",
         "Budget used",
+        *LOST_HEADERS,
     )
 
 
@@ -81,6 +101,7 @@ def cells(row: TeamRow, currency: str) -> list[object]:
         row.budget,
         unit,
         _share(row.budget_used),
+        *lost_cells(row),
     ]
 
 
@@ -153,7 +174,7 @@ def report_xlsx(report: FinanceReport) -> bytes:
         sheet.append(row_safe(cells(row, report.currency)))
     money, last = _money_format(report.currency), sheet.max_row
     for number in range(head_at + 1, last + 1):
-        for column in (3, 4, 6, 7, 8, 9, 10, 11):
+        for column in (3, 4, 6, 7, 8, 9, 10, 11, *range(16, 16 + len(LOST_HEADERS))):
             sheet.cell(number, column).number_format = GPU_H
         for column in (5, 15):
             sheet.cell(number, column).number_format = PERCENT
@@ -165,7 +186,7 @@ def report_xlsx(report: FinanceReport) -> bytes:
     for line in reconciliation(report):
         sheet.append(row_safe(line))
         sheet.cell(sheet.max_row, 2).number_format = GPU_H
-    for column in range(1, 16):
+    for column in range(1, 16 + len(LOST_HEADERS)):
         sheet.column_dimensions[get_column_letter(column)].width = 30 if column <= 2 else 16
     sheet.freeze_panes = sheet.cell(head_at + 1, 2).coordinate
     out = io.BytesIO()
@@ -179,7 +200,7 @@ JOB_HEADERS = ("Job", "Name", "Team", "User", "Accelerator", "Kind", "GPU-h", "U
 def jobs_csv(lines: Sequence[JobLine], currency: str) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow((*JOB_HEADERS, f"Cost at usage rates ({currency})"))
+    writer.writerow((*JOB_HEADERS, f"Cost at usage rates ({currency})", *LOST_HEADERS))
     for line in lines:
         writer.writerow(
             row_safe(
@@ -194,6 +215,7 @@ def jobs_csv(lines: Sequence[JobLine], currency: str) -> bytes:
                     f"{figure(line.useful_gpu_h):.2f}",
                     f"{figure(line.lost_gpu_h):.2f}",
                     money(line.cost),
+                    *(f"{value:.2f}" for value in lost_cells(line)),
                 )
             )
         )

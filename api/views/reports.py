@@ -57,6 +57,11 @@ class TeamRowOutput(serializers.Serializer):
     serving_gpu_h = serializers.FloatField()
     training_gpu_h = serializers.FloatField()
     batch_gpu_h = serializers.FloatField()
+    lost_restore_gpu_h = serializers.FloatField(help_text="Lost: GPUs held before the work resumed (restore).")
+    lost_topology_gpu_h = serializers.FloatField(help_text="Lost: the slowdown of a spread placement.")
+    lost_evicted_gpu_h = serializers.FloatField(help_text="Lost: work rolled back by evictions (preemption, drain).")
+    lost_failed_gpu_h = serializers.FloatField(help_text="Lost: work rolled back by hardware failures.")
+    lost_unsplit_gpu_h = serializers.FloatField(help_text="Lost recorded before the split: lost minus the four parts.")
     cost = _money()
     budget = serializers.DecimalField(max_digits=None, decimal_places=None, allow_null=True)
 

@@ -5,12 +5,24 @@ by a node failure."""
 
 from __future__ import annotations
 
-import pytest
-from django.db.models import Sum
+import csv
+import io
+import re
+from datetime import date
 
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db.models import Sum
+from django.test import Client
+from openpyxl import load_workbook
+
+from finance.selectors import FinanceReport, finance_report_build, job_lines
 from scheduling.cycle.failures import node_kill
 from scheduling.models import JobUsage, Node, SchedulerEvent, UsageSample
 from tenants.models import FleetPolicy
+from tenants.roles import FINANCE
+from tests.factories import UserFactory
+from tests.finance.ledger import books_build
 from tests.scheduling.conftest import Fleet
 
 PARTS = ("lost_restore_gpu_s", "lost_topology_gpu_s", "lost_evicted_gpu_s", "lost_failed_gpu_s")
@@ -80,3 +92,93 @@ def test_every_ledger_row_splits_its_lost_exactly(fleet: Fleet) -> None:
     per_team = UsageSample.objects.aggregate(**{f: Sum(f) for f in FIGURES})
     per_job = JobUsage.objects.aggregate(**{f: Sum(f) for f in FIGURES})
     assert per_job == pytest.approx(per_team)
+
+
+# The gang's hand-computed split, in GPU-hours (above), and the serving job's restore.
+GANG_H = {
+    "lost_restore_gpu_h": 24 * 16 * 2 / 3600,
+    "lost_topology_gpu_h": 24 * (1200 + 524 + 464) * 0.2 / 3600,
+    "lost_evicted_gpu_h": 24 * 360 / 3600,
+    "lost_failed_gpu_h": 24 * 464 / 1.25 / 3600,
+}
+SPLIT_H = {**GANG_H, "lost_restore_gpu_h": GANG_H["lost_restore_gpu_h"] + 16 * 60 / 3600}
+DAY = {"start": "2026-01-01", "end": "2026-01-01"}
+
+
+def _finance() -> User:
+    user = UserFactory(username="fiona")
+    user.groups.add(Group.objects.get_or_create(name=FINANCE)[0])
+    return user
+
+
+def _shown(values: list[object]) -> list[float]:
+    return [round(float(str(v)), 2) for v in values]
+
+
+def test_the_report_page_its_exports_and_the_api_show_the_same_split(fleet: Fleet) -> None:
+    _scenario(fleet)
+    report = finance_report_build(first=date(2026, 1, 1), last=date(2026, 1, 1))
+    (row,) = report.rows
+    for name, hours in SPLIT_H.items():
+        assert getattr(row, name) == pytest.approx(hours)
+    assert row.lost_unsplit_gpu_h == pytest.approx(0.0, abs=1e-9)
+    expected = [round(row.lost_gpu_h, 2), *(round(h, 2) for h in SPLIT_H.values()), 0.0]
+    client = Client()
+    client.force_login(_finance())
+
+    page = client.get("/reports/usage/", DAY)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page.content.decode().split('id="lost-table"')[1])
+    assert _shown(cells[:6]) == expected
+    text = client.get("/reports/usage/", {**DAY, "format": "csv"}).content.decode()
+    lines = list(csv.reader(io.StringIO(text)))
+    head = next(line for line in lines if line and line[0] == "Team")
+    line = next(line for line in lines if line and line[0] == fleet.team.name)
+    split = head.index("Lost to restore (GPU-h)")
+    assert _shown([line[head.index("Lost (GPU-h)")], *line[split : split + 5]]) == expected
+    data = client.get("/reports/usage/", {**DAY, "format": "xlsx"}).content
+    sheet_rows = list(load_workbook(io.BytesIO(data))["Chargeback"].iter_rows(values_only=True))
+    sheet_row = next(r for r in sheet_rows if r[0] == fleet.team.name)
+    assert _shown([sheet_row[head.index("Lost (GPU-h)")], *sheet_row[split : split + 5]]) == expected
+    api = client.get("/api/v1/reports/usage/", DAY).json()["rows"][0]
+    names = ["lost_gpu_h", *SPLIT_H, "lost_unsplit_gpu_h"]
+    assert _shown([api[name] for name in names]) == expected
+    lines = job_lines(user=User.objects.get(username="fiona"), first=date(2026, 1, 1), last=date(2026, 1, 1))
+    gang = next(line for line in lines if line.name == "gang")
+    for name, hours in GANG_H.items():
+        assert getattr(gang, name) == pytest.approx(hours)
+
+
+def test_usage_recorded_before_the_split_shows_as_not_split_and_the_parts_still_sum_to_lost(db: None) -> None:
+    books = books_build()
+    vision = {row.team: row for row in finance_report_build(first=date(2026, 1, 1), last=date(2026, 1, 31)).rows}[
+        "Vision"
+    ]
+    # The hand-written ledger's rows predate the split: its 12 lost GPU-h are all unsplit.
+    assert vision.lost_gpu_h == pytest.approx(12.0)
+    assert vision.lost_unsplit_gpu_h == pytest.approx(12.0)
+    # A day recorded with the split: 2 GPU-h restore, 1 topology, 3 rolled back by a failure.
+    JobUsage.objects.create(
+        job=books.jobs[0],
+        day=date(2026, 1, 21),
+        team=books.vision,
+        accelerator_type=books.h100,
+        kind="training",
+        allocated_gpu_s=8 * 3600.0,
+        useful_gpu_s=2 * 3600.0,
+        lost_gpu_s=6 * 3600.0,
+        lost_restore_gpu_s=2 * 3600.0,
+        lost_topology_gpu_s=1 * 3600.0,
+        lost_failed_gpu_s=3 * 3600.0,
+    )
+    report = finance_report_build(first=date(2026, 1, 1), last=date(2026, 1, 31))
+    vision = {row.team: row for row in report.rows}["Vision"]
+    assert (vision.lost_restore_gpu_h, vision.lost_topology_gpu_h, vision.lost_failed_gpu_h) == (2.0, 1.0, 3.0)
+    assert vision.lost_unsplit_gpu_h == pytest.approx(12.0)
+    assert report.totals.lost_unsplit_gpu_h == pytest.approx(12.0)
+    # A month closed before the split kept no parts: all of its lost reads as not split.
+    snapshot = report.to_json()
+    for stored in snapshot["rows"]:
+        for name in SPLIT_H:
+            del stored[name]
+    closed = FinanceReport.from_json(snapshot)
+    assert {row.team: row.lost_unsplit_gpu_h for row in closed.rows}["Vision"] == pytest.approx(18.0)
