@@ -23,21 +23,18 @@ The cycle, as `schedule` states it:
  5. Elastic growth into idle GPUs on accelerators where nothing waits for capacity.
  6. A reason and an estimated start (or what it waits for) for every job that did not start.
 
-Stated here, in the reference's own words: the queue order and fair share, quota admission,
-borrowing, lending, holds and refusals (`_PlainLedger`, every total summed from the teams' accounts
-when read), who may preempt whom and what preemption could free, which victims are chosen
-(`_choose_victims`, with the early stop that decides among the cheapest victims looked at), whether
-an eviction pays and what it costs, the gang patience level, placement of single-node jobs and
-gangs, release and runtime formulas, when a job would fit along the releases and where a blocked
-head reserves (`_earliest_start`, `_reservation_start`), backfill around reservations, elastic
-growth, and the estimates. Still reused from the fast path, until they are restated here
-(`tests/engine/test_reference.py` lists them, and the list only shrinks): the domains single-node
-jobs leave to waiting gangs without topology awareness (`placement.kept_for_gangs`), the elastic
-sizes worth trying (`elastic.reduced_sizes`), and placement's shape helpers (`nodes_needed`,
-`narrower`, `pack_whole_nodes`, `first_in_one_domain`, `capacity.level_of`). The helpers that want
-an `AcceleratorPool` get a fresh one, built from the plain state for the question at hand. The
-blockers (`blockers.describe_blockers`) are one explanation for both engines, read from each one's
-end state.
+Every rule is stated here, in the reference's own words, importing nothing of the fast path but
+the data types (`model`, `plan`) and the explanation of blockers (`tests/engine/test_reference.py`
+checks the imports): the queue order and fair share, quota admission, borrowing, lending, holds and
+refusals (`_PlainLedger`, every total summed from the teams' accounts when read), who may preempt
+whom and what preemption could free, which victims are chosen (`_choose_victims`, with the early
+stop that decides among the cheapest victims looked at), whether an eviction pays and what it
+costs, the gang patience level, placement of single-node jobs and gangs (and, without topology
+awareness, the domains single-node jobs leave to waiting gangs), release and runtime formulas,
+when a job would fit along the releases and where a blocked head reserves (`_earliest_start`,
+`_reservation_start`), backfill around reservations, the elastic sizes worth trying, elastic
+growth, and the estimates. The blockers (`blockers.describe_blockers`) are one explanation for
+both engines, read from each one's end state.
 
 Specified, not heuristic: the whole plan is compared with `schedule`'s, estimates included. Where
 the fast engine keeps a quirk on purpose, the reference states the rule as intended and keeps the
@@ -65,10 +62,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .blockers import EndState, describe_blockers
-from .capacity import AcceleratorPool, level_of
-from .elastic import reduced_sizes
 from .model import LEVEL_RANK, Job, Node, Policy, Running, Snapshot
-from .placement import Fit, first_in_one_domain, kept_for_gangs, narrower, nodes_needed, pack_whole_nodes
 from .plan import (
     REASON_CAPACITY,
     REASON_GUARANTEE,
@@ -267,12 +261,24 @@ class _ReferenceCycle:
 
     def keep_domains_for_gangs(self, queue: list[Job]) -> None:
         """Without topology awareness, single-node jobs first fit outside the domains that the
-        waiting gangs with a required rack or pod would take as the cycle begins
-        (`placement.kept_for_gangs`), when any other node has room."""
+        waiting gangs with a required rack or pod would take as the cycle begins: for each such
+        multi-node gang, the first whole nodes in id order that gather enough of them in one domain
+        of its level (as it would be placed); a single-node job takes one of them only when no other
+        node has room."""
+        gpn = self.policy.gpus_per_node
         for accelerator in self.accelerators:
             gangs = [job for job in queue if job.accelerator == accelerator and job.required_level in ("rack", "pod")]
-            if gangs:
-                self.kept[accelerator] = kept_for_gangs(self._pool(accelerator), gangs)
+            if not gangs:
+                continue
+            whole = [node_id for node_id in self._node_ids(accelerator) if self.free[node_id] >= gpn]
+            racks = {node_id: self.nodes[node_id].rack_key for node_id in whole}
+            pods = {node_id: self.nodes[node_id].pod for node_id in whole}
+            kept: set[str] = set()
+            for gang in gangs:
+                if gang.gpus > gpn and gang.required_level is not None:
+                    count = _nodes_needed(gang.gpus, gpn)
+                    kept.update(_first_in_one_domain(whole, count, gang.required_level, racks, pods) or ())
+            self.kept[accelerator] = frozenset(kept)
 
     # Step 4 ------------------------------------------------------------------------------------
 
@@ -370,15 +376,15 @@ class _ReferenceCycle:
     def _narrowest_level(self, accelerator: str, gpus: int, level: str) -> str:
         """The narrowest domain whose nodes (however many GPUs they have now) could hold `gpus`, no
         wider than `level`: a rack when some rack has enough nodes, else a pod, else `level`."""
-        count = nodes_needed(gpus, self.policy.gpus_per_node)
+        count = _nodes_needed(gpus, self.policy.gpus_per_node)
         racks: dict[str, int] = {}
         pods: dict[str, int] = {}
         for node in (self.nodes[node_id] for node_id in self._node_ids(accelerator)):
             racks[node.rack_key] = racks.get(node.rack_key, 0) + 1
             pods[node.pod] = pods.get(node.pod, 0) + 1
         if count <= max(racks.values(), default=0):
-            return narrower("rack", level)
-        return narrower("pod", level) if count <= max(pods.values(), default=0) else level
+            return _narrower("rack", level)
+        return _narrower("pod", level) if count <= max(pods.values(), default=0) else level
 
     def _spreads_across_pods(self, job: Job, level: str) -> bool:
         """Whether `level` lets a topology-aware training or batch gang that one pod could hold
@@ -415,7 +421,7 @@ class _ReferenceCycle:
         sizes = [job.gpus]
         if self.policy.elastic and job.is_elastic:
             room = self.ledger.room(job.team, job.accelerator, job.gpus - 1, not job.preemptible)
-            sizes += reduced_sizes(job, self._pool(job.accelerator), room)
+            sizes += self._reduced_sizes(job, room)
         for size in sizes:
             admission = self.ledger.admit(job.team, job.accelerator, size, not job.preemptible)
             if admission is None:
@@ -429,11 +435,30 @@ class _ReferenceCycle:
                     return True
         return False
 
-    def _fit(self, job: Job, size: int, max_level: str) -> Fit | None:
+    def _reduced_sizes(self, job: Job, room: int) -> list[int]:
+        """The sizes below its requested one worth trying for an elastic job, largest first: for every
+        number of nodes it could take (no more than the whole nodes free), the largest size in
+        `min_gpus..gpus - 1` on that many nodes that quota admits (`room`: the most it admits), and
+        for one node, the largest such size that the node with the most free GPUs has room for. Any
+        smaller size on as many nodes fits where these do."""
+        if job.min_gpus is None or job.min_gpus >= job.gpus:
+            return []
+        gpn, nodes = self.policy.gpus_per_node, self._node_ids(job.accelerator)
+        low, high = max(1, job.min_gpus), min(job.gpus - 1, room)
+        whole = sum(1 for node_id in nodes if self.free[node_id] >= gpn)
+        sizes = [
+            size
+            for count in range(min(whole, _nodes_needed(high, gpn)), 1, -1)
+            if (size := min(high, count * gpn)) > (count - 1) * gpn and size >= low
+        ]
+        single = min(high, gpn, max((self.free[node_id] for node_id in nodes), default=0))
+        return sizes + [single] if single >= low else sizes
+
+    def _fit(self, job: Job, size: int, max_level: str) -> _Fit | None:
         """Where `size` GPUs of `job` go now. Without topology awareness, a job's preferred level is
         still tried first (with the topology-aware rule)."""
         if job.preferred_level and not self.policy.topology_aware:
-            preferred = self._place(self.free, job.accelerator, size, narrower(job.preferred_level, max_level), True)
+            preferred = self._place(self.free, job.accelerator, size, _narrower(job.preferred_level, max_level), True)
             if preferred is not None:
                 return preferred
         return self._place(self.free, job.accelerator, size, max_level, self.policy.topology_aware)
@@ -445,7 +470,7 @@ class _ReferenceCycle:
         if gpus <= gpn:
             return max(max(self.free[n], self.held.get(n, 0)) for n in nodes) >= gpus
         whole = sum(1 for n in nodes if self.free[n] >= gpn) + sum(1 for n in nodes if self.held.get(n, 0) >= gpn)
-        return whole >= nodes_needed(gpus, gpn)
+        return whole >= _nodes_needed(gpus, gpn)
 
     def _backfill(self, job: Job, size: int, max_level: str, admission: _Admission) -> bool:
         """EASY backfill: the job may use nodes held for reservations that start no earlier than its
@@ -472,7 +497,7 @@ class _ReferenceCycle:
         return True
 
     def _commit_start(
-        self, job: Job, fit: Fit, admission: _Admission, *, taken: bool = False, replaces: tuple[str, ...] = ()
+        self, job: Job, fit: _Fit, admission: _Admission, *, taken: bool = False, replaces: tuple[str, ...] = ()
     ) -> None:
         """The job starts on `fit`; it holds its GPUs (after the handover of `replaces`, if any) for
         its worst-case runtime at the placement's level."""
@@ -717,11 +742,11 @@ class _ReferenceCycle:
             if gpus > 0 and node_id not in self.held:
                 self.free[node_id] += gpus
 
-    def _handover_fit(self, choice: _Choice, gpus: int) -> Fit:
+    def _handover_fit(self, choice: _Choice, gpus: int) -> _Fit:
         """The job starts on the chosen node, or packed on the chosen whole nodes."""
         gpn, node_ids = self.policy.gpus_per_node, list(choice.node_ids)
-        allocation = ((node_ids[0], gpus),) if gpus <= gpn else pack_whole_nodes(node_ids, gpus, gpn)
-        return Fit(allocation, self._level(node_ids))
+        allocation = ((node_ids[0], gpus),) if gpus <= gpn else _pack_whole_nodes(node_ids, gpus, gpn)
+        return _Fit(allocation, self._level(node_ids))
 
     # Reservations ------------------------------------------------------------------------------
 
@@ -926,7 +951,7 @@ class _ReferenceCycle:
         nodes = [self.nodes[node_id] for node_id in self._node_ids(job.accelerator)]
         if job.gpus <= gpn:
             return WAITS_HARDWARE if job.gpus > max(node.usable_gpus for node in nodes) else None
-        count = nodes_needed(job.gpus, gpn)
+        count = _nodes_needed(job.gpus, gpn)
         whole = [node for node in nodes if node.usable_gpus >= gpn]
         if count > len(whole):
             return WAITS_HARDWARE
@@ -942,7 +967,7 @@ class _ReferenceCycle:
 
     # Placement ---------------------------------------------------------------------------------
 
-    def _place(self, free: dict[str, int], accelerator: str, gpus: int, max_level: str, aware: bool) -> Fit | None:
+    def _place(self, free: dict[str, int], accelerator: str, gpus: int, max_level: str, aware: bool) -> _Fit | None:
         """Gang placement, all or nothing. A single-node job goes on the best-packed node
         (`_best_node`), or the first with room in id order without topology awareness.
         A multi-node gang takes whole nodes, in one rack if any has enough (the one with the fewest
@@ -959,8 +984,8 @@ class _ReferenceCycle:
                 kept = self.kept.get(accelerator, frozenset())
                 roomy = [node_id for node_id in node_ids if free[node_id] >= gpus]
                 chosen = next((node_id for node_id in roomy if node_id not in kept), roomy[0] if roomy else None)
-            return None if chosen is None else Fit(((chosen, gpus),), "node")
-        count = nodes_needed(gpus, gpn)
+            return None if chosen is None else _Fit(((chosen, gpus),), "node")
+        count = _nodes_needed(gpus, gpn)
         whole = [node_id for node_id in node_ids if free[node_id] >= gpn]
         if len(whole) < count or LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
             return None
@@ -969,13 +994,13 @@ class _ReferenceCycle:
         else:
             racks = {n: self.nodes[n].rack_key for n in whole}
             pods = {n: self.nodes[n].pod for n in whole}
-            picked = first_in_one_domain(whole, count, max_level, racks, pods)
+            picked = _first_in_one_domain(whole, count, max_level, racks, pods)
         if picked is None or len(picked) < count:
             return None
         level = self._level(picked)
         if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
             return None
-        return Fit(pack_whole_nodes(picked, gpus, gpn), level)
+        return _Fit(_pack_whole_nodes(picked, gpus, gpn), level)
 
     def _best_node(self, free: dict[str, int], accelerator: str, gpus: int) -> str | None:
         """The packing rule (`packing`): among nodes with room, a node in use before a whole one, then
@@ -1025,13 +1050,6 @@ class _ReferenceCycle:
 
     def _total_free(self, accelerator: str) -> int:
         return sum(self.free[node_id] for node_id in self._node_ids(accelerator))
-
-    def _pool(self, accelerator: str, free: dict[str, int] | None = None) -> AcceleratorPool:
-        """A fresh capacity index of `accelerator` (for the engine's rule helpers that read one)."""
-        free = self.free if free is None else free
-        nodes = [node for node in self.snapshot.nodes if node.accelerator == accelerator]
-        used = {node.id: node.usable_gpus - free[node.id] for node in nodes}
-        return AcceleratorPool(accelerator, nodes, used, self.policy.gpus_per_node)
 
     def _fleet(self, accelerator: str) -> _Fleet:
         """The accelerator's nodes as the victim search reads them."""
@@ -1083,7 +1101,7 @@ class _ReferenceCycle:
                 if room:
                     return time_s, (min(room)[1],)
                 continue
-            chosen = self._gang_nodes_at(accelerator, nodes_needed(gpus, gpn), released, max_level, aware)
+            chosen = self._gang_nodes_at(accelerator, _nodes_needed(gpus, gpn), released, max_level, aware)
             if chosen is not None:
                 return time_s, chosen
         return None
@@ -1113,7 +1131,7 @@ class _ReferenceCycle:
         if not aware:
             racks = {node.id: node.rack_key for node in every}
             pods = {node.id: node.pod for node in every}
-            chosen = first_in_one_domain(sorted(racks), count, max_level, racks, pods)
+            chosen = _first_in_one_domain(sorted(racks), count, max_level, racks, pods)
             return None if chosen is None else tuple(chosen)
 
         def fewest_to_spare(domain: Callable[[Node], str]) -> tuple[str, ...] | None:
@@ -1195,9 +1213,12 @@ class _ReferenceCycle:
         return gpus <= max(min(gpn, largest), room * gpn)
 
     def _level(self, node_ids: list[str]) -> str:
-        racks = {node_id: self.nodes[node_id].rack_key for node_id in node_ids}
-        pods = {node_id: self.nodes[node_id].pod for node_id in node_ids}
-        return level_of(node_ids, racks, pods)
+        """The smallest topology domain holding all of `node_ids`: one node, one rack, one pod, or the fleet."""
+        if len(set(node_ids)) <= 1:
+            return "node"
+        if len({self.nodes[node_id].rack_key for node_id in node_ids}) == 1:
+            return "rack"
+        return "pod" if len({self.nodes[node_id].pod for node_id in node_ids}) == 1 else "fleet"
 
     def _penalty(self, allocation: Allocation) -> float:
         """The topology penalty of a running placement (nodes the fleet does not know count as their
@@ -1663,7 +1684,7 @@ def _choose_victims(gpus: int, fleet: _Fleet, candidates: Iterable[_Victim], max
     single = gpus <= gpn
     if not single and LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
         return None
-    count = 1 if single else nodes_needed(gpus, gpn)
+    count = 1 if single else _nodes_needed(gpus, gpn)
     goal = max(ENOUGH_NODES, NODES_PER_GANG_NODE * count)
     seen: list[_Victim] = []
     for candidate in candidates:
@@ -1774,7 +1795,7 @@ def _cheapest_domain(
     domain whose nodes cost the least in all (a victim counted on each node it frees), then with
     the lowest highest priority taken, then the domain's name."""
     gpn = fleet.gpus_per_node
-    count = nodes_needed(gpus, gpn)
+    count = _nodes_needed(gpus, gpn)
     per_node = dict.fromkeys(fleet.whole(), _Freed(0.0, _NO_PRIORITY, ()))
     for node_id in freeable:
         freed = _free_node(options[node_id], gpn - fleet.free[node_id])
@@ -1878,3 +1899,50 @@ def _worst_penalty(policy: Policy, size: int, max_level: str) -> float:
     if size <= policy.gpus_per_node:
         return policy.penalty("node")
     return max(policy.penalty(level) for level, rank in LEVEL_RANK.items() if rank <= LEVEL_RANK[max_level])
+
+
+# Placement's shapes, stated plainly -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    """Where a start goes: its GPUs per node, and the smallest domain holding them."""
+
+    allocation: Allocation
+    level: str
+
+
+def _nodes_needed(gpus: int, gpus_per_node: int) -> int:
+    """The nodes a gang of `gpus` takes: whole nodes, the last one perhaps partly."""
+    return -(-gpus // gpus_per_node)
+
+
+def _narrower(level: str, other: str) -> str:
+    return level if LEVEL_RANK[level] <= LEVEL_RANK[other] else other
+
+
+def _pack_whole_nodes(node_ids: list[str], gpus: int, gpus_per_node: int) -> Allocation:
+    """A gang's GPUs on its nodes: a whole node's worth on each, in order, the remainder on the last."""
+    allocation: list[tuple[str, int]] = []
+    for node_id in node_ids:
+        share = min(gpus_per_node, gpus - sum(on_node for _, on_node in allocation))
+        allocation.append((node_id, share))
+    return tuple(allocation)
+
+
+def _first_in_one_domain(
+    node_ids: list[str], count: int, max_level: str, rack: dict[str, str], pod: dict[str, str]
+) -> list[str] | None:
+    """The first `count` of `node_ids` (in their order) that lie in one domain of `max_level`: the
+    domain that gathers `count` of them first (at the fleet level, simply the first `count`). None
+    when no domain has that many."""
+    if LEVEL_RANK[max_level] >= LEVEL_RANK["fleet"]:
+        return node_ids[:count] if len(node_ids) >= count else None
+    domain_of = rack if max_level == "rack" else pod
+    gathered: dict[str, list[str]] = {}
+    for node_id in node_ids:
+        members = gathered.setdefault(domain_of[node_id], [])
+        members.append(node_id)
+        if len(members) == count:
+            return members
+    return None
