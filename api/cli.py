@@ -370,7 +370,7 @@ def cmd_show(api: Api, args: argparse.Namespace, out: TextIO) -> int:
             ("duration", duration_text(job["duration_s"])),
             ("time limit", duration_text(job["time_limit_s"])),
             ("submitted by", job["submitted_by"] or "-"),
-            ("waits because", pending.get("reason") or "-"),
+            ("waits because", pending.get("explanation") or pending.get("reason") or "-"),
             ("starts", _start_text(job, now_s) if pending else "-"),
             ("nodes", ", ".join(f"{n['node']} ({n['gpus']})" for n in job.get("nodes", [])) or "-"),
         ]

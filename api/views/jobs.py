@@ -29,6 +29,7 @@ from portal.auth import signed_in_user
 from portal.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.estimates import EstimateView, estimate_views_for
 from scheduling.limits import MAX_COMMAND_CHARS
+from scheduling.live.explanations import wait_text
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, AcceleratorType, Job, JobKind, Level, SchedulerEvent
 from scheduling.selectors import job_events, job_for_user, job_nodes, jobs_for_user
@@ -59,6 +60,10 @@ FIELD_FOR_ERROR = {
 
 class PendingOutput(serializers.Serializer):
     reason = serializers.CharField(help_text="Why the job waits, as the latest scheduling cycle saw it.")
+    explanation = serializers.CharField(
+        help_text="The one thing that holds it, in words: which limit and how many GPUs short, the job ahead, "
+        "the node, rack or pod it waits for (as its page says it)."
+    )
     estimated_start_s = serializers.FloatField(
         allow_null=True, help_text="Fleet-clock second at which it should start; null when unknown."
     )
@@ -188,6 +193,7 @@ class JobOutput(serializers.Serializer):
         likely: EstimateView | None = self.context.get("estimates", {}).get(job.pk)
         return {
             "reason": info.reason,
+            "explanation": wait_text(info),
             "estimated_start_s": info.estimated_start_s,
             "waits_for": info.waits_for,
             "likely_start_from_s": None if likely is None else likely.likely.low_s,

@@ -27,7 +27,8 @@ _TEAM_WAITS = (WAITS_QUOTA, WAITS_QUOTA_LIMIT)
 
 
 def wait_names_for(*, statuses: Iterable[PendingStatus], blockers: Mapping[str, Blocker]) -> WaitNames:
-    """The names of the teams, jobs and nodes that `blockers` and the statuses' `waits_for` name."""
+    """The names of the teams, jobs and nodes that `blockers` and the statuses' `waits_for` name,
+    and the team of each job named."""
     teams: set[int] = set()
     jobs: set[int] = set()
     nodes: set[int] = set()
@@ -44,18 +45,31 @@ def wait_names_for(*, statuses: Iterable[PendingStatus], blockers: Mapping[str, 
             teams.add(int(waits_for.partition(":")[2]))
         elif waits_for and waits_for.startswith(WAITS_JOB):
             jobs.add(int(waits_for.removeprefix(WAITS_JOB)))
+    named_jobs = list(Job.objects.filter(pk__in=jobs).values_list("pk", "name", "team_id")) if jobs else []
+    teams.update(team for _, _, team in named_jobs)
     return WaitNames(
         teams={str(pk): name for pk, name in Team.objects.filter(pk__in=teams).values_list("pk", "name")}
         if teams
         else {},
-        jobs={str(pk): name for pk, name in Job.objects.filter(pk__in=jobs).values_list("pk", "name")} if jobs else {},
+        jobs={str(pk): name for pk, name, _ in named_jobs},
         nodes={str(pk): name for pk, name in Node.objects.filter(pk__in=nodes).values_list("pk", "name")}
         if nodes
         else {},
+        job_teams={str(pk): str(team) for pk, _, team in named_jobs},
     )
 
 
-def _job_label(job_id: str, names: WaitNames) -> str:
+def ahead_is_private(job_id: str, wait: JobWait) -> bool:
+    """Whether the job ahead is another team's than the waiting job's: its name and page are not
+    the waiting team's to see (as everywhere in Fleetline), so it is told by its team only."""
+    ahead_team = wait.names.job_teams.get(job_id)
+    return ahead_team is not None and ahead_team != wait.team
+
+
+def _job_label(job_id: str, wait: JobWait) -> str:
+    names = wait.names
+    if ahead_is_private(job_id, wait):
+        return f"a job of {names.teams.get(names.job_teams[job_id]) or 'another team'}"
     name = names.jobs.get(job_id)
     return f"job #{job_id}" if name is None else f"{name} (#{job_id})"
 
@@ -88,20 +102,25 @@ def _said(wait: JobWait, job: str) -> str:
 def wait_text(wait: JobWait) -> str:
     """Why the job waits, in plain words (the job ahead by name and number)."""
     blocker = wait.blocker
-    return _said(wait, "" if blocker is None or blocker.job_id is None else _job_label(blocker.job_id, wait.names))
+    return _said(wait, "" if blocker is None or blocker.job_id is None else _job_label(blocker.job_id, wait))
 
 
 def wait_html(wait: JobWait) -> SafeString:
     """Why the job waits, for a page: every name escaped, the job ahead a link to its page."""
     blocker = wait.blocker
-    if blocker is None or blocker.job_id is None or not blocker.job_id.isdigit():
+    if (
+        blocker is None
+        or blocker.job_id is None
+        or not blocker.job_id.isdigit()
+        or ahead_is_private(blocker.job_id, wait)
+    ):
         return format_html("{}", wait_text(wait))
     marker = "\x00job\x00"  # where the link goes: no name or number contains it
     before, _, after = _said(wait, marker).partition(marker)
     link = format_html(
         '<a href="{}" class="blocker-job">{}</a>',
         reverse("job-detail", args=[int(blocker.job_id)]),
-        _job_label(blocker.job_id, wait.names),
+        _job_label(blocker.job_id, wait),
     )
     return format_html("{}{}{}", before, link, after)
 
@@ -113,5 +132,5 @@ def waits_for_text(wait: JobWait) -> str:
     if waits_for and waits_for.startswith(_TEAM_WAITS):
         who = _team_label(waits_for.partition(":")[2], wait.names)
     elif waits_for and waits_for.startswith(WAITS_JOB):
-        who = _job_label(waits_for.removeprefix(WAITS_JOB), wait.names)
+        who = _job_label(waits_for.removeprefix(WAITS_JOB), wait)
     return waits_text(waits_for, horizon_s=ESTIMATE_HORIZON_S, who=who)

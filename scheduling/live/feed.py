@@ -22,8 +22,8 @@ from scheduling import engine
 from scheduling.engine import Plan
 from scheduling.engine.plan import Blocker
 from scheduling.fleet_calendar import fleet_clock_text
-from scheduling.live.explanations import wait_names_for, wait_text
-from scheduling.live.waits import WaitChange, job_waits_store
+from scheduling.live.explanations import ahead_is_private, wait_names_for, wait_text
+from scheduling.live.waits import JobWait, WaitChange, job_waits_store
 from scheduling.models import Incident
 from scheduling.selectors import fleet_summary
 
@@ -101,7 +101,8 @@ def waits_publish_events(*, plan: Plan, jobs: Sequence[engine.Job]) -> list[tupl
     blockers = plan.blockers(jobs)
     names = wait_names_for(statuses=plan.pending, blockers=blockers)
     by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for change in job_waits_store(statuses=plan.pending, blockers=blockers, names=names):
+    team_ids = {job_id: str(team) for job_id, team in team_of.items()}
+    for change in job_waits_store(statuses=plan.pending, blockers=blockers, names=names, team_ids=team_ids):
         team = team_of.get(str(change.job_id))
         if team is not None:
             by_team[team].append(_wait_payload(change, team))
@@ -121,11 +122,11 @@ def _wait_payload(change: WaitChange, team: int) -> dict[str, Any]:
         text=wait_text(wait),
         estimated_start_s=wait.estimated_start_s,
         waits_for=wait.waits_for,
-        blocker=None if blocker is None else _blocker_payload(blocker),
+        blocker=None if blocker is None else _blocker_payload(blocker, wait),
     )
 
 
-def _blocker_payload(blocker: Blocker) -> dict[str, Any]:
+def _blocker_payload(blocker: Blocker, wait: JobWait) -> dict[str, Any]:
     def number(engine_id: str | None) -> int | None:
         return int(engine_id) if engine_id is not None and engine_id.isdigit() else None
 
@@ -137,7 +138,9 @@ def _blocker_payload(blocker: Blocker) -> dict[str, Any]:
         "have": blocker.have,
         "limit": blocker.limit,
         "team": number(blocker.team),
-        "job": number(blocker.job_id),
+        "job": None
+        if blocker.job_id is not None and ahead_is_private(blocker.job_id, wait)
+        else number(blocker.job_id),
         "level": blocker.level,
         "domain": blocker.domain,
     }

@@ -45,6 +45,8 @@ class WaitNames:
     teams: Mapping[str, str] = field(default_factory=dict)
     jobs: Mapping[str, str] = field(default_factory=dict)
     nodes: Mapping[str, str] = field(default_factory=dict)
+    # The team of each job named: a job of another team than the waiting one's is told by its team only.
+    job_teams: Mapping[str, str] = field(default_factory=dict)
 
 
 NO_NAMES = WaitNames()
@@ -60,6 +62,8 @@ class JobWait:
     blocker: Blocker | None = None
     # The names its blocker and `waits_for` name (`scheduling.live.explanations` says them).
     names: WaitNames = NO_NAMES
+    # The waiting job's team (engine id); None in documents written before it was kept.
+    team: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +78,9 @@ def _client() -> redis.Redis:
     return shared_redis(settings.REDIS_URL)
 
 
-def _entry(status: engine.PendingStatus, blocker: list[Any] | None) -> list[Any]:
+def _entry(status: engine.PendingStatus, blocker: list[Any] | None, team: str | None) -> list[Any]:
     estimate = None if status.estimated_start_s is None else round(status.estimated_start_s)
-    return [status.reason, estimate, status.waits_for, blocker]
+    return [status.reason, estimate, status.waits_for, blocker, team]
 
 
 def _facts(blockers: Mapping[str, Blocker]) -> dict[str, list[Any]]:
@@ -108,15 +112,21 @@ def job_waits_store(
     statuses: Iterable[engine.PendingStatus],
     blockers: Mapping[str, Blocker] | None = None,
     names: WaitNames = NO_NAMES,
+    team_ids: Mapping[str, str] | None = None,
 ) -> list[WaitChange]:
-    """Replace the waits document with the latest plan's (and the names its blockers name); the
-    jobs whose wait changed since the document it replaces, in job id order."""
+    """Replace the waits document with the latest plan's (and the names its blockers name, and
+    each job's team by `team_ids`); the jobs whose wait changed since the document it replaces, in
+    job id order."""
     facts = _facts(blockers or {})
-    document = {status.job_id: _entry(status, facts.get(status.job_id)) for status in statuses}
+    teams = team_ids or {}
+    document = {
+        status.job_id: _entry(status, facts.get(status.job_id), teams.get(status.job_id)) for status in statuses
+    }
     pipe = _client().pipeline(transaction=True)
     pipe.get(WAITS_KEY)
     pipe.set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
-    pipe.set(NAMES_KEY, json.dumps([names.teams, names.jobs, names.nodes], separators=(",", ":")))
+    kept = [names.teams, names.jobs, names.nodes, names.job_teams]
+    pipe.set(NAMES_KEY, json.dumps(kept, separators=(",", ":")))
     raw, *_ = pipe.execute()
     before: dict[str, list[Any]] = json.loads(raw) if raw else {}
     changed = sorted((int(job_id), entry) for job_id, entry in document.items() if not _same(before.get(job_id), entry))
@@ -127,8 +137,9 @@ def _wait(entry: list[Any], names: WaitNames) -> JobWait:
     reason, estimate, *rest = entry
     waits_for = rest[0] if rest else None  # documents written before it was kept have no third field
     facts = rest[1] if len(rest) > 1 else None
+    team = rest[2] if len(rest) > 2 else None
     blocker = None if facts is None else Blocker(*facts)
-    return JobWait(reason, None if estimate is None else float(estimate), waits_for, blocker, names)
+    return JobWait(reason, None if estimate is None else float(estimate), waits_for, blocker, names, team)
 
 
 def job_waits_for(*, job_ids: list[int]) -> dict[int, JobWait]:
@@ -137,6 +148,6 @@ def job_waits_for(*, job_ids: list[int]) -> dict[int, JobWait]:
         return {}
     raw, raw_names = _client().mget([WAITS_KEY, NAMES_KEY])
     document = json.loads(raw) if raw else {}
-    teams, jobs, nodes = json.loads(raw_names) if raw_names else ({}, {}, {})
-    names = WaitNames(teams, jobs, nodes)
+    kept = json.loads(raw_names) if raw_names else []
+    names = WaitNames(*kept[:4])
     return {job_id: _wait(document.get(str(job_id), (NEW_JOB_REASON, None)), names) for job_id in job_ids}

@@ -85,7 +85,8 @@ def test_the_queue_says_why_a_job_waits_and_when_it_should_start(people: People,
     line = next(line for line in table.splitlines() if line.startswith(str(waiting.pk)))
     assert reason in line
     assert "in " in line or (rows[0]["pending"]["waits_for"] or "") in line
-    assert f"waits because: {reason}" in shown
+    assert f"waits because: {rows[0]['pending']['explanation']}" in shown
+    assert "8 more H100 GPUs must free up" in shown
 
 
 def test_an_invalid_submission_names_the_field_and_exits_7(as_lead: Run) -> None:

@@ -54,6 +54,8 @@ def test_a_job_over_its_teams_limit_says_which_limit_and_how_many_gpus_short(fle
     assert said in rows
     team_page = member.get(f"/teams/{fleet.team.slug}/").content.decode()
     assert said in team_page
+    api = member.get(f"/api/v1/jobs/{waiting.pk}/").json()
+    assert api["pending"]["reason"] == "quota" and said in api["pending"]["explanation"]
 
 
 def test_a_job_behind_the_job_ahead_links_to_it_by_name(fleet: Fleet, member: Client) -> None:
@@ -67,6 +69,23 @@ def test_a_job_behind_the_job_ahead_links_to_it_by_name(fleet: Fleet, member: Cl
 
     assert "8 more H100 GPUs must free up (0 free now); " in page
     assert f'<a href="/jobs/{first.pk}/" class="blocker-job">first-in-line (#{first.pk})</a> is ahead of it' in page
+
+
+def test_another_teams_job_ahead_is_told_by_its_team_without_its_name_or_link(fleet: Fleet, member: Client) -> None:
+    others = TeamFactory(name="Vision", slug="vision")
+    QuotaFactory(team=others, accelerator_type=fleet.accelerator, guaranteed=16, borrow_limit=64)
+    fleet.submit(gpus=32, name="whole-fleet", time_limit_s=7200.0)
+    fleet.tick()
+    first = fleet.submit(gpus=8, name="secret-vision-run", team=others)
+    second = fleet.submit(gpus=8, name="second-in-line")
+    fleet.tick()
+
+    page = member.get(f"/jobs/{second.pk}/").content.decode()
+    rows = member.get("/jobs/?part=rows").content.decode()
+
+    assert "a job of Vision is ahead of it" in page and "a job of Vision is ahead of it" in rows
+    for shown in (page, rows):
+        assert "secret-vision-run" not in shown and f"/jobs/{first.pk}/" not in shown
 
 
 def test_a_job_name_in_a_reason_is_escaped(fleet: Fleet, member: Client) -> None:
