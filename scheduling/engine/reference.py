@@ -41,9 +41,10 @@ the fast engine keeps a quirk on purpose, the reference states the rule as inten
 quirk only when asked (`quirks=FAST_PATH_QUIRKS`, as the whole-plan comparisons and the simulator's
 `--engine reference` do); a strict `xfail` test names each quirk and shows it on a minimal case:
 `DOUBLE_COUNTED_LOANS`, the bound that decides whether a preemption attempt counts sums a borrowed
-lower-priority run twice. One place where the fast engine's behaviour is stated as it is rather
-than as one might expect: a growth's `borrowing` is judged once the accelerator's growth is done
-(not as each job grows).
+lower-priority run twice; `VICTIM_COST_PER_NODE`, a gang's victim search prices a domain counting a
+victim that spans several of its chosen nodes once per node. One place where the fast engine's
+behaviour is stated as it is rather than as one might expect: a growth's `borrowing` is judged
+once the accelerator's growth is done (not as each job grows).
 
 Budgets are part of the rules (`Policy.max_preemption_attempts`, `preemption_scan_budget`, and at
 most `reservation_depth` + 4 reservation attempts per accelerator), and so is what counts against
@@ -99,7 +100,12 @@ STARTED = "started"
 # by priority and once as a loan (`prepare.Takeable.plain_upper`). It only ever spends an attempt
 # (and scan budget) on a search that cannot succeed, so a later job may find the budget gone.
 DOUBLE_COUNTED_LOANS = "double-counted-loans"
-FAST_PATH_QUIRKS = frozenset({DOUBLE_COUNTED_LOANS})
+# Another: choosing where a gang goes by preemption, the fast engine's victim search prices each
+# domain as the sum of what freeing each of its chosen nodes costs, so a victim that runs on several
+# of those nodes (a gang) counts its lost work once per node. A domain whose one gang victim loses
+# less than two single-node victims elsewhere can lose to them; the reference counts each victim once.
+VICTIM_COST_PER_NODE = "victim-cost-per-node"
+FAST_PATH_QUIRKS = frozenset({DOUBLE_COUNTED_LOANS, VICTIM_COST_PER_NODE})
 
 
 def schedule_reference(
@@ -561,7 +567,8 @@ class _ReferenceCycle:
             if cap_gpu_s <= grace_s and not (shrinkable and natural_s > self.now):
                 continue
             eligible = self._eligible(job, reclaiming, cap_gpu_s, shrinkable, bounded_only)
-            choice = _choose_victims(target, self._fleet(accelerator), eligible, max_level)
+            per_node = VICTIM_COST_PER_NODE in self.quirks
+            choice = _choose_victims(target, self._fleet(accelerator), eligible, max_level, per_node=per_node)
             if choice is not None and self._hand_over(job, target, choice, max_level, partial):
                 return True
         return False
@@ -1662,7 +1669,9 @@ class _Fleet:
         return sorted(node_id for node_id, free in self.free.items() if free >= self.gpus_per_node)
 
 
-def _choose_victims(gpus: int, fleet: _Fleet, candidates: Iterable[_Victim], max_level: str) -> _Choice | None:
+def _choose_victims(
+    gpus: int, fleet: _Fleet, candidates: Iterable[_Victim], max_level: str, *, per_node: bool = False
+) -> _Choice | None:
     """The cheapest victims that let `gpus` GPUs of a job fit within `max_level`, or None.
 
     A single-node job needs all its GPUs on one node; a gang needs whole nodes, in one domain of
@@ -1692,11 +1701,11 @@ def _choose_victims(gpus: int, fleet: _Fleet, candidates: Iterable[_Victim], max
         freeable = _freeable(gpus, fleet, seen)
         whole = 0 if single else len(fleet.whole())
         if len(freeable) + whole >= goal and _domain_ready(fleet, freeable, count, max_level):
-            choice = _cheapest_choice(gpus, fleet, seen, max_level)
+            choice = _cheapest_choice(gpus, fleet, seen, max_level, per_node)
             if choice is not None:
                 return choice
             goal *= GOAL_GROWTH
-    return _cheapest_choice(gpus, fleet, seen, max_level)
+    return _cheapest_choice(gpus, fleet, seen, max_level, per_node)
 
 
 def _needed_on_node(gpus: int, gpus_per_node: int) -> int:
@@ -1764,13 +1773,15 @@ def _free_node(options: list[_Option], need: int) -> _Freed | None:
     return _Freed(sum(option.cost for option in picks.values()), top, tuple(picks.values()))
 
 
-def _cheapest_choice(gpus: int, fleet: _Fleet, seen: list[_Victim], max_level: str) -> _Choice | None:
+def _cheapest_choice(
+    gpus: int, fleet: _Fleet, seen: list[_Victim], max_level: str, per_node: bool = False
+) -> _Choice | None:
     """The cheapest choice among the victims seen (`_cheapest_node`, `_cheapest_domain`)."""
     options = _options(gpus, fleet, seen)
     freeable = _freeable(gpus, fleet, seen)
     if gpus <= fleet.gpus_per_node:
         return _cheapest_node(gpus, fleet, options, freeable)
-    return _cheapest_domain(gpus, fleet, options, freeable, max_level)
+    return _cheapest_domain(gpus, fleet, options, freeable, max_level, per_node)
 
 
 def _cheapest_node(gpus: int, fleet: _Fleet, options: dict[str, list[_Option]], freeable: list[str]) -> _Choice | None:
@@ -1787,39 +1798,55 @@ def _cheapest_node(gpus: int, fleet: _Fleet, options: dict[str, list[_Option]], 
     return None if best is None else _fold_choice((best[1],), best[2])
 
 
-def _cheapest_domain(
-    gpus: int, fleet: _Fleet, options: dict[str, list[_Option]], freeable: list[str], max_level: str
+def _cheapest_domain(  # noqa: PLR0913
+    gpus: int,
+    fleet: _Fleet,
+    options: dict[str, list[_Option]],
+    freeable: list[str],
+    max_level: str,
+    per_node: bool = False,
 ) -> _Choice | None:
     """A gang takes, in the narrowest domain (rack, then pod, then the fleet, up to `max_level`)
     that has enough whole or freeable nodes, its cheapest nodes (whole ones cost nothing): the
-    domain whose nodes cost the least in all (a victim counted on each node it frees), then with
+    domain whose chosen nodes' victims lose the least work in all (each victim counted once; with
+    `per_node`, the fast engine's `VICTIM_COST_PER_NODE`, once per chosen node it frees), then with
     the lowest highest priority taken, then the domain's name."""
     gpn = fleet.gpus_per_node
     count = _nodes_needed(gpus, gpn)
-    per_node = dict.fromkeys(fleet.whole(), _Freed(0.0, _NO_PRIORITY, ()))
+    freed_at = dict.fromkeys(fleet.whole(), _Freed(0.0, _NO_PRIORITY, ()))
     for node_id in freeable:
         freed = _free_node(options[node_id], gpn - fleet.free[node_id])
         if freed is not None:
-            per_node[node_id] = freed
+            freed_at[node_id] = freed
     for level in ("rack", "pod", "fleet"):
         if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
             break
         groups: dict[str, list[str]] = {}
-        for node_id in sorted(per_node):
+        for node_id in sorted(freed_at):
             name = fleet.rack[node_id] if level == "rack" else fleet.pod[node_id] if level == "pod" else "fleet"
             groups.setdefault(name, []).append(node_id)
         chosen: tuple[tuple[float, int, str], list[str]] | None = None
         for name, members in sorted(groups.items()):
             if len(members) < count:
                 continue
-            cheapest = sorted(members, key=lambda n: (per_node[n].cost, per_node[n].top_priority, n))[:count]
-            key = (sum(per_node[n].cost for n in cheapest), max(per_node[n].top_priority for n in cheapest), name)
+            cheapest = sorted(members, key=lambda n: (freed_at[n].cost, freed_at[n].top_priority, n))[:count]
+            picks = [option for n in cheapest for option in freed_at[n].picks]
+            cost = sum(freed_at[n].cost for n in cheapest) if per_node else _lost_once(picks)
+            key = (cost, max(freed_at[n].top_priority for n in cheapest), name)
             if chosen is None or key < chosen[0]:
                 chosen = (key, cheapest)
         if chosen is not None:
-            picks = tuple(option for node_id in chosen[1] for option in per_node[node_id].picks)
-            return _fold_choice(tuple(chosen[1]), picks)
+            chosen_picks = tuple(option for node_id in chosen[1] for option in freed_at[node_id].picks)
+            return _fold_choice(tuple(chosen[1]), chosen_picks)
     return None
+
+
+def _lost_once(picks: list[_Option]) -> float:
+    """The work the victims of `picks` lose, each victim once (a shrink loses nothing)."""
+    lost: dict[str, float] = {}
+    for option in picks:
+        lost[option.job_id] = max(lost.get(option.job_id, 0.0), option.cost)
+    return sum(lost.values())
 
 
 def _fold_choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> _Choice:

@@ -31,7 +31,7 @@ from scheduling.engine import (
     schedule_reference,
 )
 from scheduling.engine.plan import REASON_CAPACITY, REASON_TOPOLOGY, Preempt, Start
-from scheduling.engine.reference import DOUBLE_COUNTED_LOANS, FAST_PATH_QUIRKS
+from scheduling.engine.reference import DOUBLE_COUNTED_LOANS, FAST_PATH_QUIRKS, VICTIM_COST_PER_NODE
 
 from .strategies import contested_snapshots, gang_snapshots, snapshots
 
@@ -318,3 +318,63 @@ def test_without_topology_awareness_a_small_job_leaves_a_waiting_gang_its_rack()
         ("gang", (("n0", 8), ("n1", 8))),
     ]
     assert plain == schedule(snapshot, 10.0)
+
+
+def _gang_victim_snapshot() -> Snapshot:
+    """Two racks of two nodes, all full. Rack r0 runs one 16-GPU gang that would lose 160 GPU-s of
+    work; rack r1 two 8-GPU jobs that would lose 96 each (192). A 16-GPU gang of higher priority,
+    bound to one rack, has waited long enough for any eviction to pay."""
+
+    def job(job_id: str, priority: int, gpus: int, level: str | None = None) -> Job:
+        return Job(
+            job_id,
+            "alpha",
+            "training",
+            priority,
+            True,
+            "a100",
+            gpus,
+            1000.0,
+            0.0,
+            time_limit_s=1000.0,
+            required_level=level,
+        )
+
+    nodes = tuple(Node(f"n{index}", "p0", f"r{index // 2}", "a100") for index in range(4))
+    running = (
+        Running(job("spanning", 0, 16), (("n0", 8), ("n1", 8)), 0.0, 10.0, 0.0, False),
+        Running(job("left", 0, 8), (("n2", 8),), 0.0, 12.0, 0.0, False),
+        Running(job("right", 0, 8), (("n3", 8),), 0.0, 12.0, 0.0, False),
+    )
+    policy = Policy(reclaim_after_s=0.0, reservation_depth=0)
+    return Snapshot(nodes, running, (job("urgent", 10, 16, "rack"),), (Team("alpha", "research"),), (), policy)
+
+
+def test_as_intended_a_gang_evicts_the_one_victim_that_loses_least_work() -> None:
+    plan = schedule_reference(_gang_victim_snapshot(), 500.0)
+
+    assert [action.job_id for action in plan.of_type(Preempt)] == ["spanning"]
+    assert [(action.job_id, action.allocation) for action in plan.of_type(Start)] == [
+        ("urgent", (("n0", 8), ("n1", 8)))
+    ]
+
+
+def test_with_the_victim_cost_quirk_kept_the_reference_plans_what_the_fast_engine_plans() -> None:
+    snapshot = _gang_victim_snapshot()
+
+    plain = schedule_reference(snapshot, 500.0, quirks={VICTIM_COST_PER_NODE})
+
+    assert plain == schedule(snapshot, 500.0)
+    assert [action.job_id for action in plain.of_type(Preempt)] == ["left", "right"]  # 192 GPU-s lost, not 160
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"quirk {VICTIM_COST_PER_NODE!r}: the fast engine's victim search prices a gang's domain "
+    "counting a victim that runs on several of its chosen nodes once per node, so it evicts two jobs "
+    "that lose more work than the one gang it counted twice",
+)
+def test_quirk_victim_cost_per_node_the_fast_engine_evicts_more_work_than_needed() -> None:
+    snapshot = _gang_victim_snapshot()
+
+    assert schedule(snapshot, 500.0) == schedule_reference(snapshot, 500.0)
