@@ -147,6 +147,94 @@ async def session_login(session: Any, client: Client, *, username: str, password
 SETTLE_MAX_S = 30.0
 
 
+@dataclass
+class _Heartbeats:
+    """What the sockets of `websocket_phase` share: the heartbeats' lags (overall and by second of
+    the measurement), the gaps between a socket's heartbeats, heartbeats per socket, why sockets
+    failed, the sockets opened and the latest lag seen."""
+
+    sockets: int
+    lags: list[float] = field(default_factory=list)
+    lags_by_second: dict[int, list[float]] = field(default_factory=dict)
+    gaps: list[float] = field(default_factory=list)
+    received: list[int] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
+    measuring: asyncio.Event = field(default_factory=asyncio.Event)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: list[Any] = field(default_factory=list)
+    latest_lag: float = float("inf")
+    measuring_since: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.received = [0] * self.sockets
+
+    def failed(self, why: str) -> None:
+        self.failures[why] = self.failures.get(why, 0) + 1
+
+    def heard(self, index: int, sent_at: str, last: float | None) -> float | None:
+        """A heartbeat sent at `sent_at` came to socket `index`, whose heartbeat before came at
+        `last`: when this one came, while measuring (else `last`)."""
+        now = time.time()
+        lag = now - datetime.fromisoformat(sent_at).timestamp()
+        self.latest_lag = lag
+        if not self.measuring.is_set():
+            return last
+        self.lags.append(lag)
+        self.lags_by_second.setdefault(int(now - self.measuring_since), []).append(lag)
+        if last is not None:
+            self.gaps.append(now - last)
+        self.received[index] += 1
+        return now
+
+    def summary(self, duration_s: float) -> dict[str, Any]:
+        expected = int(duration_s)  # heartbeats at 1 Hz
+        ordered_gaps = sorted(self.gaps)
+        opened = len(self.opened)
+        return {
+            "heartbeats_received": len(self.lags),
+            "heartbeats_expected": expected * opened,
+            "sockets_missing_beats": sum(1 for count in self.received[:opened] if count < expected - 1),
+            "lag": latency_summary(self.lags),
+            # A lag that grows second by second is a backlog: heartbeats arrive slower than 1 Hz.
+            "lag_p50_ms_by_second": [
+                round(statistics.median(values) * 1000.0) for _, values in sorted(self.lags_by_second.items())
+            ],
+            "gap_p99_s": round(percentile(ordered_gaps, 0.99) or 0.0, 2),
+            "gap_max_s": round(ordered_gaps[-1], 2) if ordered_gaps else None,
+        }
+
+
+async def _one_socket(
+    session: Any, url: str, headers: dict[str, str], opening: asyncio.Semaphore, beats: _Heartbeats, index: int
+) -> None:
+    import aiohttp
+
+    try:
+        async with opening:
+            ws = await session.ws_connect(url, headers=headers, heartbeat=None, timeout=aiohttp.ClientWSTimeout(30))
+    except Exception as error:  # noqa: BLE001
+        beats.failed(type(error).__name__)
+        return
+    beats.opened.append(ws)
+    last: float | None = None
+    try:
+        while not beats.closing.is_set():
+            try:
+                message = await asyncio.wait_for(ws.receive(), timeout=0.5)
+            except TimeoutError:
+                continue
+            if message.type != aiohttp.WSMsgType.TEXT:
+                if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                    beats.failed("closed by server")
+                    return
+                continue
+            payload = json.loads(message.data)
+            if payload.get("kind") == "heartbeat":
+                last = beats.heard(index, payload["sent_at"], last)
+    finally:
+        await ws.close()
+
+
 async def websocket_phase(
     session: Any, client: Client, *, sockets: int, duration_s: float, cpu: CpuMeter | None = None
 ) -> dict[str, Any]:
@@ -154,99 +242,40 @@ async def websocket_phase(
     they opened drain (until one arrives within 2 s of being sent, for at most ``SETTLE_MAX_S``);
     then for ``duration_s`` record each heartbeat's lag (arrival minus its ``sent_at``) and the
     gaps between a socket's heartbeats."""
-    import aiohttp
-
     url = client.base_url.replace("http://", "ws://") + "/ws/fleet/"
     headers = {**client.page_headers(), "Origin": f"https://{client.host}"}
     opening = asyncio.Semaphore(50)
-    lags: list[float] = []
-    lags_by_second: dict[int, list[float]] = {}
-    gaps: list[float] = []
-    received: list[int] = [0] * sockets
-    failures: dict[str, int] = {}
-    measuring = asyncio.Event()
-    closing = asyncio.Event()
-    opened: list[Any] = []
-    latest_lag = [float("inf")]
-
-    async def one_socket(index: int) -> None:
-        try:
-            async with opening:
-                ws = await session.ws_connect(url, headers=headers, heartbeat=None, timeout=aiohttp.ClientWSTimeout(30))
-        except Exception as error:  # noqa: BLE001
-            failures[type(error).__name__] = failures.get(type(error).__name__, 0) + 1
-            return
-        opened.append(ws)
-        last: float | None = None
-        try:
-            while not closing.is_set():
-                try:
-                    message = await asyncio.wait_for(ws.receive(), timeout=0.5)
-                except TimeoutError:
-                    continue
-                if message.type != aiohttp.WSMsgType.TEXT:
-                    if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
-                        failures["closed by server"] = failures.get("closed by server", 0) + 1
-                        return
-                    continue
-                payload = json.loads(message.data)
-                if payload.get("kind") != "heartbeat":
-                    continue
-                now = time.time()
-                lag = now - datetime.fromisoformat(payload["sent_at"]).timestamp()
-                latest_lag[0] = lag
-                if not measuring.is_set():
-                    continue
-                lags.append(lag)
-                lags_by_second.setdefault(int(now - measuring_since[0]), []).append(lag)
-                if last is not None:
-                    gaps.append(now - last)
-                last = now
-                received[index] += 1
-        finally:
-            await ws.close()
-
+    beats = _Heartbeats(sockets)
     start_cpu = cpu() if cpu else {}
     started = time.perf_counter()
-    tasks = [asyncio.create_task(one_socket(i)) for i in range(sockets)]
+    tasks = [asyncio.create_task(_one_socket(session, url, headers, opening, beats, i)) for i in range(sockets)]
     deadline = time.perf_counter() + 120
-    while len(opened) + sum(failures.values()) < sockets and time.perf_counter() < deadline:
+    while len(beats.opened) + sum(beats.failures.values()) < sockets and time.perf_counter() < deadline:
         await asyncio.sleep(0.1)
     open_s = time.perf_counter() - started
     open_cpu = cpu() if cpu else {}
     settled = time.perf_counter()
-    latest_lag[0] = float("inf")
-    while latest_lag[0] > 2.0 and time.perf_counter() - settled < SETTLE_MAX_S:
+    beats.latest_lag = float("inf")
+    while beats.latest_lag > 2.0 and time.perf_counter() - settled < SETTLE_MAX_S:
         await asyncio.sleep(0.2)
     settle_s = time.perf_counter() - settled
     feed_cpu = cpu() if cpu else {}
-    measuring_since = [time.time()]
-    measuring.set()
+    beats.measuring_since = time.time()
+    beats.measuring.set()
     await asyncio.sleep(duration_s)
-    measuring.clear()
+    beats.measuring.clear()
     fed_cpu = cpu() if cpu else {}
-    closing.set()
+    beats.closing.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    expected = int(duration_s)  # heartbeats at 1 Hz
-    ordered_gaps = sorted(gaps)
     return {
         "sockets": sockets,
-        "opened": len(opened),
-        "open_failures": failures,
+        "opened": len(beats.opened),
+        "open_failures": beats.failures,
         "open_all_s": round(open_s, 2),
         "open_cpu_s": cpu_spent(before=start_cpu, after=open_cpu),
         "settle_s": round(settle_s, 1),
         "feed_cpu_s": cpu_spent(before=feed_cpu, after=fed_cpu),
-        "heartbeats_received": len(lags),
-        "heartbeats_expected": expected * len(opened),
-        "sockets_missing_beats": sum(1 for count in received[: len(opened)] if count < expected - 1),
-        "lag": latency_summary(lags),
-        # A lag that grows second by second is a backlog: heartbeats arrive slower than 1 Hz.
-        "lag_p50_ms_by_second": [
-            round(statistics.median(values) * 1000.0) for _, values in sorted(lags_by_second.items())
-        ],
-        "gap_p99_s": round(percentile(ordered_gaps, 0.99) or 0.0, 2),
-        "gap_max_s": round(ordered_gaps[-1], 2) if ordered_gaps else None,
+        **beats.summary(duration_s),
     }
 
 

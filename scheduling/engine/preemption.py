@@ -336,18 +336,25 @@ def _pick_gang(
     for level, groups in domains:
         if LEVEL_RANK[level] > LEVEL_RANK[max_level]:
             break
-        best = None
-        for name, members in sorted(groups.items()):
-            if len(members) < count:
-                continue
-            cheapest = sorted(members, key=lambda n: (per_node[n].cost, per_node[n].top_priority, n))[:count]
-            key = (sum(per_node[n].cost for n in cheapest), max(per_node[n].top_priority for n in cheapest), name)
-            if best is None or key < best[0]:
-                best = (key, cheapest)
-        if best is not None:
-            picks = tuple(option for node_id in best[1] for option in per_node[node_id].picks)
-            return _choice(tuple(best[1]), picks)
+        cheapest = _cheapest_domain(per_node, groups, count)
+        if cheapest is not None:
+            picks = tuple(option for node_id in cheapest for option in per_node[node_id].picks)
+            return _choice(tuple(cheapest), picks)
     return None
+
+
+def _cheapest_domain(per_node: dict[str, _Freed], groups: dict[str, list[str]], count: int) -> list[str] | None:
+    """The `count` cheapest nodes of the cheapest domain among `groups` that has that many (by
+    their total cost, then their highest victim priority, then the domain's name), or None."""
+    best = None
+    for name, members in sorted(groups.items()):
+        if len(members) < count:
+            continue
+        cheapest = sorted(members, key=lambda n: (per_node[n].cost, per_node[n].top_priority, n))[:count]
+        key = (sum(per_node[n].cost for n in cheapest), max(per_node[n].top_priority for n in cheapest), name)
+        if best is None or key < best[0]:
+            best = (key, cheapest)
+    return None if best is None else best[1]
 
 
 def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoice:

@@ -227,61 +227,7 @@ class RunningBook:
                 {key: list(ends) for key, ends in kept_ends.items()},
                 running,
             )
-        node_penalty = 1.0 if penalty is None else penalty.node
-        used: dict[str, int] = {}
-        releases: dict[str, list[ReleaseEvent]] = {}
-        team_releases: dict[Key, list[tuple[float, int]]] = {}
-        used_get, team_get = used.get, team_releases.get
-        # The release list of the accelerator of the run before (most fleets have one).
-        last_accelerator: str | None = None
-        append = None
-        # As in `running_totals`, to the last floating-point operation; a single-node run (most
-        # are) is read without a loop over its allocation.
-        for run in running:
-            job = run.job
-            allocation = run.allocation
-            accelerator = job.accelerator
-            if accelerator is not last_accelerator or append is None:
-                events = releases.get(accelerator)
-                if events is None:
-                    events = releases[accelerator] = []
-                append, last_accelerator = events.append, accelerator
-            single = len(allocation) == 1
-            if single:
-                node_id, gpus = allocation[0]
-            else:
-                gpus = 0
-                for _, on_node in allocation:
-                    gpus += on_node
-            grace_until_s = run.grace_until_s
-            if grace_until_s is not None:
-                end_s = grace_until_s
-            elif job.time_limit_s is not None:
-                end_s = run.start_s + job.time_limit_s
-            elif run.release_s is not None:
-                end_s = run.release_s
-            else:
-                remaining_s = job.duration_s - run.progress_s
-                slowdown = node_penalty if single or penalty is None else penalty(allocation)
-                remaining_s = remaining_s if remaining_s > 0.0 else 0.0
-                end_s = now + remaining_s * job.gpus / (gpus if gpus > 1 else 1) * slowdown
-            if not end_s >= now:
-                end_s = now
-            if single:
-                used[node_id] = used_get(node_id, 0) + gpus
-                append((end_s, node_id, gpus))
-            else:
-                for node_id, on_node in allocation:
-                    used[node_id] = used_get(node_id, 0) + on_node
-                    append((end_s, node_id, on_node))
-            key = (job.team, accelerator)
-            team_ends = team_get(key)
-            if team_ends is None:
-                team_releases[key] = [(end_s, gpus)]
-            else:
-                team_ends.append((end_s, gpus))
-        for events in releases.values():
-            events.sort(key=event_time)
+        used, releases, team_releases = _summed(running, now, penalty)
         return self._with(used, releases, team_releases, running)
 
     def _with(
@@ -595,3 +541,73 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         penalty,
         totals.elastic,
     )
+
+
+def _summed(
+    running: Sequence[Running], now: float, penalty: RunPenalty | None
+) -> tuple[dict[str, int], dict[str, list[ReleaseEvent]], dict[Key, list[tuple[float, int]]]]:
+    """The per-run part of `RunningBook.totals`: GPUs used per node, the release events per
+    accelerator (in time order) and the team releases, as in `running_totals`, to the last
+    floating-point operation; a single-node run (most are) is read without a loop over its
+    allocation."""
+    node_penalty = 1.0 if penalty is None else penalty.node
+    used: dict[str, int] = {}
+    releases: dict[str, list[ReleaseEvent]] = {}
+    team_releases: dict[Key, list[tuple[float, int]]] = {}
+    used_get, team_get = used.get, team_releases.get
+    # The release list of the accelerator of the run before (most fleets have one).
+    last_accelerator: str | None = None
+    append = None
+    for run in running:
+        job = run.job
+        allocation = run.allocation
+        accelerator = job.accelerator
+        if accelerator is not last_accelerator or append is None:
+            events = releases.get(accelerator)
+            if events is None:
+                events = releases[accelerator] = []
+            append, last_accelerator = events.append, accelerator
+        single = len(allocation) == 1
+        if single:
+            node_id, gpus = allocation[0]
+        else:
+            gpus = 0
+            for _, on_node in allocation:
+                gpus += on_node
+        end_s = _run_end_s(run, now, gpus, node_penalty, None if single else penalty)
+        if single:
+            used[node_id] = used_get(node_id, 0) + gpus
+            append((end_s, node_id, gpus))
+        else:
+            for node_id, on_node in allocation:
+                used[node_id] = used_get(node_id, 0) + on_node
+                append((end_s, node_id, on_node))
+        key = (job.team, accelerator)
+        team_ends = team_get(key)
+        if team_ends is None:
+            team_releases[key] = [(end_s, gpus)]
+        else:
+            team_ends.append((end_s, gpus))
+    for events in releases.values():
+        events.sort(key=event_time)
+    return used, releases, team_releases
+
+
+def _run_end_s(run: Running, now: float, gpus: int, node_penalty: float, penalty: RunPenalty | None) -> float:
+    """When `run` (on `gpus` GPUs) releases them, no earlier than `now`: `expected_end_s`, to the
+    last floating-point operation, slowed down by `penalty` of its allocation (None: a single-node
+    run, or no penalty: `node_penalty`), read only when its remaining work counts."""
+    job = run.job
+    grace_until_s = run.grace_until_s
+    if grace_until_s is not None:
+        end_s = grace_until_s
+    elif job.time_limit_s is not None:
+        end_s = run.start_s + job.time_limit_s
+    elif run.release_s is not None:
+        end_s = run.release_s
+    else:
+        remaining_s = job.duration_s - run.progress_s
+        slowdown = node_penalty if penalty is None else penalty(run.allocation)
+        remaining_s = remaining_s if remaining_s > 0.0 else 0.0
+        end_s = now + remaining_s * job.gpus / (gpus if gpus > 1 else 1) * slowdown
+    return end_s if end_s >= now else now

@@ -473,12 +473,9 @@ class _Cycle(Reclaiming):
             accelerator = job.accelerator
             pool = pools.get(accelerator)
             gpus = job.gpus
-            if pool is None or gpus <= 0:
-                reasons[position] = REASON_CAPACITY
-                continue
-            if accelerator in blocked:
-                # A blocked accelerator stays blocked (and is already `waiting`).
-                reasons[position] = REASON_PRIORITY
+            if pool is None or gpus <= 0 or accelerator in blocked:
+                # Unknown or no GPUs: capacity; a blocked accelerator stays blocked (and is already `waiting`).
+                reasons[position] = REASON_CAPACITY if pool is None or gpus <= 0 else REASON_PRIORITY
                 continue
             low = job.min_gpus  # the smallest size the job may start at (`smallest_size`, inlined):
             size = max(1, low) if elastic and low is not None and low < gpus else gpus
@@ -530,14 +527,22 @@ class _Cycle(Reclaiming):
             run_shape = None
             decided.at = position
             self._consider_sized(job, pool, size, admission, key, level)
-            if stop > 0 and not pool.total_free and not decided.book.held_max_free.get(accelerator):
-                # Nothing free, held, to preempt or reserve: all wait.
-                if (closing and self._closed(accelerator, pool)) or self._settled(accelerator):
-                    blocked.add(accelerator)
-                    waiting.add(accelerator)
+            if stop > 0:
+                self._block_if_done(accelerator, pool, closing)
             if len(blocked) == stop:
                 return -1
         return -1 if len(blocked) == stop else len(queue)
+
+    def _block_if_done(self, accelerator: str, pool: AcceleratorPool, closing: bool) -> None:
+        """After a full look without explanations: nothing free, held, to preempt or reserve on
+        `accelerator` (`_settled`, or `_closed` in the closing pass), so every later job of it
+        waits."""
+        decided = self.decided
+        if pool.total_free or decided.book.held_max_free.get(accelerator):
+            return
+        if (closing and self._closed(accelerator, pool)) or self._settled(accelerator):
+            decided.blocked.add(accelerator)
+            decided.waiting.add(accelerator)
 
     def _consider_sized(
         self,
