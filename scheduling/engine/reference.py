@@ -8,7 +8,7 @@ and the fast path made to agree (`tests/engine/test_reference.py` compares the t
 Hypothesis; the simulator runs either, `--engine reference`).
 
 Its working state is plain: free GPUs per node, GPUs held per reserved node, the release of
-every running job and of every start (rebuilt into a release profile whenever one is read), the
+every running job and of every start (listed in time order whenever read), the
 quota ledger. Whatever a rule needs is recomputed from that state when the rule is applied: no
 cache, no bound standing in for the thing it bounds, no shortcut past a step.
 
@@ -906,7 +906,7 @@ class _ReferenceCycle:
     def _quota_estimate(self, job: Job, estimate: float) -> float | None:
         """Not before the team's own running work (and this cycle's starts) has ended enough to admit
         the job at its smallest size, after the size its team's limit keeps for another job that
-        waits (`QuotaLedger.hold`); never when that size is beyond the team's limit."""
+        waits (`_PlainLedger.hold`); never when that size is beyond the team's limit."""
         size = self._smallest_quota_size(job)
         limit = self.ledger.limit(job.team, job.accelerator)
         if size > limit:

@@ -158,7 +158,8 @@ def test_the_reference_imports_only_data_types_and_the_rules_it_has_yet_to_resta
         )
 
 
-def test_the_reference_no_longer_reuses_the_quota_ledger_the_eviction_rules_fair_share_or_the_victim_search() -> None:
+def test_the_reference_reuses_none_of_the_fast_paths_rule_modules() -> None:
+    """Quota, eviction pricing, fair share, victim choice, reservations, placement, elastic sizes."""
     forbidden = {
         "quota",
         "reclaim",
