@@ -9,14 +9,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.errors import Conflict
+from api.errors import Conflict, ErrorResponse409Serializer
 from api.fields import StrictFloatField
 from api.views.base import ID_LOOKUP, ApiViewSet
 from scheduling.sim.runner import PRESETS
@@ -110,6 +110,14 @@ class SimulationViewSet(ApiViewSet):
     @extend_schema(
         request={"multipart/form-data": SimulationInput, "application/json": SimulationInput},
         responses={201: SimulationOutput},
+        examples=[
+            OpenApiExample(
+                "Replay the last day of the fleet's jobs",
+                request_only=True,
+                media_type="application/json",
+                value={"source": "history", "team": "language-models", "preset": "fleetline", "history_days": 1.0},
+            )
+        ],
         summary="Start a replay (fleet admins; a team's leads for their team)",
     )
     def create(self, request: Request) -> Response:
@@ -141,7 +149,11 @@ class SimulationViewSet(ApiViewSet):
         headers = {"Location": f"{request.path}{simulation.pk}/"}
         return Response(SimulationOutput(simulation).data, status=201, headers=headers)
 
-    @extend_schema(request=None, responses={200: SimulationOutput}, summary="Cancel a queued or running replay")
+    @extend_schema(
+        request=None,
+        responses={200: SimulationOutput, 409: ErrorResponse409Serializer},
+        summary="Cancel a queued or running replay",
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         simulation = simulation_for_user(user=request.user, simulation_id=int(pk))

@@ -13,7 +13,7 @@ from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet, Value
 from django_filters.fields import IsoDateTimeField
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -439,6 +439,23 @@ class JobViewSet(ApiViewSet):
     @extend_schema(
         request=JobSubmitInput,
         responses={201: JobOutput},
+        examples=[
+            OpenApiExample(
+                "An 8-GPU training job",
+                request_only=True,
+                value={
+                    "team": "language-models",
+                    "name": "llm-finetune",
+                    "kind": "training",
+                    "priority_class": "training",
+                    "accelerator": "H100",
+                    "gpus": 8,
+                    "duration_s": 3600.0,
+                    "time_limit_s": 7200.0,
+                    "checkpoint_interval_s": 600.0,
+                },
+            )
+        ],
         parameters=[
             OpenApiParameter(
                 IDEMPOTENCY_HEADER,

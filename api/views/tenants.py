@@ -8,7 +8,7 @@ import django_filters
 from django.contrib.auth import get_user_model
 from django.db import models
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from drf_standardized_errors.openapi_serializers import ErrorResponse403Serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -249,7 +249,24 @@ class QuotaRequestViewSet(ApiViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(QuotaRequestOutput(self._one(request, pk)).data)
 
-    @extend_schema(request=QuotaRequestInput, responses={201: QuotaRequestOutput}, summary="Request quota (leads)")
+    @extend_schema(
+        request=QuotaRequestInput,
+        responses={201: QuotaRequestOutput},
+        summary="Request quota (leads)",
+        examples=[
+            OpenApiExample(
+                "More H100 for a launch",
+                request_only=True,
+                value={
+                    "team": "language-models",
+                    "accelerator": "H100",
+                    "guaranteed": 96,
+                    "borrow_limit": 32,
+                    "justification": "Pre-training run for the spring launch.",
+                },
+            )
+        ],
+    )
     def create(self, request: Request) -> Response:
         data = QuotaRequestInput(data=request.data)
         data.is_valid(raise_exception=True)

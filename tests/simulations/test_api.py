@@ -106,6 +106,8 @@ def test_cancel_answers_the_replay_and_409_once_it_has_ended(people: People, tea
     first = lead.post(f"{URL}{team_simulation.pk}/cancel/")
     assert (first.status_code, first.json()["state"]) == (200, "cancelled")
     assert lead.post(f"{URL}{team_simulation.pk}/cancel/").status_code == 409
+    schema = lead.get("/api/v1/schema/?format=json").json()
+    assert "409" in schema["paths"]["/api/v1/simulations/{id}/cancel/"]["post"]["responses"]
 
 
 def test_anonymous_calls_get_401(db: None) -> None:
