@@ -28,6 +28,13 @@ class StartPreview:
     # The wait it would have, with the one thing that would hold it, as a job's page shows it.
     wait: JobWait | None = None
 
+    @property
+    def never_runs(self) -> bool:
+        """Whether what is refused is the size asked for on its accelerator: no healthy fleet of
+        today's shape (or the team's quota ceiling) could ever run it, whenever it were submitted.
+        The form itself bounds the gang size, so these fields' errors are the submission's."""
+        return bool(self.errors.keys() & {"gpus", "accelerator_type"})
+
 
 def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
     """Schedule the fleet as it is now with ``spec`` queued for ``team``: whether the job would
