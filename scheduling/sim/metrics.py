@@ -148,19 +148,22 @@ def _jain(recorder: Recorder) -> float | None:
     return jain_index(shares)
 
 
-def build_metrics(
-    recorder: Recorder,
-    jobs: Sequence[Job],
-    *,
-    policy_name: str,
-    end_s: float,
-    wall_s: float,
-    events: int,
-    cycles: int,
-    skipped_cycles: int,
-    quotas_given: bool,
-    extra: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    """What a replay counted besides its recorder: the policy's name, when it ended, its wall time,
+    events and cycles (run and skipped), whether quotas were given, and the hooks' own metrics."""
+
+    policy_name: str
+    end_s: float
+    wall_s: float
+    events: int
+    cycles: int
+    skipped_cycles: int
+    quotas_given: bool
+    extra: dict[str, Any]
+
+
+def build_metrics(recorder: Recorder, jobs: Sequence[Job], totals: RunTotals) -> dict[str, Any]:
     capacity = recorder.capacity_gpus
     window_s = recorder.w1 - recorder.w0
     area = capacity * window_s
@@ -209,22 +212,22 @@ def build_metrics(
         "training_goodput": None,
         "estimate_error_p50": percentile(errors, 50),
         "estimate_error_p90": percentile(errors, 90),
-        "sim_wall_s": wall_s,
-        "events_per_s": events / wall_s if wall_s > 0 else None,
+        "sim_wall_s": totals.wall_s,
+        "events_per_s": totals.events / totals.wall_s if totals.wall_s > 0 else None,
     }
-    metrics.update({key: value for key, value in extra.items() if key in metrics})
+    metrics.update({key: value for key, value in totals.extra.items() if key in metrics})
     _split_by_kind(metrics)
     metrics.update(
         {
-            "policy": policy_name,
+            "policy": totals.policy_name,
             "completed": sum(1 for o in finished if not o.timed_out),
             "timed_out": sum(1 for o in finished if o.timed_out),
             "unfinished": len(recorder.outcomes) - len(finished),
-            "quotas": "given" if quotas_given else "none: teams share the fleet without guarantees",
-            "sim_end_s": end_s,
-            "cycles": cycles,
-            "cycles_skipped": skipped_cycles,
-            "events": events,
+            "quotas": "given" if totals.quotas_given else "none: teams share the fleet without guarantees",
+            "sim_end_s": totals.end_s,
+            "cycles": totals.cycles,
+            "cycles_skipped": totals.skipped_cycles,
+            "events": totals.events,
             "estimate_error_p10": percentile(errors, 10),
             "estimate_jobs": len(errors) if recorder.estimate_every else None,
             "estimate_absent": absent if recorder.estimate_every else None,

@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from scheduling.engine import Job, Policy
 from scheduling.engine.serving import Deployment
@@ -90,27 +90,58 @@ def check_quotas(fleet: Fleet, quotas: QuotaSpec) -> None:
             raise SpecError(f"quotas guarantee {guaranteed} GPUs of {accelerator!r} but the fleet has {capacity}")
 
 
+class CompareOptions(TypedDict, total=False):
+    """The settings `compare_policies` takes by keyword; `CompareSettings` says what each means and
+    holds its default."""
+
+    quotas: QuotaSpec | None
+    estimate: float | None
+    seed: int
+    limit: int | None
+    cycle_interval_s: float
+    tick_s: float
+    progress: Callable[[str], Callable[[float], None] | None] | None
+    failures: FailureOptions | None
+    variants: dict[str, Preset] | None
+    serving: Sequence[Deployment]
+    engine: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareSettings:
+    """How `compare_policies` replays (`CompareOptions` names the same fields for callers).
+
+    `quotas`: the teams' guarantees (none: teams share the fleet). `estimate`: the time-limit
+    estimate (`workload.build_workload`; None: exact). `limit`: only the first jobs of the trace.
+    `progress`: a progress callback per policy name. `failures` / `serving`: the failure model and
+    the serving deployments, if any. `variants`: extra presets by name. `engine`: a name of
+    `simulator.ENGINES`. The rest go to `run_simulation` as they are.
+    """
+
+    quotas: QuotaSpec | None = None
+    estimate: float | None = None
+    seed: int = 0
+    limit: int | None = None
+    cycle_interval_s: float = 60.0
+    tick_s: float = 0.0
+    progress: Callable[[str], Callable[[float], None] | None] | None = None
+    failures: FailureOptions | None = None
+    variants: dict[str, Preset] | None = None
+    serving: Sequence[Deployment] = ()
+    engine: str = "fast"
+
+
 def compare_policies(
-    trace: Sequence[TraceJob],
-    fleet: Fleet,
-    policies: Sequence[str],
-    *,
-    quotas: QuotaSpec | None = None,
-    estimate: float | None = None,
-    seed: int = 0,
-    limit: int | None = None,
-    cycle_interval_s: float = 60.0,
-    tick_s: float = 0.0,
-    progress: Callable[[str], Callable[[float], None] | None] | None = None,
-    failures: FailureOptions | None = None,
-    variants: dict[str, Preset] | None = None,
-    serving: Sequence[Deployment] = (),
-    engine: str = "fast",
+    trace: Sequence[TraceJob], fleet: Fleet, policies: Sequence[str], **options: Unpack[CompareOptions]
 ) -> Comparison:
     """Replay `trace` on `fleet` under each of `policies` (names of `PRESETS`, or of `variants`:
     extra presets a benchmark defines, e.g. fleetline with another within-team order), planned by
     `engine` (`simulator.ENGINES`: "fast", or "reference", the plain statement of the same rules,
-    which gives the same results, slowly)."""
+    which gives the same results, slowly); `options` as `CompareSettings` says."""
+    settings = CompareSettings(**options)
+    quotas, estimate, seed, limit = settings.quotas, settings.estimate, settings.seed, settings.limit
+    cycle_interval_s, tick_s, progress = settings.cycle_interval_s, settings.tick_s, settings.progress
+    failures, variants, serving, engine = settings.failures, settings.variants, settings.serving, settings.engine
     presets = {**PRESETS, **(variants or {})}
     unknown = [name for name in policies if name not in presets]
     if unknown:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from scheduling.engine import (
     Completed,
@@ -61,7 +61,7 @@ from scheduling.engine.reference import FAST_PATH_QUIRKS
 from .estimate_coverage import ShownEstimate
 from .gate import CycleGate
 from .hooks import Hook, Observer, SimContext
-from .metrics import TeamShare, build_metrics, shown_estimates, team_shares
+from .metrics import RunTotals, TeamShare, build_metrics, shown_estimates, team_shares
 from .recorder import Recorder, Series
 
 MAX_BACKOFF_EXPONENT = 4
@@ -221,30 +221,32 @@ class _Loop:
         return acted, again
 
 
-def run_simulation(
-    jobs: Sequence[Job],
-    nodes: Sequence[Node],
-    policy: Policy,
-    *,
-    policy_name: str = "fleetline",
-    teams: Sequence[Team] = (),
-    quotas: Sequence[Quota] = (),
-    enforce_quotas: bool = True,
-    hooks: Sequence[Hook] = (),
-    seed: int = 0,
-    cycle_interval_s: float = 60.0,
-    tick_s: float = 0.0,
-    sample_every_s: float | None = None,
-    checkpoint_events: bool = False,
-    progress: Callable[[float], None] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    state_options: dict[str, float] | None = None,
-    skip_idle_cycles: bool = True,
-    record_estimates: bool = True,
-    estimate_every: int | None = None,
-    scheduler: Scheduler = engine_scheduler,
-) -> SimResult:
-    """Replay `jobs` on `nodes` under `policy` until every job has finished (or can never start).
+class ReplayOptions(TypedDict, total=False):
+    """The settings `run_simulation` takes by keyword; `ReplaySettings` says what each means and
+    holds its default."""
+
+    policy_name: str
+    teams: Sequence[Team]
+    quotas: Sequence[Quota]
+    enforce_quotas: bool
+    hooks: Sequence[Hook]
+    seed: int
+    cycle_interval_s: float
+    tick_s: float
+    sample_every_s: float | None
+    checkpoint_events: bool
+    progress: Callable[[float], None] | None
+    clock: Callable[[], float]
+    state_options: dict[str, float] | None
+    skip_idle_cycles: bool
+    record_estimates: bool
+    estimate_every: int | None
+    scheduler: Scheduler
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySettings:
+    """How a replay runs (`ReplayOptions` names the same fields for callers).
 
     `quotas` are what guarantee violations are measured against; `enforce_quotas=False` keeps the
     engine from seeing them (a baseline that ignores quotas, measured against the same guarantees).
@@ -256,129 +258,223 @@ def run_simulation(
     a cycle at its arrival that the gate would often skip.
     `clock` only measures `sim_wall_s`; nothing in the simulation reads it. Randomness, if a hook
     needs any, comes from `random.Random(seed)` handed to hooks through their `SimContext`.
+    `state_options` go to `FleetState` (storage_gbps, nic_gbps, restart_overhead_s).
+    """
+
+    policy_name: str = "fleetline"
+    teams: Sequence[Team] = ()
+    quotas: Sequence[Quota] = ()
+    enforce_quotas: bool = True
+    hooks: Sequence[Hook] = ()
+    seed: int = 0
+    cycle_interval_s: float = 60.0
+    tick_s: float = 0.0
+    sample_every_s: float | None = None
+    checkpoint_events: bool = False
+    progress: Callable[[float], None] | None = None
+    clock: Callable[[], float] = time.perf_counter
+    state_options: dict[str, float] | None = None
+    skip_idle_cycles: bool = True
+    record_estimates: bool = True
+    estimate_every: int | None = None
+    scheduler: Scheduler = engine_scheduler
+
+
+def run_simulation(
+    jobs: Sequence[Job], nodes: Sequence[Node], policy: Policy, **options: Unpack[ReplayOptions]
+) -> SimResult:
+    """Replay `jobs` on `nodes` under `policy` until every job has finished (or can never start),
+    as `options` say (`ReplaySettings`).
+
     Raises `SimulationStalled` when the replay stops making progress.
     """
-    wall_start = clock()
-    ordered = sorted(jobs, key=lambda job: job.submit_s)
-    w0 = ordered[0].submit_s if ordered else 0.0
-    w1 = ordered[-1].submit_s if ordered else 0.0
-    team_rows = tuple(teams) or tuple(Team(name, "fleet") for name in sorted({job.team for job in ordered}))
-    quota_rows = tuple(quotas)
-    engine_quotas = quota_rows if enforce_quotas else ()
-    state = FleetState(
-        nodes,
-        level_penalty=policy.level_penalty,
-        usage_half_life_s=policy.fairshare_half_life_s,
-        checkpoint_events=checkpoint_events,
-        **(state_options or {}),  # storage_gbps, nic_gbps, restart_overhead_s
-        now=w0,
-    )
-    guarantees = {(q.team, q.accelerator): q.guaranteed for q in quota_rows}
-    engine_guarantees = {(q.team, q.accelerator): q.guaranteed for q in engine_quotas}
-    weights = {key: float(value) for key, value in guarantees.items()} if any(guarantees.values()) else {}
-    step = sample_every_s or max(60.0, (w1 - w0) / SAMPLES_PER_WINDOW)
-    recorder = Recorder(
-        nodes,
-        window=(w0, w1),
-        penalty=dict(policy.level_penalty),
-        guarantees=guarantees,
-        weights=weights,
-        sample_every_s=step,
-        estimate_every=(estimate_every or max(1, -(-len(ordered) // ESTIMATE_SAMPLE_JOBS))) if record_estimates else 0,
-    )
-    observers = tuple(hook.observe for hook in hooks if isinstance(hook, Observer))
-    loop = _Loop(state, recorder, policy, team_rows, engine_quotas, scheduler, _Watchdog(), observers=observers)
-    context = SimContext(state, random.Random(seed), lambda job: _hook_submit(loop, job))
+    settings = ReplaySettings(**options)
+    wall_start = settings.clock()
+    replay = _Replay.start(sorted(jobs, key=lambda job: job.submit_s), nodes, policy, settings)
+    end_s = replay.run()
+    replay.loop.recorder.close(end_s)
+    return replay.result(settings.clock() - wall_start)
 
-    preempt_possible = policy.preemption and (any(engine_guarantees.values()) or len({j.priority for j in ordered}) > 1)
-    elastic_possible = policy.elastic and any(job.is_elastic for job in ordered)
-    periodic = cycle_interval_s > 0 and (bool(hooks) or policy.fairshare or preempt_possible or elastic_possible)
-    if skip_idle_cycles and not hooks:
-        recorder.gate = CycleGate(
-            state, recorder.capacity, policy, strict_fifo=not engine_quotas, guarantees=engine_guarantees
+
+@dataclass
+class _Replay:
+    """The event loop's own state between turns: the next arrival, whether the last turn changed
+    anything, whether the last cycle asked for another at once, and the re-plan back-off."""
+
+    loop: _Loop
+    ordered: list[Job]
+    settings: ReplaySettings
+    context: SimContext
+    w0: float
+    periodic: bool
+    now: float
+    index: int = 0
+    changed: bool = False
+    again: bool = False
+    last_cycle: float = -math.inf
+    backoff: int = 0
+
+    @classmethod
+    def start(cls, ordered: list[Job], nodes: Sequence[Node], policy: Policy, settings: ReplaySettings) -> _Replay:
+        w0 = ordered[0].submit_s if ordered else 0.0
+        w1 = ordered[-1].submit_s if ordered else 0.0
+        teams = tuple(settings.teams) or tuple(Team(name, "fleet") for name in sorted({job.team for job in ordered}))
+        quota_rows = tuple(settings.quotas)
+        engine_quotas = quota_rows if settings.enforce_quotas else ()
+        state = FleetState(
+            nodes,
+            level_penalty=policy.level_penalty,
+            usage_half_life_s=policy.fairshare_half_life_s,
+            checkpoint_events=settings.checkpoint_events,
+            **(settings.state_options or {}),
+            now=w0,
         )
+        guarantees = {(q.team, q.accelerator): q.guaranteed for q in quota_rows}
+        engine_guarantees = {(q.team, q.accelerator): q.guaranteed for q in engine_quotas}
+        weights = {key: float(value) for key, value in guarantees.items()} if any(guarantees.values()) else {}
+        estimate_every = (
+            (settings.estimate_every or max(1, -(-len(ordered) // ESTIMATE_SAMPLE_JOBS)))
+            if settings.record_estimates
+            else 0
+        )
+        recorder = Recorder(
+            nodes,
+            window=(w0, w1),
+            penalty=dict(policy.level_penalty),
+            guarantees=guarantees,
+            weights=weights,
+            sample_every_s=settings.sample_every_s or max(60.0, (w1 - w0) / SAMPLES_PER_WINDOW),
+            estimate_every=estimate_every,
+        )
+        hooks = settings.hooks
+        observers = tuple(hook.observe for hook in hooks if isinstance(hook, Observer))
+        watchdog = _Watchdog()
+        loop = _Loop(state, recorder, policy, teams, engine_quotas, settings.scheduler, watchdog, observers=observers)
+        preempt_possible = policy.preemption and (
+            any(engine_guarantees.values()) or len({j.priority for j in ordered}) > 1
+        )
+        elastic_possible = policy.elastic and any(job.is_elastic for job in ordered)
+        periodic = settings.cycle_interval_s > 0 and (
+            bool(hooks) or policy.fairshare or preempt_possible or elastic_possible
+        )
+        if settings.skip_idle_cycles and not hooks:
+            recorder.gate = CycleGate(
+                state, recorder.capacity, policy, strict_fifo=not engine_quotas, guarantees=engine_guarantees
+            )
+        context = SimContext(state, random.Random(settings.seed), lambda job: _hook_submit(loop, job))
+        return cls(loop, ordered, settings, context, w0, periodic, now=w0)
 
-    index, total = 0, len(ordered)
-    changed, again = False, False
-    last_cycle, backoff = -math.inf, 0
-    now = w0
-    while True:
-        candidates = [now] if again else []
-        if index < total:
-            candidates.append(ordered[index].submit_s)
-        next_state = state.next_event_time()
+    def run(self) -> float:
+        """Turns until nothing is left to happen; returns the simulated time it ended at."""
+        while (replan_s := self._next_instant()) is not None:
+            self._happen()
+            if self._plans(replan_s):
+                self._plan()
+        return self.now
+
+    def _candidates(self) -> list[float]:
+        """The instants something is bound to happen at: the next arrival, FleetState event and hook
+        action (and now again, when the last cycle asked for another)."""
+        candidates = [self.now] if self.again else []
+        if self.index < len(self.ordered):
+            candidates.append(self.ordered[self.index].submit_s)
+        next_state = self.loop.state.next_event_time()
         if next_state is not None:
             candidates.append(next_state)
-        candidates.extend(t for t in (hook.next_time() for hook in hooks) if t is not None)
-        replan_s = last_cycle + cycle_interval_s * 2**backoff
+        candidates.extend(t for t in (hook.next_time() for hook in self.settings.hooks) if t is not None)
+        return candidates
+
+    def _next_instant(self) -> float | None:
+        """Moves `now` to the next instant anything happens or a re-plan falls due; returns when the
+        next re-plan is due (None: the replay is over, finished or left with jobs that can never
+        start)."""
+        tick_s = self.settings.tick_s
+        candidates = self._candidates()
+        replan_s = self.last_cycle + self.settings.cycle_interval_s * 2**self.backoff
         if tick_s > 0:  # cycles run on ticks only
-            replan_at = _next_tick(max(replan_s, now), w0, tick_s)
-            if changed:
-                candidates.append(_next_tick(now, w0, tick_s))
+            replan_at = _next_tick(max(replan_s, self.now), self.w0, tick_s)
+            if self.changed:
+                candidates.append(_next_tick(self.now, self.w0, tick_s))
         else:
             replan_at = replan_s
-        if not candidates and not changed:
-            if not (state.pending and periodic and backoff < MAX_BACKOFF_EXPONENT):
-                break  # finished, or what is left can never start
+        replanning = bool(self.loop.state.pending) and self.periodic
+        if not candidates and not self.changed:
+            if not (replanning and self.backoff < MAX_BACKOFF_EXPONENT):
+                return None
             candidates.append(replan_at)
-        elif state.pending and periodic:
+        elif replanning:
             candidates.append(replan_at)
-        now = max(now, min(candidates))
+        self.now = max(self.now, min(candidates))
+        return replan_s
+
+    def _happen(self) -> None:
+        """Everything due at `now`: FleetState events, arrivals and hook actions."""
+        loop, now = self.loop, self.now
         loop.watchdog.turn(now)
-        recorder.advance_to(now)
-        changed = loop.record(state.advance(now)) or changed
-        while index < total and ordered[index].submit_s <= now:
-            _submit(loop, ordered[index])
-            index += 1
-            changed = True
-        for hook in hooks:
+        loop.recorder.advance_to(now)
+        self.changed = loop.record(loop.state.advance(now)) or self.changed
+        while self.index < len(self.ordered) and self.ordered[self.index].submit_s <= now:
+            _submit(loop, self.ordered[self.index])
+            self.index += 1
+            self.changed = True
+        for hook in self.settings.hooks:
             when = hook.next_time()
             if when is not None and when <= now:
-                changed = loop.record(hook.on_time(context, now)) or changed
+                self.changed = loop.record(hook.on_time(self.context, now)) or self.changed
         if loop.hook_submitted:
-            changed, loop.hook_submitted = True, False
-        due = bool(state.pending) and periodic and now >= replan_s
-        if not (changed or again or due):
-            continue
-        if tick_s > 0 and not again and now < _next_tick(now, w0, tick_s):
-            continue  # planned at the next tick, with whatever else happens until then
+            self.changed, loop.hook_submitted = True, False
+
+    def _plans(self, replan_s: float) -> bool:
+        """Whether a cycle runs at `now`: something changed, the last cycle asked for another or a
+        re-plan is due, and (on ticks) `now` is a tick."""
+        due = bool(self.loop.state.pending) and self.periodic and self.now >= replan_s
+        if not (self.changed or self.again or due):
+            return False
+        tick_s = self.settings.tick_s
+        # Otherwise planned at the next tick, with whatever else happens until then.
+        return not (tick_s > 0 and not self.again and self.now < _next_tick(self.now, self.w0, tick_s))
+
+    def _plan(self) -> None:
+        """One cycle at `now`, or the gate's word that it would do nothing."""
+        loop, recorder = self.loop, self.loop.recorder
         gate = recorder.gate
         if gate is not None and not recorder.awaiting_estimate() and not gate.could_start():
             loop.skipped += 1
             recorder.fragmented = gate.fragmented
-            acted = again = False  # what the cycle would have done: nothing (a re-plan all the same)
+            acted = self.again = False  # what the cycle would have done: nothing (a re-plan all the same)
         else:
-            acted, again = loop.cycle(now)
-        last_cycle = now
-        backoff = 0 if (changed or acted) else min(backoff + 1, MAX_BACKOFF_EXPONENT)
-        changed = False
+            acted, self.again = loop.cycle(self.now)
+        self.last_cycle = self.now
+        self.backoff = 0 if (self.changed or acted) else min(self.backoff + 1, MAX_BACKOFF_EXPONENT)
+        self.changed = False
+        progress = self.settings.progress
         if progress is not None and (loop.cycles + loop.skipped) % 256 == 0:
-            progress(index / total if total else 1.0)
-    recorder.close(now)
-    wall_s = clock() - wall_start
-    extra = {k: v for hook in hooks for k, v in hook.metrics().items()}
-    metrics = build_metrics(
-        recorder,
-        ordered,
-        policy_name=policy_name,
-        end_s=now,
-        wall_s=wall_s,
-        events=loop.events + total,
-        cycles=loop.cycles,
-        skipped_cycles=loop.skipped,
-        quotas_given=bool(quota_rows),
-        extra=extra,
-    )
-    by_job = {o.job.id: o.end_s - o.job.submit_s for o in recorder.outcomes.values() if o.end_s is not None}
-    return SimResult(
-        policy_name,
-        metrics,
-        recorder.series,
-        team_shares(recorder),
-        tuple(sorted(by_job.values())),
-        by_job,
-        tuple(shown_estimates(recorder)),
-    )
+            total = len(self.ordered)
+            progress(self.index / total if total else 1.0)
+
+    def result(self, wall_s: float) -> SimResult:
+        settings, recorder, loop = self.settings, self.loop.recorder, self.loop
+        totals = RunTotals(
+            policy_name=settings.policy_name,
+            end_s=self.now,
+            wall_s=wall_s,
+            events=loop.events + len(self.ordered),
+            cycles=loop.cycles,
+            skipped_cycles=loop.skipped,
+            quotas_given=bool(settings.quotas),
+            extra={k: v for hook in settings.hooks for k, v in hook.metrics().items()},
+        )
+        metrics = build_metrics(recorder, self.ordered, totals)
+        by_job = {o.job.id: o.end_s - o.job.submit_s for o in recorder.outcomes.values() if o.end_s is not None}
+        return SimResult(
+            settings.policy_name,
+            metrics,
+            recorder.series,
+            team_shares(recorder),
+            tuple(sorted(by_job.values())),
+            by_job,
+            tuple(shown_estimates(recorder)),
+        )
 
 
 def _next_tick(now: float, w0: float, tick_s: float) -> float:
