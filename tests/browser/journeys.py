@@ -1,10 +1,12 @@
-"""Steps the browser journeys share: signing in and out, and running server work off the
-Playwright thread."""
+"""Steps the browser journeys share: signing in and out, running server work off the
+Playwright thread, and screenshots for the README."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 from playwright.sync_api import Page, expect
@@ -42,3 +44,10 @@ def log_in_to(page: Page, base: str, username: str, next_path: str) -> None:
 def log_out(page: Page) -> None:
     page.click("form.logout button[type=submit]")
     expect(page.locator("#id_username")).to_be_visible()
+
+
+def screenshot(page: Page, name: str) -> None:
+    """The whole page as `name`, for the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
+    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
+    if folder:
+        page.screenshot(path=str(Path(folder) / name), full_page=True)

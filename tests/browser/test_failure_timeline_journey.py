@@ -6,9 +6,7 @@ failure and requeued from its checkpoint, never that it failed."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 import redis
@@ -19,18 +17,11 @@ from scheduling.cycle.failures import node_kill
 from scheduling.cycle.leader import LOCK_KEY
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node
 from tenants.models import Membership, Notification
-from tests.browser.journeys import log_in, off_loop
+from tests.browser.journeys import log_in, off_loop, screenshot
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _screenshot(page: Page, name: str) -> None:
-    """For the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
-    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
-    if folder:
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
 def _nodes_of(job: Job) -> set[int]:
@@ -92,7 +83,7 @@ def test_a_node_dies_under_a_leads_gang_and_its_open_page_tells_the_eviction_the
     expect(restarts).to_have_text("1")
     expect(page.locator("#job-state")).to_have_text("Running")
     assert page.evaluate("window.loadedOnce") is True
-    _screenshot(page, "job-timeline-failure.png")
+    screenshot(page, "job-timeline-failure.png")
 
     # The lead's notices: the eviction told as what it was, with the job linked; nothing says failed.
     badge = page.locator("#unread-count")

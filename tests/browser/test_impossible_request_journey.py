@@ -5,15 +5,12 @@ written."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Page, expect
 
 from scheduling.models import Job, SchedulerEvent
 from tenants.models import Membership
-from tests.browser.journeys import log_in, off_loop
+from tests.browser.journeys import log_in, off_loop, screenshot
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
@@ -23,13 +20,6 @@ WHAT_FITS = (
     "On H100 a gang that must fit within one node can have at most 8 GPUs; "
     "within one rack at most 16; within one pod at most 32."
 )
-
-
-def _screenshot(page: Page, name: str) -> None:
-    """For the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
-    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
-    if folder:
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
 def test_a_gang_that_can_never_fit_its_required_domain_is_refused_with_what_would_fit(
@@ -61,7 +51,7 @@ def test_a_gang_that_can_never_fit_its_required_domain_is_refused_with_what_woul
     expect(page.locator("#id_required_level")).to_have_value("node")
     expect(page).to_have_url(f"{asgi_server}/jobs/new/")
     expect(preview.locator("p.error")).to_contain_text("As asked it could never run here")
-    _screenshot(page, "submit-refused.png")
+    screenshot(page, "submit-refused.png")
 
     # Nothing was written: no job, no event.
     assert not Job.objects.filter(name="pretrain-one-box").exists()

@@ -4,9 +4,7 @@ notices."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 import redis
@@ -16,18 +14,11 @@ from playwright.sync_api import Page, expect
 from scheduling.cycle.leader import LOCK_KEY
 from scheduling.models import Job
 from tenants.models import Membership, Notification
-from tests.browser.journeys import log_in, off_loop
+from tests.browser.journeys import log_in, off_loop, screenshot
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _screenshot(page: Page, name: str) -> None:
-    """For the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
-    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
-    if folder:
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
 def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asgi_server: str, page: Page) -> None:
@@ -62,7 +53,7 @@ def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asg
     notice = page.locator("#notices > li.unread")
     expect(notice).to_have_count(1)
     expect(notice).to_contain_text("2 jobs started: pretrain-7b, eval-sweep.")
-    _screenshot(page, "notifications.png")
+    screenshot(page, "notifications.png")
     notice.get_by_role("list", name="Jobs").get_by_role("link", name="pretrain-7b").click()
     expect(page).to_have_url(f"{asgi_server}/jobs/{job.pk}/")
     expect(page.locator("#job-state")).to_have_text("Running")
@@ -73,7 +64,7 @@ def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asg
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".messages")).to_contain_text("Saved")
     expect(page.get_by_label("A job of mine started: in the app")).not_to_be_checked()
-    _screenshot(page, "notification-settings.png")
+    screenshot(page, "notification-settings.png")
     expect(
         page.get_by_label("A job of mine failed (a node failed under it, or it hit its time limit): by e-mail")
     ).to_be_checked()

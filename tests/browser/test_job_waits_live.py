@@ -4,9 +4,7 @@ and a running job's "running for" counts on from its start on the fleet clock.""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 import redis
@@ -16,18 +14,11 @@ from playwright.sync_api import Page, expect
 from scheduling.cycle.leader import LOCK_KEY
 from scheduling.live.waits import WAITS_KEY
 from scheduling.services.jobs import job_cancel
-from tests.browser.journeys import log_in, off_loop
+from tests.browser.journeys import log_in, off_loop, screenshot
 from tests.factories import MembershipFactory
 from tests.scheduling.conftest import build_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _screenshot(page: Page, name: str) -> None:
-    """For the README, when FLEETLINE_SCREENSHOT_DIR names a folder."""
-    folder = os.environ.get("FLEETLINE_SCREENSHOT_DIR")
-    if folder:
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
 def test_a_waiting_jobs_page_follows_its_reason_and_estimate_and_a_running_job_counts_on(
@@ -58,7 +49,7 @@ def test_a_waiting_jobs_page_follows_its_reason_and_estimate_and_a_running_job_c
     )
     when = page.locator("#job-when .value")
     expect(when).to_have_text(re.compile(r"in 2h 5\dm"))
-    _screenshot(page, "job-waiting.png")
+    screenshot(page, "job-waiting.png")
 
     # The job ahead is cancelled: the next tick moves the estimate an hour closer and the reason
     # names no job ahead any more.
