@@ -50,7 +50,7 @@ AdmissionKey = tuple[str, str, int, bool]
 # (kept in its `Fruitless` record): the preemptor's accelerator, GPUs, level, team, priority and
 # kind, whether it reclaims (and whether only loans whose lost work is bounded: a partial reclaim).
 SearchKey = tuple[str, int, str, str, int, str, bool, bool]
-# What `Reclaiming._cannot_preempt` reads of a job: its team, accelerator, size, priority and
+# What `Reclaimer.cannot_preempt` reads of a job: its team, accelerator, size, priority and
 # whether it may preempt at all.
 PreemptorKey = tuple[str, str, int, int, bool]
 
@@ -91,7 +91,7 @@ class BackfillMiss(NamedTuple):
 
 class Fruitless(NamedTuple):
     """A victim search that found nothing with cost cap `cap`, and the candidates it visited: one
-    with a cap no higher finds nothing either (`Reclaiming._fruitless_again`)."""
+    with a cap no higher finds nothing either (`Reclaimer._fruitless_again`)."""
 
     generation: int
     visited: int
@@ -101,7 +101,7 @@ class Fruitless(NamedTuple):
 class Walked(NamedTuple):
     """A victim search, what it found (None: nothing) and the candidates it visited: one with the
     same key and a cost cap above `above` and at most `below` finds the same
-    (`Reclaiming._walked_again`)."""
+    (`Reclaimer._walked_again`)."""
 
     generation: int
     visited: int
@@ -143,7 +143,7 @@ class Memo:
     generation: int = 0
     misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
     # `backfill.earliest_start` answers by (accelerator, size, level, topology-aware), with the
-    # generation they were found in (`Reclaiming._earliest`).
+    # generation they were found in (`Reclaimer.earliest`).
     earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(default_factory=dict)
     fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
     walks: dict[SearchKey, Walked] = field(default_factory=dict)
@@ -152,7 +152,7 @@ class Memo:
     verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
     backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
     admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)
-    # Whether a team uses less than its guarantee on an accelerator (`Reclaiming._owed`), with the
+    # Whether a team uses less than its guarantee on an accelerator (`Reclaimer.owed`), with the
     # ledger's version it was found at, by (team, accelerator).
     owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict)
     # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.

@@ -77,7 +77,7 @@ class _PlainScanCycle(_Cycle):
             if refused == REASON_QUOTA:
                 self.ledger.hold(job.team, accelerator, size, job.id, self.now - job.submit_s)
             return
-        level = job.required_level if job.gpus <= pool.gpus_per_node else self._gang_level(pool, job)
+        level = job.required_level if job.gpus <= pool.gpus_per_node else self.reclaim.gang_level(pool, job)
         key = (accelerator, job.gpus, size, level, job.preferred_level, admission is None)
         verdict = memo.verdicts.get(key)
         if verdict is not None and verdict.generation == memo.generation and self._settled(accelerator):
@@ -92,6 +92,6 @@ class _PlainScanCycle(_Cycle):
             shaped = decided.book.could_fit_with_held(pool, size)
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
-        if self._try_preempt(job, pool, size, admission):
+        if self.reclaim.try_preempt(job, pool, size, admission):
             return
         self._wait(job, pool, size, key, level, generation)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -341,7 +342,7 @@ class _SpareGpus(dict[str, int]):
 
 
 class WalkBounds:
-    """How a walk over the victim candidates (`Reclaiming._eligible`) went, as far as its cost cap
+    """How a walk over the victim candidates (`Reclaimer._eligible`) went, as far as its cost cap
     goes: it would have gone the same way for every cap above `above` and at most `below`, unless
     it ended for want of scan budget (`by_budget`). Set when the walk ends or is closed."""
 
@@ -351,51 +352,83 @@ class WalkBounds:
         self.above, self.below, self.by_budget = -math.inf, math.inf, False
 
 
-class Reclaiming:
-    """Step 4's preemption, for the cycle (`schedule._Cycle`), whose working state it shares."""
+# How a step commits a start it decided (`schedule._Cycle._commit_start`): the job, its fit and
+# admission, whether its GPUs are taken already, the jobs it replaces and their handover wait.
+CommitStart = Callable[[Job, Fit, Admission, bool, tuple[str, ...], float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CycleContext:
+    """What a step of the cycle works on, handed to it explicitly: the policy and the instant, the
+    working state `prepare_cycle` built (steps 1-2: the index, the running work, the quota ledger,
+    the release profiles, the GPUs leaving), the cycle's decisions (victims picked, actions), memos
+    (candidates, earliest starts, fruitless searches) and budgets (attempts, the scan budget)
+    (`cycle_state`), how long gangs wait for their narrowest domain (`placement.patience_s`: of a
+    team that uses its guarantee, and of one below it), and how a start is committed."""
 
     policy: Policy
     now: float
     prepared: Prepared
-    index: CapacityIndex
-    ledger: QuotaLedger
-    profiles: dict[str, ReleaseProfile]
-    running: list[Running]
-    evicting: dict[tuple[str, str], int]
-    # The cycle's decisions (victims picked, actions), memos (candidates, earliest starts, fruitless
-    # searches) and budgets (attempts, the scan budget): `cycle_state`.
     decided: Decisions
     memo: Memo
     budgets: Budgets
-    # How long gangs wait for their narrowest domain (`placement.patience_s`): of a team that uses
-    # its guarantee, and of one below it.
     patience: tuple[float | None, float | None]
+    commit_start: CommitStart
 
-    def _owed(self, job: Job) -> bool:
+
+class Reclaimer:
+    """Step 4's preemption, and the gang levels and earliest starts the cycle keeps, on a cycle's
+    `CycleContext` (its parts held directly: they are read in the queue scan's inner loops)."""
+
+    __slots__ = (
+        "policy",
+        "now",
+        "prepared",
+        "index",
+        "ledger",
+        "profiles",
+        "running",
+        "evicting",
+        "decided",
+        "memo",
+        "budgets",
+        "patience",
+        "commit_start",
+    )
+
+    def __init__(self, context: CycleContext) -> None:
+        prepared = context.prepared
+        self.policy, self.now, self.prepared = context.policy, context.now, prepared
+        self.index, self.ledger, self.running = prepared.index, prepared.ledger, prepared.running
+        self.profiles, self.evicting = prepared.profiles, prepared.evicting
+        self.decided, self.memo, self.budgets = context.decided, context.memo, context.budgets
+        self.patience, self.commit_start = context.patience, context.commit_start
+
+    def owed(self, job: Job) -> bool:
         """Whether `job`'s team uses fewer GPUs than it is guaranteed, now in the cycle (its gangs
         then have their own patience, `Policy.guarantee_spread_after_s`)."""
         if self.policy.guarantee_spread_after_s is None:
             return False
         return self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
 
-    def _can_reserve(self, accelerator: str) -> bool:
+    def can_reserve(self, accelerator: str) -> bool:
         """Whether a reservation is left to make on `accelerator` this cycle."""
         budgets = self.budgets
         made, attempts = budgets.reservations_made.get(accelerator, 0), budgets.reservation_attempts.get(accelerator, 0)
         return made < max(0, self.policy.reservation_depth) and attempts < budgets.reservation_cap
 
-    def _gang_level(self, pool: AcceleratorPool, job: Job) -> str:
+    def gang_level(self, pool: AcceleratorPool, job: Job) -> str:
         """`gang_level` for `job`, with the patience of a gang of a team below its guarantee.
 
         Fast path: without topology awareness, or for serving, `gang_level` is the job's required
-        level whatever its team owes, so `_owed` (quota lookups, asked for every gang of a long
-        queue) is not asked (plain: `gang_level` with `_owed` always; `test_reference.py`). Else
-        what `_owed` says is kept per team and accelerator while the ledger's version stays the
+        level whatever its team owes, so `owed` (quota lookups, asked for every gang of a long
+        queue) is not asked (plain: `gang_level` with `owed` always; `test_reference.py`). Else
+        what `owed` says is kept per team and accelerator while the ledger's version stays the
         same (`Memo.owed`: it reads only the ledger), and the two patiences are the cycle's
-        (`patience`), and when a gang could start within one pod is swept by `_earliest`, which
+        (`patience`), and when a gang could start within one pod is swept by `earliest`, which
         keeps it while the working state stays the same (a reservation's sweep within that pod is
         the same sweep); plain:
-        `backfill.gang_level_now` with `_owed` and `_can_reserve`
+        `backfill.gang_level_now` with `owed` and `can_reserve`
         (`test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
         policy, level = self.policy, job.required_level or "fleet"
         if not policy.topology_aware or job.kind == "serving":
@@ -405,33 +438,28 @@ class Reclaiming:
             key, version = (job.team, job.accelerator), self.ledger.version
             kept = self.memo.owed.get(key)
             if kept is None or kept[0] != version:
-                kept = self.memo.owed[key] = (version, self._owed(job))
+                kept = self.memo.owed[key] = (version, self.owed(job))
             owed = kept[1]
         spread_after_s = self.patience[owed]
         if spread_after_s is None or self.now - job.submit_s < spread_after_s:
             return narrowest_level(pool, job.gpus, level)
-        if self._can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):
+        if self.can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):
             profile = self.profiles[job.accelerator]
-            within_pod = within_pod_start(pool, self.index.held, profile, job.gpus, self._earliest)
+            within_pod = within_pod_start(pool, self.index.held, profile, job.gpus, self.earliest)
             if sooner_within_pod(job, policy, self.now, within_pod):
                 return "pod"
         return level
 
-    def _commit_start(
-        self, job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...] = (), wait_s: float = 0.0
-    ) -> None:
-        raise NotImplementedError
-
-    def _cannot_preempt(self, job: Job, pool: AcceleratorPool, size: int) -> bool:
-        """Whether `_try_preempt` for `job` at `size` would return False before any search, having
+    def cannot_preempt(self, job: Job, pool: AcceleratorPool, size: int) -> bool:
+        """Whether `try_preempt` for `job` at `size` would return False before any search, having
         changed nothing (no attempt spent, no memo but `Takeable.upper`'s): the job may not preempt,
         no attempt or search is left, or it does not reclaim and lower-priority and leaving work
         could not free its size. Most of a long queue at overload is such jobs (borrowers of the
         same priority as the running work), and with this known their look is the cached verdict
         of their shape (`_Cycle._scan`).
 
-        Fast path: a prefix of `_try_preempt`'s early returns, kept beside it (plain: calling
-        `_try_preempt`; `test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
+        Fast path: a prefix of `try_preempt`'s early returns, kept beside it (plain: calling
+        `try_preempt`; `test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
         Left out: the case that marks the accelerator `victimless` (the full look does that, and
         settles it), and reclaimers (their answer depends on more than this)."""
         policy, budgets = self.policy, self.budgets
@@ -442,14 +470,14 @@ class Reclaiming:
             return True
         takeable, ledger = self.prepared.takeable, self.ledger
         if not takeable.upper(accelerator, job.priority, ledger.any_guarantee(accelerator)):
-            return False  # `_try_preempt` marks the accelerator victimless: let it
+            return False  # `try_preempt` marks the accelerator victimless: let it
         if ledger.reclaims(job.team, accelerator, size, policy.reclaim_guaranteed_share):
             return False
-        # Not reclaiming, so not a partial reclaim either: what `_try_preempt` compares is this.
+        # Not reclaiming, so not a partial reclaim either: what `try_preempt` compares is this.
         upper = takeable.upper(accelerator, job.priority, False)
         return upper == 0 or pool.total_free + upper < size or budgets.scan_budget <= 0
 
-    def _try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
+    def try_preempt(self, job: Job, pool: AcceleratorPool, size: int, admission: Admission | None) -> bool:
         if not job.may_preempt:  # `may_preempt` refuses every victim: no search, no attempt spent
             return False
         policy, accelerator, ledger, memo, budgets = self.policy, job.accelerator, self.ledger, self.memo, self.budgets
@@ -482,7 +510,7 @@ class Reclaiming:
         if victims is None:
             victims = memo.candidates[accelerator] = Victims(self.running, accelerator, policy.elastic)
         budgets.preemption_attempts += 1
-        max_level = self._gang_level(pool, job)
+        max_level = self.gang_level(pool, job)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
         most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
@@ -621,12 +649,12 @@ class Reclaiming:
 
     def _natural_s(self, job: Job, pool: AcceleratorPool, size: int, level: str) -> float:
         """When `size` GPUs of `job` would start within `level` without preemption, along the release
-        profile (inf: never), from the sweeps kept until the working state changes (`_earliest`)."""
+        profile (inf: never), from the sweeps kept until the working state changes (`earliest`)."""
         profile, aware = self.profiles[job.accelerator], self.policy.topology_aware
-        found = self._earliest(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
+        found = self.earliest(pool, self.index.held, profile, size, max_level=level, topology_aware=aware)
         return math.inf if found is None else found.start_s
 
-    def _earliest(
+    def earliest(
         self,
         pool: AcceleratorPool,
         held: dict[str, int],
@@ -685,7 +713,7 @@ class Reclaiming:
             decided.actions.append(Shrink(victim.job_id, allocation, sum(gpus for _, gpus in allocation)))
         replaces = tuple(victim.job_id for victim in choice.evict)
         fit = handover_fit(pool, choice, size)
-        self._commit_start(job, fit, admission, False, replaces, wait_s)
+        self.commit_start(job, fit, admission, False, replaces, wait_s)
         if wait_s > 0.0:
             grace = held_through_grace(choice, fit.allocation, self.index.held)
             if grace:

@@ -33,23 +33,23 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   plain: a shape equal to no other's, each job answered on its own
   (`test_fast_paths.py::test_jobs_answered_as_the_job_before_them_are_answered_as_on_their_own`).
 - The verdict of a job's shape also answers a job on an accelerator not yet settled when that job
-  could not preempt (`Reclaiming._cannot_preempt`: a prefix of `_try_preempt`'s early returns) and
+  could not preempt (`Reclaimer.cannot_preempt`: a prefix of `try_preempt`'s early returns) and
   no reservation attempt is left there (`_passed_over`): the borrowers filling a queue at overload;
   plain: the full look
   (`test_fast_paths.py::test_jobs_that_cannot_preempt_are_answered_as_trying_would`).
 - The memos of `cycle_state.Memo` (verdicts, fit and backfill misses, earliest starts, quota
   admissions); plain: `reference.py`, which keeps none (`test_reference.py`). Victim searches
   that found nothing, which also answer those with a lower cost cap, charged what those would
-  visit (`Reclaiming._fruitless_again`); plain: searching again
+  visit (`Reclaimer._fruitless_again`); plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives`).
 - Victim searches answered from the walk a search with the same key made since the working
   state last changed, when their cost cap lies where that walk goes the same way
-  (`Reclaiming._walked_again`, `WalkBounds`), charged what it visited; plain: searching again
+  (`Reclaimer._walked_again`, `WalkBounds`), charged what it visited; plain: searching again
   (`test_fast_paths.py::test_victim_searches_answered_from_the_walks_made_give_the_plans_searching_gives`).
 - When a job fits earliest along the release profile (`backfill.earliest_start`), kept per
   accelerator, size, level and topology awareness until the working state changes
-  (`Reclaiming._earliest`: blocked gangs of one size sweep the profile once), and a reservation
-  attempt takes its gang's level from `_gang_level`, which keeps when it could start within one
+  (`Reclaimer.earliest`: blocked gangs of one size sweep the profile once), and a reservation
+  attempt takes its gang's level from `Reclaimer.gang_level`, which keeps when it could start within one
   pod; plain: `reservation_start` and `earliest_start` on their own
   (`test_fast_paths.py::test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again`).
 - Victim candidates made lazily, cheapest first, with the costs they were sorted by
@@ -98,7 +98,7 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   (`test_ordering.py::test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does`).
 - Whether a size lies beyond what is left of its team's guarantee, memoised with its admission
   (`CachedAdmission.beyond`), and a gang's level without the quota lookups of `_owed` where
-  `gang_level` does not read it (`Reclaiming._gang_level`); plain: `QuotaLedger.within_guarantee`
+  `gang_level` does not read it (`Reclaimer.gang_level`); plain: `QuotaLedger.within_guarantee`
   and `gang_level` asked every time (`test_queue_tail.py`, `test_reference.py`).
 - The capacity index's pools built in one loop each (`capacity.AcceleratorPool.with_used`);
   plain: `capacity.plain_pools`, the empty-fleet pool with each used node set one at a time
@@ -132,7 +132,14 @@ from collections.abc import Iterable, Iterator, Sequence, Set
 from itertools import compress, count
 from operator import attrgetter, not_
 
-from .backfill import Reservation, ReservationStart, reservation_start, worst_penalty, worst_runtime_s
+from .backfill import (
+    ReleaseProfile,
+    Reservation,
+    ReservationStart,
+    reservation_start,
+    worst_penalty,
+    worst_runtime_s,
+)
 from .blockers import describe_blockers
 from .capacity import AcceleratorPool, CapacityIndex
 from .collector import collector_paused
@@ -158,7 +165,7 @@ from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_
 from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Blocker, Plan, Reserve, Start, reserved_for
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger, borrowers_rank
-from .reclaim import Reclaiming
+from .reclaim import CycleContext, Reclaimer
 
 
 class QueueShapes:
@@ -204,9 +211,13 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool | Set[str] = True)
         return _Cycle(snapshot, now, explain).run()
 
 
-class _Cycle(Reclaiming):
-    # The working state `prepare_cycle` builds (steps 1-2), shared with `Reclaiming`.
+class _Cycle:
+    # The working state `prepare_cycle` builds (steps 1-2), shared with the preemption step
+    # (`reclaim.Reclaimer`) through its `CycleContext`.
     prepared: Prepared
+    profiles: dict[str, ReleaseProfile]
+    decided: Decisions
+    reclaim: Reclaimer
     index: CapacityIndex
     running: list[Running]
     ledger: QuotaLedger
@@ -253,6 +264,10 @@ class _Cycle(Reclaiming):
         self.index, self.running, self.ledger = prepared.index, prepared.running, prepared.ledger
         self.profiles, self.evicting = prepared.profiles, prepared.evicting
         self.decided = Decisions(prepared.actions)
+        context = CycleContext(
+            self.policy, self.now, prepared, self.decided, self.memo, self.budgets, self.patience, self._commit_start
+        )
+        self.reclaim = Reclaimer(context)
 
     def _order(self) -> list[Job]:
         snapshot = self.snapshot
@@ -501,7 +516,7 @@ class _Cycle(Reclaiming):
                 run_shape = None if held else run_shape  # (a hold ends the run)
                 continue
             # A job shaped like one that already failed, with nothing changed since, fails the same way.
-            level = job.required_level if gpus <= pool.gpus_per_node else self._gang_level(pool, job)
+            level = job.required_level if gpus <= pool.gpus_per_node else self.reclaim.gang_level(pool, job)
             key = (accelerator, gpus, size, level, job.preferred_level, admission is None)
             verdict = verdicts.get(key)
             if (
@@ -521,7 +536,7 @@ class _Cycle(Reclaiming):
                 held = holding and hold(job.team, accelerator, size, job.id, now - job.submit_s)
                 run_shape = None if held else run_shape
                 if not held and (gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving"):
-                    # (the level is the shape's: `_gang_level` reads a gang's wait only otherwise)
+                    # (the level is the shape's: `Reclaimer.gang_level` reads a gang's wait only otherwise)
                     run_shape, run_verdict, run_size, run_level = shape_of(job), verdict, size, level
                 continue
             run_shape = None
@@ -576,7 +591,7 @@ class _Cycle(Reclaiming):
             return
         if shaped and admission is not None and self._try_start(job, pool, size, admission):
             return
-        if self._try_preempt(job, pool, size, admission):
+        if self.reclaim.try_preempt(job, pool, size, admission):
             return
         self._wait(job, pool, size, key, level, generation)
 
@@ -649,11 +664,11 @@ class _Cycle(Reclaiming):
     def _passed_over(self, job: Job, pool: AcceleratorPool, size: int) -> bool:
         """Whether a full look at `job` (at its smallest `size`) could only end as its shape's
         verdict says, although its accelerator is not settled: it could not preempt
-        (`_cannot_preempt`: nothing tried, nothing spent) and no reservation attempt is left there
+        (`Reclaimer.cannot_preempt`: nothing tried, nothing spent) and no reservation attempt is left there
         (so it would reserve nothing). What is left of its look is placement and the reason, which
         the verdict holds for (fast path: plain, the full look; `test_queue_tail.py`).
 
-        Fast path: a yes of `_cannot_preempt` is kept for the jobs of the same team, accelerator,
+        Fast path: a yes of `Reclaimer.cannot_preempt` is kept for the jobs of the same team, accelerator,
         size, priority and right to preempt until the working state changes (`generation`): what it
         reads besides them either changes only with the working state (the quota ledger, the free
         GPUs) or only ever runs out (attempts, the scan budget, the accelerators without victims),
@@ -665,7 +680,7 @@ class _Cycle(Reclaiming):
         key = (job.team, job.accelerator, size, job.priority, job.may_preempt)
         if memo.cannot_preempt.get(key) == memo.generation:
             return True
-        if self._cannot_preempt(job, pool, size):
+        if self.reclaim.cannot_preempt(job, pool, size):
             memo.cannot_preempt[key] = memo.generation
             return True
         return False
@@ -683,7 +698,7 @@ class _Cycle(Reclaiming):
         return [job.gpus, *reduced_sizes(job, pool, room)]
 
     def _try_start(self, job: Job, pool: AcceleratorPool, smallest: int, smallest_admission: Admission) -> bool:
-        max_level, memo = self._gang_level(pool, job), self.memo
+        max_level, memo = self.reclaim.gang_level(pool, job), self.memo
         for size in self._sizes(job, pool):
             if size == smallest:
                 admission: Admission | None = smallest_admission
@@ -769,18 +784,18 @@ class _Cycle(Reclaiming):
         self.decided.reason = STARTED
 
     def _try_reserve(self, job: Job, pool: AcceleratorPool) -> None:
-        if not self._can_reserve(job.accelerator):
+        if not self.reclaim.can_reserve(job.accelerator):
             return
         budgets, depth = self.budgets, max(0, self.policy.reservation_depth)
         made = budgets.reservations_made.get(job.accelerator, 0)
         # The level `reservation_start` would find (`gang_level_now`, asked while a reservation is
-        # left to make), from what `_gang_level` keeps (fast path; plain: found again there).
-        max_level = self._gang_level(pool, job)
+        # left to make), from what `Reclaimer.gang_level` keeps (fast path; plain: found again there).
+        max_level = self.reclaim.gang_level(pool, job)
         # Jobs that can never fit do not get to sweep the release profile over and over.
         budgets.reservation_attempts[job.accelerator] = budgets.reservation_attempts.get(job.accelerator, 0) + 1
-        profile, owed = self.profiles[job.accelerator], self._owed(job)
+        profile, owed = self.profiles[job.accelerator], self.reclaim.owed(job)
         found = reservation_start(
-            pool, self.index.held, profile, job, self.policy, self.now, owed, max_level, self._earliest
+            pool, self.index.held, profile, job, self.policy, self.now, owed, max_level, self.reclaim.earliest
         )
         if found is None or (found.start_s <= self.now and self._start_spread(job, pool, found.level)):
             return
@@ -792,7 +807,7 @@ class _Cycle(Reclaiming):
     def _start_spread(self, job: Job, pool: AcceleratorPool, level: str) -> bool:
         """Start a gang at a wider `level` than it waits for now, if quota admits it: its narrowest
         domain frees only after its patience runs out (see `backfill.reservation_start`)."""
-        if level == self._gang_level(pool, job):
+        if level == self.reclaim.gang_level(pool, job):
             return False
         admission = self.ledger.admit(job.team, job.accelerator, job.gpus, not job.preemptible)
         fit = None if admission is None else fit_gang(pool, job.gpus, max_level=level)

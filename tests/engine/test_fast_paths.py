@@ -54,7 +54,7 @@ from scheduling.engine.plan import (
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
 from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
 from scheduling.engine.quota import QuotaLedger
-from scheduling.engine.reclaim import Reclaiming, keeps_guarantees, spare_gpus
+from scheduling.engine.reclaim import Reclaimer, keeps_guarantees, spare_gpus
 from scheduling.engine.runs import all_running_at, anchored_release_s
 from scheduling.engine.schedule import QueueShapes, _Cycle
 
@@ -365,28 +365,28 @@ def _crowded_snapshots(draw: st.DrawFn) -> Snapshot:
     return replace(base, pending=base.pending + tuple(more))
 
 
-def _search_always(self: Reclaiming, key: SearchKey, cap: float) -> bool:
-    """The plain definition of `Reclaiming._fruitless_again`: never answer from the memo, search."""
+def _search_always(self: Reclaimer, key: SearchKey, cap: float) -> bool:
+    """The plain definition of `Reclaimer._fruitless_again`: never answer from the memo, search."""
     return False
 
 
 def _budgets_after_searches(snapshot: Snapshot, now: float) -> tuple[Plan, list[int]]:
     """The plan, and the scan budget left after each victim search (made or answered by the memo)."""
     left: list[int] = []
-    search = Reclaiming._search
+    search = Reclaimer._search
 
-    def recorded(self: Reclaiming, *args: object) -> object:
+    def recorded(self: Reclaimer, *args: object) -> object:
         found = search(self, *args)  # type: ignore[arg-type]
         left.append(self.budgets.scan_budget)
         return found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_search", recorded)
+        patch.setattr(Reclaimer, "_search", recorded)
         return schedule(snapshot, now), left
 
 
-def _walk_always(self: Reclaiming, key: SearchKey, cap: float) -> Walked | None:
-    """The plain definition of `Reclaiming._walked_again`: never answer from the memo, search."""
+def _walk_always(self: Reclaimer, key: SearchKey, cap: float) -> Walked | None:
+    """The plain definition of `Reclaimer._walked_again`: never answer from the memo, search."""
     return None
 
 
@@ -396,18 +396,18 @@ def _memo_answers_then_plain(
     """Whether each victim search that reached the memo `memo_name` was answered from it, then
     `_budgets_after_searches` with that memo (fast) and without it (plain)."""
     answers: list[bool] = []
-    memo = getattr(Reclaiming, memo_name)
+    memo = getattr(Reclaimer, memo_name)
     plain_memo = _search_always if memo_name == "_fruitless_again" else _walk_always
 
-    def recorded(self: Reclaiming, key: SearchKey, cap: float) -> object:
+    def recorded(self: Reclaimer, key: SearchKey, cap: float) -> object:
         answer = memo(self, key, cap)
         answers.append(answer is not None and answer is not False)
         return answer
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, memo_name, recorded)
+        patch.setattr(Reclaimer, memo_name, recorded)
         fast = _budgets_after_searches(snapshot, now)
-        patch.setattr(Reclaiming, memo_name, plain_memo)
+        patch.setattr(Reclaimer, memo_name, plain_memo)
         plain = _budgets_after_searches(snapshot, now)
     return answers, fast, plain
 
@@ -417,7 +417,7 @@ def _memo_answers_then_plain(
 def test_victim_searches_answered_from_the_memo_give_the_plans_searching_gives(snapshot: Snapshot, now: float) -> None:
     fast, fast_left = _budgets_after_searches(snapshot, now)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+        patch.setattr(Reclaimer, "_fruitless_again", _search_always)
         plain, plain_left = _budgets_after_searches(snapshot, now)
     assert fast == plain
     assert fast_left == plain_left  # each answer from the memo is charged what the search visits
@@ -431,9 +431,9 @@ def test_victim_searches_answered_from_the_walks_made_give_the_plans_searching_g
     # With the memo of searches that found nothing on and off: off, the walks answer those too.
     with pytest.MonkeyPatch.context() as patch:
         if not fruitless_memo:
-            patch.setattr(Reclaiming, "_fruitless_again", _search_always)
+            patch.setattr(Reclaimer, "_fruitless_again", _search_always)
         fast, fast_left = _budgets_after_searches(snapshot, now)
-        patch.setattr(Reclaiming, "_walked_again", _walk_always)
+        patch.setattr(Reclaimer, "_walked_again", _walk_always)
         plain, plain_left = _budgets_after_searches(snapshot, now)
     assert fast == plain
     assert fast_left == plain_left  # each answer from the memo is charged what the search visits
@@ -720,13 +720,13 @@ def _look_in_full(self: _Cycle, job: Job, pool: AcceleratorPool, size: int) -> b
 @SETTINGS
 @given(st.one_of(_crowded_snapshots(), gang_snapshots()), st.floats(0.0, 1e6))
 def test_jobs_that_cannot_preempt_are_answered_as_trying_would(snapshot: Snapshot, now: float) -> None:
-    """Where `_cannot_preempt` says so, `_try_preempt` returns False and changes nothing (no attempt,
+    """Where `cannot_preempt` says so, `try_preempt` returns False and changes nothing (no attempt,
     no scan budget, no victimless mark, nothing decided); and answering such jobs from the verdict
     of their shape (`_passed_over`) plans as looking at each in full."""
-    try_preempt = Reclaiming._try_preempt
+    try_preempt = Reclaimer.try_preempt
 
-    def checked(self: Reclaiming, job: Job, pool: AcceleratorPool, size: int, admission: object) -> bool:
-        hopeless = self._cannot_preempt(job, pool, size)
+    def checked(self: Reclaimer, job: Job, pool: AcceleratorPool, size: int, admission: object) -> bool:
+        hopeless = self.cannot_preempt(job, pool, size)
         budgets, memo, decided = self.budgets, self.memo, self.decided
         before = (budgets.preemption_attempts, budgets.scan_budget, set(memo.victimless), memo.generation)
         actions = len(decided.actions)
@@ -737,7 +737,7 @@ def test_jobs_that_cannot_preempt_are_answered_as_trying_would(snapshot: Snapsho
         return found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Reclaiming, "_try_preempt", checked)
+        patch.setattr(Reclaimer, "try_preempt", checked)
         fast = schedule(snapshot, now)
         lean = schedule(snapshot, now, explain=False)
         patch.setattr(_Cycle, "_passed_over", _look_in_full)
@@ -756,7 +756,7 @@ def test_a_kept_verdict_that_a_job_cannot_preempt_is_what_asking_again_says(snap
         fast = passed_over(self, job, pool, size)
         budgets = self.budgets
         attempts_left = budgets.reservation_attempts.get(job.accelerator, 0) < budgets.reservation_cap
-        assert fast == (not attempts_left and self._cannot_preempt(job, pool, size))
+        assert fast == (not attempts_left and self.reclaim.cannot_preempt(job, pool, size))
         return fast
 
     with pytest.MonkeyPatch.context() as patch:
@@ -826,21 +826,21 @@ def test_a_job_after_a_run_of_another_shape_gets_its_own_answer() -> None:
 @SETTINGS
 @given(st.one_of(gang_snapshots(), _crowded_snapshots(), contested_snapshots()), st.floats(0.0, 1e6))
 def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snapshot, now: float) -> None:
-    """`Reclaiming._gang_level` (the patiences of the cycle, what `_owed` says kept per ledger
+    """`Reclaimer.gang_level` (the patiences of the cycle, what `owed` says kept per ledger
     version, when a gang could start within one pod kept per working state) gives `gang_level_now`
-    with `_owed` asked, wherever the cycle asks it."""
-    fast_level = Reclaiming._gang_level
+    with `owed` asked, wherever the cycle asks it."""
+    fast_level = Reclaimer.gang_level
 
-    def checked(self: Reclaiming, pool: AcceleratorPool, job: Job) -> str:
+    def checked(self: Reclaimer, pool: AcceleratorPool, job: Job) -> str:
         level = fast_level(self, pool, job)
         profile = self.profiles[job.accelerator]
-        owed, can_reserve = self._owed(job), self._can_reserve(job.accelerator)
+        owed, can_reserve = self.owed(job), self.can_reserve(job.accelerator)
         assert level == gang_level_now(pool, self.index.held, profile, job, self.policy, self.now, owed, can_reserve)
         return level
 
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(Reclaiming, "_gang_level", checked)
+            patch.setattr(Reclaimer, "gang_level", checked)
             schedule(replace(snapshot, policy=policy), now)
             schedule(replace(snapshot, policy=policy), now, explain=False)
 
@@ -850,13 +850,13 @@ def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snap
 def test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again(
     snapshot: Snapshot, now: float
 ) -> None:
-    """`Reclaiming._earliest` answers as `earliest_start` on the cycle's working state, and a
+    """`Reclaimer.earliest` answers as `earliest_start` on the cycle's working state, and a
     reservation attempt, given the level its cycle keeps and that finder, finds what
     `reservation_start` finds on its own, wherever the cycle asks."""
-    fast_earliest, fast_reservation = Reclaiming._earliest, backfill.reservation_start
+    fast_earliest, fast_reservation = Reclaimer.earliest, backfill.reservation_start
 
     def earliest(
-        self: Reclaiming,
+        self: Reclaimer,
         pool: AcceleratorPool,
         held: dict[str, int],
         profile: ReleaseProfile,
@@ -878,7 +878,7 @@ def test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_a
 
     for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(Reclaiming, "_earliest", earliest)
+            patch.setattr(Reclaimer, "earliest", earliest)
             patch.setattr(sys.modules[_Cycle.__module__], "reservation_start", reservation)
             schedule(replace(snapshot, policy=policy), now)
             schedule(replace(snapshot, policy=policy), now, explain=False)

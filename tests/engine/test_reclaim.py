@@ -24,7 +24,11 @@ from scheduling.engine import (
     Team,
     schedule,
 )
-from scheduling.engine.reclaim import Terms, eviction_cap_gpu_s, eviction_pays
+from scheduling.engine.cycle_state import Budgets, Decisions, Memo
+from scheduling.engine.placement import Fit, patience_s
+from scheduling.engine.prepare import prepare_cycle
+from scheduling.engine.quota import Admission
+from scheduling.engine.reclaim import CycleContext, Reclaimer, Terms, eviction_cap_gpu_s, eviction_pays
 from scheduling.engine.reference import FAST_PATH_QUIRKS, schedule_reference
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
@@ -140,6 +144,34 @@ def test_the_youngest_borrower_goes_first() -> None:
 
     assert plan.of_type(Preempt) == (Preempt("young", "preempted-by:mine", 30.0),)
     assert started(plan) == {"mine": (("p0-r0-n1", 8),)}
+
+
+def test_the_preemption_step_works_on_the_context_it_is_given_and_commits_through_it() -> None:
+    old = _borrower("old", "p0-r0-n0", ran_s=20 * HOUR)
+    young = _borrower("young", "p0-r0-n1", ran_s=600.0)
+    snapshot = _borrowed_fleet(old, young).pending(_owner()).build()
+    owner, policy = snapshot.pending[0], snapshot.policy
+    prepared = prepare_cycle(snapshot, NOW)
+    committed: list[tuple[str, Fit, bool, tuple[str, ...], float]] = []
+
+    def commit(job: Job, fit: Fit, admission: Admission, taken: bool, replaces: tuple[str, ...], wait_s: float) -> None:
+        committed.append((job.id, fit, admission.borrowing, replaces, wait_s))
+
+    decided, memo, budgets = Decisions(prepared.actions), Memo(), Budgets.of(policy)
+    patience = (patience_s(policy, False), patience_s(policy, True))
+    step = Reclaimer(CycleContext(policy, NOW, prepared, decided, memo, budgets, patience, commit))
+
+    assert step.try_preempt(owner, prepared.index.pools[owner.accelerator], 8, None)
+    ((job_id, fit, borrowing, replaces, wait_s),) = committed
+    assert (job_id, fit.allocation, borrowing, replaces, wait_s) == (
+        "mine",
+        (("p0-r0-n1", 8),),
+        False,
+        ("young",),
+        30.0,
+    )
+    assert decided.actions[-1] == Preempt("young", "preempted-by:mine", 30.0) and decided.picked == {"young"}
+    assert budgets.preemption_attempts == 1  # the context's budgets, spent in place
 
 
 def test_the_borrower_that_checkpointed_most_recently_goes_first() -> None:
