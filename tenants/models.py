@@ -362,7 +362,11 @@ class NoticeKind(models.TextChoices):
 
     JOB_STARTED = "job_started", "A job of mine started"
     JOB_PREEMPTED = "job_preempted", "A job of mine was preempted"
-    JOB_FAILED = "job_failed", "A job of mine failed (a node failed under it, or it hit its time limit)"
+    JOB_FAILED = (
+        "job_failed",
+        "A job of mine was requeued by a failure or did not finish "
+        "(a node failed under it, its command failed, or it hit its time limit)",
+    )
     JOB_FINISHED = "job_finished", "A job of mine finished"
     QUOTA = "quota", "Quota decisions (my requests, my teams' quotas)"
     BUDGET = "budget", "Budget alerts (80 % and 100 % of a month's budget)"

@@ -138,12 +138,25 @@ def _running_event(history: list[engine.Event], run: engine.RunView) -> tuple[st
         extra += f", restoring checkpoint for {restore:.0f} s" if restore > 0 else ""
         borrowed = " on borrowed quota" if run.borrowing else ""
         return SchedulerEvent.Kind.STARTED, (
-            f"Started on {len(run.allocation)} node(s), {gpus} GPUs, {run.level} level{borrowed}{extra}"
+            f"Started on {_nodes(len(run.allocation))}, {gpus} GPUs, {run.level} level{borrowed}{extra}"
         )
     if any(isinstance(e, engine.Resized) for e in history):
         return SchedulerEvent.Kind.RESIZED, f"Resized to {gpus} GPUs"
     grace = f" until fleet time {run.grace_until_s:.0f} s" if run.grace_until_s is not None else ""
     return SchedulerEvent.Kind.PREEMPTING, f"Preemption requested; checkpointing{grace}"
+
+
+def _nodes(count: int) -> str:
+    return "1 node" if count == 1 else f"{count} nodes"
+
+
+def _rolled_back(lost_gpu_s: float) -> str:
+    """GPU-hours rolled back, in a unit that never reads as nothing when something was lost."""
+    if lost_gpu_s <= 0:
+        return "no work rolled back"
+    if lost_gpu_s < 0.1 * 3600:
+        return f"{max(1, round(lost_gpu_s / 60)):,} GPU-min rolled back"
+    return f"{lost_gpu_s / 3600:.1f} GPU-h rolled back"
 
 
 def _work(progress_s: float) -> str:
@@ -153,12 +166,12 @@ def _work(progress_s: float) -> str:
 def eviction_message(cause: Cause, kept_s: float, lost_gpu_s: float) -> str:
     """ "Evicted by node failure on node r1-n1, requeued from its last checkpoint at step 12 (120 s
     of work); 0.4 GPU-h rolled back" (a step is the modelled training step, `failures.STEP_S`)."""
-    lost_h = lost_gpu_s / 3600
+    rolled_back = _rolled_back(lost_gpu_s)
     if kept_s > 0:
         requeued = f"requeued from its last checkpoint at step {int(kept_s // STEP_S):,} ({_work(kept_s)} of work)"
-        rolled_back = f"{lost_h:.1f} GPU-h rolled back"
     else:
-        requeued, rolled_back = "requeued to start over", f"{lost_h:.1f} GPU-h rolled back to its start"
+        requeued = "requeued to start over"
+        rolled_back += " to its start" if lost_gpu_s > 0 else ""
     said = requeued if cause.code == causes.REQUEUED else f"{cause.words}, {requeued}"
     return f"{said[0].upper()}{said[1:]}; {rolled_back}"
 

@@ -59,7 +59,8 @@ def _preempted(cause: str) -> bool:
 def job_notice_kind(change: JobChange) -> str | None:
     """What a job's change in a tick tells its submitter, if anything, by the kind of notice they
     chose to hear of. A node that failed, degraded, turned slow or was drained under the job
-    (which was requeued from its checkpoint) is of the "failed" kind, as is its time limit; a
+    (which was requeued from its checkpoint) is of the "failed" kind, as are its time limit and
+    its command failing on a real cluster; a
     job evicted and started again in one tick is of the kind of its eviction."""
     if change.event == SchedulerEvent.Kind.STARTED:
         if change.evicted:
@@ -67,7 +68,7 @@ def job_notice_kind(change: JobChange) -> str | None:
         return NoticeKind.JOB_STARTED
     if change.event == SchedulerEvent.Kind.COMPLETED:
         return NoticeKind.JOB_FINISHED
-    if change.event == SchedulerEvent.Kind.TIMED_OUT:
+    if change.event in (SchedulerEvent.Kind.TIMED_OUT, SchedulerEvent.Kind.FAILED):
         return NoticeKind.JOB_FAILED
     if change.event == SchedulerEvent.Kind.EVICTED:
         return NoticeKind.JOB_PREEMPTED if _preempted(change.cause) else NoticeKind.JOB_FAILED

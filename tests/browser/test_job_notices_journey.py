@@ -66,7 +66,10 @@ def test_a_leads_job_starts_and_the_badge_counts_the_notice_that_links_to_it(asg
     expect(page.get_by_label("A job of mine started: in the app")).not_to_be_checked()
     screenshot(page, "notification-settings.png")
     expect(
-        page.get_by_label("A job of mine failed (a node failed under it, or it hit its time limit): by e-mail")
+        page.get_by_label(
+            "A job of mine was requeued by a failure or did not finish "
+            "(a node failed under it, its command failed, or it hit its time limit): by e-mail"
+        )
     ).to_be_checked()
     page.goto(f"{asgi_server}/notifications/")
     expect(page.locator("body")).to_have_attribute("data-live", "open")

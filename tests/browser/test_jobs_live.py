@@ -36,7 +36,7 @@ def test_a_member_sees_their_job_start_live_and_the_training_share_grow(asgi_ser
     off_loop(fleet.tick)
 
     expect(page.locator("#job-state")).to_have_text("Running")
-    expect(page.locator("#job-events")).to_contain_text("Started on 2 node(s)")
+    expect(page.locator("#job-events")).to_contain_text("Started on 2 nodes")
 
     page.goto(f"{asgi_server}/")
     expect(page.locator("body")).to_have_attribute("data-live", "open")

@@ -54,6 +54,7 @@ def _change(job: Job, event: str, cause: str = "") -> JobChange:
         (Kind.STARTED, "", NoticeKind.JOB_STARTED),
         (Kind.COMPLETED, "", NoticeKind.JOB_FINISHED),
         (Kind.TIMED_OUT, "", NoticeKind.JOB_FAILED),
+        (Kind.FAILED, "", NoticeKind.JOB_FAILED),  # its command failed on a real cluster
         (Kind.EVICTED, "preempted-by:17", NoticeKind.JOB_PREEMPTED),
         (Kind.EVICTED, "preempted", NoticeKind.JOB_PREEMPTED),
         (Kind.EVICTED, "node-failed", NoticeKind.JOB_FAILED),
@@ -67,8 +68,8 @@ def test_each_change_tells_its_submitter_of_the_kind_it_is(event: str, cause: st
 
 
 def test_a_job_evicted_and_started_again_in_one_tick_is_told_of_its_eviction_by_its_cause() -> None:
-    moved = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node(s)", "node-slow", "Moved off slow node n1, …")
-    preempted = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node(s)", "preempted-by:3", "Preempted by job 3")
+    moved = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node", "node-slow", "Moved off slow node n1, …")
+    preempted = JobChange(1, 1, "running", Kind.STARTED, "Started on 1 node", "preempted-by:3", "Preempted by job 3")
 
     assert job_notice_kind(moved) == NoticeKind.JOB_FAILED
     assert job_notice_kind(preempted) == NoticeKind.JOB_PREEMPTED
@@ -201,7 +202,7 @@ def test_mails_follow_the_preferences_one_per_user_per_tick_with_each_job_linked
     started = mail.outbox[0]
     assert started.subject == "[Fleetline] 2 jobs started"
     assert started.body.startswith("Hello Ada,\n\nIn the fleet's last scheduling cycle:\n")
-    assert f"- train (#{train.pk}) started: Started on 1 node(s), 4 GPUs" in started.body
+    assert f"- train (#{train.pk}) started: Started on 1 node, 4 GPUs" in started.body
     assert f"http://localhost:8000/jobs/{train.pk}/" in started.body
     assert f"http://localhost:8000/jobs/{doomed.pk}/" in started.body
     assert "http://localhost:8000/settings/notifications/" in started.body

@@ -229,7 +229,7 @@ def test_the_job_page_shows_its_history(fleet: Fleet, member: Client) -> None:
 
     html = member.get(f"/jobs/{job.pk}/").content.decode()
 
-    assert "Submitted" in html and "Started on 1 node(s)" in html
+    assert "Submitted" in html and "Started on 1 node" in html
 
 
 def test_the_fleet_map_shows_every_node_with_its_occupancy(fleet: Fleet, member: Client) -> None:
