@@ -3,13 +3,14 @@
 - `Decisions`: what the cycle has decided so far, which becomes its plan: the actions, a reason
   per queue position (`at`: the job being considered), estimated starts, the victims picked, the
   reservations held, and the accelerators where a job was left waiting or that are blocked.
-- `Memo`: what the cycle remembers so as not to find the same answer twice. Every answer is kept
-  with the `generation` of the working state it was found on, and holds while the generation
-  stays the same; `Memo.invalidate` is the one place the generation moves, and the cycle calls it
-  from the one place its working state changes (`_Cycle._record`: a start or a reservation). The
-  admissions are kept by what they read instead (the quota ledger's version and the accelerator's
-  free GPUs), which a reservation leaves alone. What never goes stale within a cycle (the victim
-  candidates, the accelerators with no victims, the settled ones) is kept for the whole cycle.
+- `Memo`: what the cycle remembers so as not to find the same answer twice, each field declaring
+  what makes it stale (`memo.Until`). Most answers are kept with the `generation` of the working
+  state they were found on, and hold while the generation stays the same; `Memo.invalidate` is the
+  one place the generation moves, and the cycle calls it from the one place its working state
+  changes (`_Cycle._record`: a start or a reservation). The admissions and what a team is owed are
+  kept by what they read instead (the quota ledger's version, and the accelerator's free GPUs),
+  which a reservation leaves alone. The accelerators with no victims and the settled ones hold
+  for a pass (`Memo.new_pass`), the victim candidates for the whole cycle.
 - `Budgets`: what bounds the cycle's work, whatever it finds: preemption attempts, the victim
   candidates searches may still look at, reservation attempts per accelerator.
 
@@ -29,6 +30,7 @@ from types import TracebackType
 from typing import NamedTuple
 
 from .backfill import EXTRA_RESERVATION_ATTEMPTS, EarliestStart, ReservationBook
+from .memo import Until, fields_until, stale_when
 from .model import Policy
 from .plan import Action
 from .preemption import VictimChoice, Victims
@@ -138,29 +140,34 @@ class Decisions:
 
 @dataclass(slots=True)
 class Memo:
-    """Answers the cycle found, valid while the working state they were found on stays the same."""
+    """Answers the cycle found, each field with what makes it stale (`memo.Until`)."""
 
-    generation: int = 0
-    misses: dict[FitKey, int] = field(default_factory=dict)  # fits that failed, by generation
+    generation: int = 0  # the working state's, moved by `invalidate`
+    # Fits that failed, by the generation they failed in.
+    misses: dict[FitKey, int] = field(default_factory=dict, metadata=stale_when(Until.STATE))
     # `backfill.earliest_start` answers by (accelerator, size, level, topology-aware), with the
     # generation they were found in (`Reclaimer.earliest`).
-    earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(default_factory=dict)
-    fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict)
-    walks: dict[SearchKey, Walked] = field(default_factory=dict)
+    earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(
+        default_factory=dict, metadata=stale_when(Until.STATE)
+    )
+    fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict, metadata=stale_when(Until.STATE))
+    walks: dict[SearchKey, Walked] = field(default_factory=dict, metadata=stale_when(Until.STATE))
     # The generation in which jobs of a key could not preempt (`_Cycle._passed_over`).
-    cannot_preempt: dict[PreemptorKey, int] = field(default_factory=dict)
-    verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict)
-    backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict)
-    admissions: dict[AdmissionKey, CachedAdmission] = field(default_factory=dict)
+    cannot_preempt: dict[PreemptorKey, int] = field(default_factory=dict, metadata=stale_when(Until.STATE))
+    verdicts: dict[VerdictKey, Verdict] = field(default_factory=dict, metadata=stale_when(Until.STATE))
+    backfill_misses: dict[FitKey, BackfillMiss] = field(default_factory=dict, metadata=stale_when(Until.STATE))
+    admissions: dict[AdmissionKey, CachedAdmission] = field(
+        default_factory=dict, metadata=stale_when(Until.LEDGER_OR_FREE)
+    )
     # Whether a team uses less than its guarantee on an accelerator (`Reclaimer.owed`), with the
     # ledger's version it was found at, by (team, accelerator).
-    owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict)
-    # For the whole cycle. Victim candidates per accelerator, built on its first preemption attempt.
-    candidates: dict[str, Victims] = field(default_factory=dict)
+    owed: dict[tuple[str, str], tuple[int, bool]] = field(default_factory=dict, metadata=stale_when(Until.LEDGER))
+    # Victim candidates per accelerator, built on its first preemption attempt.
+    candidates: dict[str, Victims] = field(default_factory=dict, metadata=stale_when(Until.CYCLE))
     # Accelerators where no job left in the pass may take anything (priorities only fall along it).
-    victimless: set[str] = field(default_factory=set)
+    victimless: set[str] = field(default_factory=set, metadata=stale_when(Until.PASS))
     # Accelerators with no preemption or reservation attempt left (`_Cycle._settled`).
-    settled: set[str] = field(default_factory=set)
+    settled: set[str] = field(default_factory=set, metadata=stale_when(Until.PASS))
 
     def invalidate(self) -> None:
         """The working state changed: every answer found so far may be wrong now."""
@@ -168,10 +175,13 @@ class Memo:
 
     def new_pass(self) -> None:
         """A pass over jobs of higher priority than the last one's lowest begins (the borrowers'
-        after the owners' of every class): `victimless` and what it settled held only for the
-        priorities seen so far."""
-        self.victimless.clear()
-        self.settled.clear()
+        after the owners' of every class): what held only for the priorities seen so far
+        (`victimless`, and what it settled) is dropped."""
+        for name in _PER_PASS:
+            getattr(self, name).clear()
+
+
+_PER_PASS = fields_until(Memo, Until.PASS)
 
 
 @dataclass(slots=True)
