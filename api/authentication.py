@@ -17,7 +17,7 @@ from knox.settings import CONSTANTS, knox_settings
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.models import ApiToken
-from portal.compiled_queries import CompiledQuery, attnames, instance_from
+from core.compiled_queries import CompiledQuery, attnames, instance_from
 from tenants.permissions import role_flags, roles_remember
 
 

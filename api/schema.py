@@ -10,8 +10,8 @@ from typing import Any
 from drf_standardized_errors.openapi import AutoSchema
 from rest_framework.permissions import AllowAny
 
-from portal.live_events import EVENTS
-from portal.socket_events import EVENT_VERSION
+from core.live_events import EVENTS
+from core.socket_events import EVENT_VERSION
 
 
 def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def _event(kind: str, description: str, properties: dict[str, Any]) -> dict[str,
     }
 
 
-# The events as ``portal.live_events`` defines them (the one definition publishers build from).
+# The events as ``core.live_events`` defines them (the one definition publishers build from).
 WEBSOCKET_EVENTS: dict[str, dict[str, Any]] = {
     f"Ws{kind.capitalize()}Event": _event(kind, description, fields) for kind, (description, fields) in EVENTS.items()
 }

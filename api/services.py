@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from api.models import TOKEN_NAME_MAX_LENGTH, ApiToken
-from portal.socket_events import socket_tokens_revoked_publish
+from core.socket_events import socket_tokens_revoked_publish
 
 # A user with more live tokens than this has lost track of them: revoke some first.
 MAX_TOKENS_PER_USER = 50

@@ -18,7 +18,7 @@ from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from portal.redis_pools import client_on
+from core.redis_pools import client_on
 
 PERIOD_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

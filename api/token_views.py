@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from api.models import TOKEN_NAME_MAX_LENGTH
 from api.services import NewToken, api_token_create, api_token_revoke, api_tokens_for_user
-from portal.auth import AuthenticatedHttpRequest
+from core.auth import AuthenticatedHttpRequest
 
 
 class TokenCreateForm(forms.Form):

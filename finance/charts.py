@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from core.charts import BATCH_COLOUR, SERVING_COLOUR, TRAINING_COLOUR
 from finance.selectors import DayPoint, TeamRow
-from portal.charts import BATCH_COLOUR, SERVING_COLOUR, TRAINING_COLOUR
 
 PALETTE = ("#2f6fde", "#d9822b", "#3a9d6b", "#8a63d2", "#c0392b", "#5c6b7a", "#b8860b", "#1f9bb0")
 

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 from django import forms
 
+from core.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY, AsciiDecimalField, ReportPeriodForm
 from finance.models import Budget
-from portal.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY, AsciiDecimalField, ReportPeriodForm
 from scheduling.models import AcceleratorType
 from tenants.models import Team
 

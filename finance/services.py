@@ -266,7 +266,7 @@ def report_export_request(*, actor: AnyUser, first: date, last: date, file_forma
 def report_export_build(*, export_id: int) -> ReportExport | None:
     """The worker's half of ``report_export_request``: claim the export (a guarded update, so a
     redelivered task does not build it twice), build it, store it, with progress on the way."""
-    from portal.exports import report_csv, report_xlsx
+    from finance.exports import report_csv, report_xlsx
 
     if not ReportExport.objects.filter(pk=export_id, state=ReportExport.State.QUEUED).update(
         state=ReportExport.State.RUNNING
@@ -292,8 +292,8 @@ def month_report_mail_send(*, close_id: int) -> int:
     """Mail a closed month's report (XLSX attached) to everyone in finance; returns how many."""
     from django.core.mail import EmailMessage
 
+    from finance.exports import report_xlsx
     from finance.selectors import FinanceReport
-    from portal.exports import report_xlsx
 
     close = MonthClose.objects.get(pk=close_id)
     report = FinanceReport.from_json(close.snapshot)

@@ -15,8 +15,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core.forms import ReportPeriodForm
 from finance import services
 from finance.charts import cost_by_team_figure, gpu_hours_by_team_figure, serving_training_figure
+from finance.exports import jobs_csv
 from finance.forms import BudgetForm, JobFilterForm, MonthForm, RateForm, ReopenForm, parse_month
 from finance.models import Budget, ReportExport
 from finance.selectors import (
@@ -28,8 +30,6 @@ from finance.selectors import (
     rate_history,
     report_team_ids_for,
 )
-from portal.exports import jobs_csv
-from portal.forms import ReportPeriodForm
 from scheduling.fleet_calendar import fleet_today, month_bounds
 from tenants.permissions import is_finance, is_fleet_admin
 

@@ -10,4 +10,4 @@ class PortalConfig(AppConfig):
     def ready(self) -> None:
         # Connects the logout receiver that closes the ended session's websockets, and the
         # receiver that writes login lockouts to the audit log.
-        from portal import login_lockout, socket_events  # noqa: F401
+        from portal import login_lockout, socket_receivers  # noqa: F401

@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from api.socket_auth import socket_user_for_token
-from portal.groups import ACCESS_CHANGED, token_group
+from core.groups import ACCESS_CHANGED, token_group
 from portal.socket_access import (
     SocketAccess,
     socket_access_for,

@@ -25,8 +25,8 @@ import plotly
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from core.redis_urls import celery_url
 from portal.oidc_config import oidc_config_from_env
-from portal.redis_urls import celery_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FLEETLINE_VAR_DIR", BASE_DIR / "var"))
@@ -439,7 +439,7 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         # One pool per process, not one per request (Django makes a backend per request context).
-        "OPTIONS": {"pool_class": "portal.redis_pools.SharedConnectionPool"},
+        "OPTIONS": {"pool_class": "core.redis_pools.SharedConnectionPool"},
         "KEY_PREFIX": os.environ.get("FLEETLINE_CHANNEL_PREFIX", "fleetline") + ":throttle",
     },
 }

@@ -13,7 +13,7 @@ from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 
-from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
+from core.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import team_ids_for_user
 

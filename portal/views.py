@@ -5,10 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 
-from finance.selectors import finance_report, report_team_ids_for
-from finance.services import report_export_request
-from finance.views import report_page_context, report_period_choose
-from portal.charts import (
+from core.charts import (
     SharePoint,
     TeamShare,
     share_figure,
@@ -17,7 +14,10 @@ from portal.charts import (
     team_share_summary_text,
     utilisation_figure,
 )
-from portal.exports import report_csv, report_xlsx
+from finance.exports import report_csv, report_xlsx
+from finance.selectors import finance_report, report_team_ids_for
+from finance.services import report_export_request
+from finance.views import report_page_context, report_period_choose
 from scheduling.selectors import (
     SERVING_SLO_S,
     fleet_samples_recent,

@@ -1,12 +1,12 @@
 """The fleet, its jobs and the ledger in the Django admin: for reading. Jobs are submitted and
 cancelled on the portal's job pages and API, nodes cordoned and drained from the fleet map; the
-scheduler writes the rest (``portal.admin.GovernedAdmin``)."""
+scheduler writes the rest (``core.admin.GovernedAdmin``)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
-from portal.admin import GovernedAdmin, GovernedInline
+from core.admin import GovernedAdmin, GovernedInline
 from scheduling.models import (
     AcceleratorType,
     Allocation,

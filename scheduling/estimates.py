@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db.models import F, Q
 
-from portal.redis_pools import shared_redis
+from core.redis_pools import shared_redis
 from scheduling.engine import PendingStatus
 from scheduling.engine.estimate_range import (
     DEFAULT_CALIBRATION,

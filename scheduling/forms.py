@@ -11,7 +11,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from portal.forms import AsciiFloatField, AsciiIntegerField
+from core.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
     MAX_CHECKPOINT_INTERVAL_S,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from portal.charts import KindSeries, team_usage_figure, usage_summary_text
+from core.charts import KindSeries, team_usage_figure, usage_summary_text
 from scheduling.models import Job
 from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
 from scheduling.services.jobs import fleet_now_s

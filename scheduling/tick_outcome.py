@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from portal.fleet_share import SharePoint
+from core.fleet_share import SharePoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from api.views.jobs import JobFilter
-from portal.auth import AuthenticatedHttpRequest
-from portal.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
-from portal.forms import id_from_text
+from core.auth import AuthenticatedHttpRequest
+from core.forms import id_from_text
 from scheduling.estimates import estimate_views_for, job_rows_estimated
+from scheduling.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows
@@ -137,7 +137,7 @@ def _querystring(request: HttpRequest, *, drop: tuple[str, ...]) -> str:
 
 
 def _jobs_csv(jobs: QuerySet[Job]) -> StreamingHttpResponse:
-    """The filtered history as CSV, streamed, one line per job (``portal.exports``: fleet calendar
+    """The filtered history as CSV, streamed, one line per job (``finance.exports``: fleet calendar
     times, hours, team names; text that a spreadsheet would run as a formula written as text)."""
 
     class Echo:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from portal.forms import AsciiFloatField, AsciiIntegerField
+from core.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.engine.knobs import Knob, entry_name
 from scheduling.sim.runner import PRESETS
 from scheduling.sim.trace import FORMATS

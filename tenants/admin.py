@@ -12,8 +12,8 @@ from django.contrib import admin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from portal.admin import GovernedAdmin, GovernedInline
-from portal.auth import signed_in_user
+from core.admin import GovernedAdmin, GovernedInline
+from core.auth import signed_in_user
 from tenants.models import (
     AuditEvent,
     Department,

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from portal.forms import AsciiFloatField, AsciiIntegerField
+from core.forms import AsciiFloatField, AsciiIntegerField
 from scheduling.models import AcceleratorType
 from tenants import policy_units
 from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, PriorityClass, Team

@@ -1,7 +1,7 @@
 """What tenants' services announce once they change something that people's open pages show.
 
 Tenants sits below the web layer (`portal`) and the scheduler and publishes nothing itself: its
-services send these signals, and `portal.socket_events` receives them and forwards them to the
+services send these signals, and `portal.socket_receivers` receives them and forwards them to the
 users' websockets after the transaction commits (`tests/test_import_boundary.py` keeps tenants'
 services, selectors and models from importing `portal`).
 """

@@ -83,14 +83,14 @@ LAYER_RULES = (
     ("*/views.py", ("scheduling.cycle",)),
     ("*/views", ("scheduling.cycle",)),
     # Tenants sits below the web layer: its services announce through `tenants.signals`, which
-    # `portal.socket_events` receives; its selectors and models read.
+    # `portal.socket_receivers` receives; its selectors and models read.
     ("tenants/services", ("portal",)),
     ("tenants/selectors.py", ("portal",)),
     ("tenants/models.py", ("portal",)),
     ("tenants/signals.py", ("portal",)),
-    # Channel-layer groups are the publishers' (`scheduling.live`, `portal.socket_events`), not services'.
-    ("*/services", ("portal.groups", "portal.consumers")),
-    ("*/services.py", ("portal.groups", "portal.consumers")),
+    # Channel-layer groups are the publishers' (`scheduling.live`, `core.socket_events`), not services'.
+    ("*/services", ("core.groups", "portal.consumers")),
+    ("*/services.py", ("core.groups", "portal.consumers")),
 )
 
 

@@ -27,7 +27,7 @@ from api.authentication import BearerTokenAuthentication
 from api.pagination import IdCursorPagination
 from api.schema import ApiAutoSchema
 from api.throttling import ApiUserThrottle
-from portal.parsers import BoundedJSONParser
+from core.parsers import BoundedJSONParser
 from tenants.permissions import is_fleet_admin
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from api.fields import StrictFloatField
 from api.lean_input import LeanInput
 from api.throttling import ApiSubmitThrottle
 from api.views.base import ID_LOOKUP, ApiViewSet
-from portal.auth import signed_in_user
-from portal.compiled_queries import CompiledQuery, attnames, instance_from
+from core.auth import signed_in_user
+from core.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.estimates import EstimateView, estimate_views_for
 from scheduling.limits import MAX_COMMAND_CHARS
 from scheduling.live.explanations import wait_text

@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.views.base import ApiView
+from core.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY
 from finance.selectors import finance_report, report_team_ids_for
-from portal.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY
 
 MAX_PERIOD_DAYS = 366
 

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from api.fields import StrictFloatField
 from api.selectors import memberships_for_team, quota_request_for_user, quota_requests_for_user
 from api.views.base import ID_LOOKUP, ApiView, ApiViewSet, require_fleet_admin
-from portal.auth import signed_in_user
+from core.auth import signed_in_user
 from scheduling.models import AcceleratorType
 from tenants import policy_units
 from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest, Team

@@ -14,10 +14,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from portal.fleet_share import share_summary_text
-from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
-from portal.live_events import job_change, live_event, wait_change
-from portal.socket_events import fleet_event_message
+from core.fleet_share import share_summary_text
+from core.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group
+from core.live_events import job_change, live_event, wait_change
+from core.socket_events import fleet_event_message
 from scheduling import engine
 from scheduling.engine import Plan
 from scheduling.engine.plan import Blocker

@@ -27,8 +27,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.urls import reverse
 
-from portal.live_events import live_event
-from portal.socket_events import user_events_publish
+from core.live_events import live_event
+from core.socket_events import user_events_publish
 from scheduling.bulk_rows import ROWS_PER_STATEMENT
 from scheduling.models import Job, SchedulerEvent
 from scheduling.tick_outcome import JobChange

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from portal.redis_pools import shared_redis
+from core.redis_pools import shared_redis
 from scheduling import engine
 from scheduling.engine.plan import Blocker
 from scheduling.engine.vocabulary import REASON_NEW

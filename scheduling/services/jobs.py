@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
-from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
+from core.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
 from scheduling.engine.capacity import Shape, domain_gpus
 from scheduling.engine.model import LEVELS, Policy
 from scheduling.engine.schedule import smallest_size

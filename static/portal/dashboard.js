@@ -9,7 +9,7 @@
   Plotly.newPlot("utilisation-chart", util.data, util.layout, config);
   Plotly.newPlot("team-chart", teams.data, teams.layout, config);
 
-  // Whole-number ticks on the pending-jobs axis, about five of them (as portal.charts does).
+  // Whole-number ticks on the pending-jobs axis, about five of them (as core.charts does).
   function countTickStep(largest) {
     var step = 1;
     while (largest / step > 5) step = String(step).charAt(0) === "2" ? step * 5 / 2 : step * 2;

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.auth import AuthenticatedHttpRequest
+from core.auth import AuthenticatedHttpRequest
 from tenants import selectors, services
 from tenants.forms import ApproveForm, AuditFilterForm, FleetPolicyForm, PriorityClassForm, RejectForm
 from tenants.models import PriorityClass, QuotaRequest

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.auth import AuthenticatedHttpRequest
-from portal.forms import id_from_text
+from core.auth import AuthenticatedHttpRequest
+from core.forms import id_from_text
 from tenants import selectors, services
 from tenants.forms import NotificationPreferencesForm
 

@@ -9,7 +9,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from portal.auth import AuthenticatedHttpRequest
+from core.auth import AuthenticatedHttpRequest
 from scheduling.models import AcceleratorType
 from tenants import selectors, services
 from tenants.forms import QuotaSetForm

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.auth import AuthenticatedHttpRequest
+from core.auth import AuthenticatedHttpRequest
 from tenants import selectors, services
 from tenants.forms import MemberAddForm, QuotaRequestForm
 from tenants.models import Membership, QuotaRequest, Team

@@ -1,4 +1,4 @@
-"""Compiled queries and inserts (``portal.compiled_queries``) give what their ORM definitions
+"""Compiled queries and inserts (``core.compiled_queries``) give what their ORM definitions
 give: the same rows for every argument, found or not, and the same stored row."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.db.models.signals import pre_save
 from api.authentication import TOKEN_CANDIDATES
 from api.services import api_token_create
 from api.views.jobs import MEMBER_TEAM
-from portal.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
+from core.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
 from scheduling.models import AcceleratorType, Job, SchedulerEvent
 from scheduling.services.jobs import (
     ACCELERATOR_LOOKUPS,

@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
+from core.groups import ACCESS_CHANGED, FLEET_GROUP, team_group, user_group
 from portal.asgi import application
 from portal.consumers import CLOSE_SESSION_ENDED, CLOSE_UNAUTHENTICATED
-from portal.groups import ACCESS_CHANGED, FLEET_GROUP, team_group, user_group
 from tests.factories import MembershipFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("children_disconnected")]

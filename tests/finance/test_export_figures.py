@@ -9,8 +9,8 @@ import zipfile
 from datetime import date
 from decimal import Decimal
 
+from finance.exports import jobs_csv, report_csv, report_xlsx
 from finance.selectors import FinanceReport, FleetLine, JobLine, TeamRow
-from portal.exports import jobs_csv, report_csv, report_xlsx
 
 HAIR = -1e-9  # what summing and subtracting float GPU-hours leaves where the answer is 0
 

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from portal.groups import FLEET_GROUP
+from core.groups import FLEET_GROUP
 from scheduling.tasks import fleet_heartbeat
 from tests.factories import NodeFactory
 

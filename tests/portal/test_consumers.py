@@ -11,9 +11,9 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from core.groups import FLEET_GROUP, team_group
 from portal.asgi import application
 from portal.consumers import CLOSE_UNAUTHENTICATED
-from portal.groups import FLEET_GROUP, team_group
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

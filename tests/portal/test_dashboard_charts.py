@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from portal.charts import SharePoint, count_tick_step, utilisation_figure
+from core.charts import SharePoint, count_tick_step, utilisation_figure
 from scheduling.selectors import OTHER_TEAMS, team_gpus_now
 from tenants.roles import FLEET_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory

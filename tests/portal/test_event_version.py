@@ -12,8 +12,8 @@ from channels.layers import get_channel_layer
 from django.test import TestCase
 
 from api.schema import WEBSOCKET, WEBSOCKET_EVENTS
-from portal.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
-from portal.socket_events import EVENT_VERSION, fleet_event_message
+from core.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
+from core.socket_events import EVENT_VERSION, fleet_event_message
 from scheduling.cycle.failures import node_kill
 from scheduling.live.feed import fleet_heartbeat_publish, incidents_publish
 from scheduling.models import FleetClock, Node

@@ -1,4 +1,4 @@
-"""Page scripts read only what the live events define (``portal.live_events``), and pages carry
+"""Page scripts read only what the live events define (``core.live_events``), and pages carry
 no inline scripts: their code is in static modules, fed by ``json_script`` and data- attributes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.live_events import EVENTS, JOB_CHANGE_FIELDS, PAGE_JOB_KIND, job_change, live_event
+from core.live_events import EVENTS, JOB_CHANGE_FIELDS, PAGE_JOB_KIND, job_change, live_event
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted((ROOT / "static").rglob("*.js"))

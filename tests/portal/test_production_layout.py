@@ -27,8 +27,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from honcho.environ import parse_procfile
 
+from core.groups import FLEET_GROUP
 from portal.celery import app
-from portal.groups import FLEET_GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

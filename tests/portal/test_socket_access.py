@@ -20,9 +20,9 @@ from django.contrib.auth.models import Group, User
 from django.contrib.sessions.models import Session
 from django.test import Client
 
+from core.groups import ACCESS_CHANGED, ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
 from portal.asgi import application
 from portal.consumers import CLOSE_SESSION_ENDED
-from portal.groups import ACCESS_CHANGED, ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
 from tenants.models import Membership
 from tenants.roles import FLEET_ADMIN
 from tenants.services import membership_add, membership_remove

@@ -16,8 +16,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from core.groups import FLEET_GROUP, team_group
 from portal.asgi import application
-from portal.groups import FLEET_GROUP, team_group
 from tests.factories import MembershipFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("children_disconnected")]

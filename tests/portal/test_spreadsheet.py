@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from portal.spreadsheet import cell_safe, row_safe
+from core.spreadsheet import cell_safe, row_safe
 
 HYPERLINK = '=HYPERLINK("http://evil.example","click")'
 

@@ -23,8 +23,8 @@ from celery import Celery
 from django.core.management import call_command
 from pytest_django import DjangoDbBlocker
 
+from core.redis_urls import celery_url
 from portal import embedded_redis
-from portal.redis_urls import celery_url
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 90

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 
-from portal.redis_pools import shared_redis
+from core.redis_pools import shared_redis
 from scheduling.engine.estimate_range import DEFAULT_CALIBRATION, EstimateOutcome, StartRange, calibrate, start_range
 from scheduling.estimates import CALIBRATION_KEY, EstimateView, estimate_calibration, estimates_measure
 from scheduling.live.waits import job_waits_for

@@ -14,8 +14,8 @@ from django.core import mail
 from django.test import TestCase
 from pytest_django import DjangoAssertNumQueries
 
+from core.groups import user_group
 from portal.celery import app as celery_app
-from portal.groups import user_group
 from scheduling.live.notices import job_notice_kind, job_notice_mails, job_notices_send
 from scheduling.models import Job, SchedulerEvent
 from scheduling.tick_outcome import JobChange

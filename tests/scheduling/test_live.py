@@ -24,7 +24,7 @@ from django.db.models import Sum
 from django.test import override_settings
 from django.utils import timezone
 
-from portal.groups import FLEET_GROUP
+from core.groups import FLEET_GROUP
 from scheduling.cycle.leader import LOCK_KEY, TOKEN_KEY, cycle_run_as_leader
 from scheduling.cycle.tick import cycle_tick
 from scheduling.models import Allocation, FleetClock, Job, Node

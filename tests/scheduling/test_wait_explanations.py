@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.test import Client
 
-from portal.groups import ALL_JOBS_GROUP, team_group
+from core.groups import ALL_JOBS_GROUP, team_group
 from scheduling.cycle.leader import LOCK_KEY
 from scheduling.live.waits import WAITS_KEY, job_waits_for
 from scheduling.models import Job

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from portal.redis_pools import shared_redis
+from core.redis_pools import shared_redis
 from scheduling.estimates import CALIBRATION_KEY
 from scheduling.models import Job
 from tests.scheduling.conftest import Fleet

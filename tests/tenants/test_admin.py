@@ -16,7 +16,7 @@ from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
 
-from portal.groups import ACCESS_CHANGED, user_group
+from core.groups import ACCESS_CHANGED, user_group
 from scheduling.models import (
     AcceleratorType,
     Allocation,

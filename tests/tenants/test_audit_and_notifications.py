@@ -191,7 +191,7 @@ def test_a_new_notice_reaches_the_users_open_sockets_with_the_unread_count(world
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from portal.groups import user_group
+    from core.groups import user_group
 
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()

@@ -1,8 +1,8 @@
 """Telling a user's open websockets that what they may read changed: after a membership change
 (they re-check and leave the groups they may no longer read), when a session ends (the sockets
 that session opened close) or an API token is revoked (the sockets it opened close); and
-forwarding a user's new notices. Tenants' services announce memberships and notices through
-`tenants.signals`, which this module receives (tenants imports nothing of the web layer). Also
+forwarding a user's new notices. `portal.socket_receivers` calls these when Django ends a session
+and when tenants' services announce memberships and notices through `tenants.signals`. Also
 the one shape of the events sockets forward to pages, ``fleet_event_message``, stamped with the
 payloads' version."""
 
@@ -14,15 +14,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.dispatch import receiver
-from django.http import HttpRequest
 from redis.exceptions import RedisError
 
-from portal.groups import ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED, token_group, user_group
-from portal.live_events import live_event
-from tenants.signals import access_revoked, memberships_changed, notice_created
+from core.groups import ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED, token_group, user_group
 
 logger = logging.getLogger(__name__)
 
@@ -97,29 +92,3 @@ def _group_send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
         async_to_sync(send_all)()
     except (RedisError, OSError):
         logger.warning("Could not tell open websockets about an access change", exc_info=True)
-
-
-@receiver(user_logged_out, dispatch_uid="portal.socket_events.sockets_close_on_logout")
-def sockets_close_on_logout(sender: type, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
-    """Plumbing from Django's logout to the sockets of the session being ended."""
-    session_key = request.session.session_key if request is not None else None
-    if user is not None and user.is_authenticated and session_key:
-        socket_session_ended_publish(user_id=user.pk, session_key=session_key)
-
-
-@receiver(notice_created)
-def notice_publish(sender: type, *, user_id: int, message: str, url: str, unread: int, **kwargs: Any) -> None:
-    """A new notice reaches the user's open pages with their unread count (`tenants.signals`)."""
-    user_event_publish(user_id=user_id, payload=live_event("notice", message=message, url=url, unread=unread))
-
-
-@receiver(memberships_changed)
-def memberships_publish(sender: type, *, user_ids: Iterable[int], **kwargs: Any) -> None:
-    """Users whose memberships changed have their sockets re-check their access (`tenants.signals`)."""
-    socket_access_changed_publish(user_ids=user_ids)
-
-
-@receiver(access_revoked)
-def access_revoked_publish(sender: type, *, user_ids: Iterable[int], **kwargs: Any) -> None:
-    """Users who lost a membership or a role have every open socket closed (`tenants.signals`)."""
-    socket_users_close_publish(user_ids=user_ids)

@@ -4,7 +4,7 @@ Each kind's fields are listed here with their JSON Schema. Publishers build payl
 `live_event` (and a tick's job changes with `job_change`), which refuse a field the definition
 lacks and one it requires but is missing; the API schema documents these same definitions
 (``api.schema``), and a test reads the page scripts' handlers and checks they read only fields
-defined here. ``portal.socket_events.fleet_event_message`` stamps each with its version (``v``).
+defined here. ``core.socket_events.fleet_event_message`` stamps each with its version (``v``).
 """
 
 from __future__ import annotations

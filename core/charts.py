@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from portal.fleet_share import SharePoint as SharePoint
-from portal.fleet_share import share_summary_text as share_summary_text
+from core.fleet_share import SharePoint as SharePoint
+from core.fleet_share import share_summary_text as share_summary_text
 
 SERVING_COLOUR = "#d9822b"
 TRAINING_COLOUR = "#2f6fde"
