@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
-from functools import partial
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.tasks import enqueue_on_commit
 from finance.models import Budget, BudgetAlert, MonthClose, Rate, ReportExport
 from finance.selectors import BudgetStatus, ClosedInfo, budget_statuses, finance_report_build
 from scheduling.fleet_calendar import fleet_today, month_bounds
@@ -164,9 +164,7 @@ def month_close(*, actor: AnyUser, year: int, month: int) -> MonthClose:
             )
     except IntegrityError as exc:
         raise ValidationError(f"{first:%B %Y} is already closed.") from exc
-    from finance.tasks import month_report_mail
-
-    transaction.on_commit(partial(month_report_mail.delay, close_id=close.pk), robust=True)
+    enqueue_on_commit("finance.tasks.month_report_mail", close_id=close.pk)
     return close
 
 
@@ -257,9 +255,7 @@ def report_export_request(*, actor: AnyUser, first: date, last: date, file_forma
     export = ReportExport.objects.create(
         requested_by=requester, first_day=first, last_day=last, file_format=file_format
     )
-    from finance.tasks import report_export_build
-
-    transaction.on_commit(partial(report_export_build.delay, export_id=export.pk), robust=True)
+    enqueue_on_commit("finance.tasks.report_export_build", export_id=export.pk)
     return export
 
 

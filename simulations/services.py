@@ -30,6 +30,7 @@ from django.db.models import Q
 from django.templatetags.static import static
 from django.utils import timezone
 
+from core.tasks import enqueue_on_commit
 from scheduling.sim.fleet import Fleet, QuotaSpec, SpecError
 from scheduling.sim.runner import check_quotas, compare_policies
 from scheduling.sim.simulator import SimulationStalled
@@ -136,10 +137,7 @@ def simulation_start(*, user: AnyUser, request: SimulationRequest) -> Simulation
             fleet_spec=fleet_spec,
             seed=request.seed,
         )
-        from simulations.tasks import simulation_run_task
-
-        simulation_id = simulation.pk
-        transaction.on_commit(lambda: simulation_run_task.delay(simulation_id))
+        enqueue_on_commit("simulations.tasks.simulation_run_task", robust=False, simulation_id=simulation.pk)
     return simulation
 
 

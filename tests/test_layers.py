@@ -128,3 +128,18 @@ def test_a_circle_between_two_apps_is_seen() -> None:
     graph = package_graph({("finance", "tenants.selectors"), ("tenants", "finance.models")})
 
     assert find_circle(graph) == ["finance", "tenants", "finance"]
+
+
+def test_only_tasks_modules_import_tasks_modules() -> None:
+    """Tasks call services; services queue tasks by name through `core.tasks`, so no import circle
+    runs through a `tasks` module."""
+    offenders = sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for package in LAYER
+        if package != "portal"
+        for path in _sources(package)
+        if path.name != "tasks.py"
+        for module in imported_modules(path)
+        if module.endswith(".tasks") and module != "core.tasks"
+    )
+    assert offenders == []

@@ -19,16 +19,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.urls import reverse
 
 from core.live_events import live_event
 from core.socket_events import user_events_publish
+from core.tasks import enqueue, enqueue_on_commit
 from scheduling.bulk_rows import ROWS_PER_STATEMENT
 from scheduling.models import Job, SchedulerEvent
 from scheduling.tick_outcome import JobChange
@@ -142,9 +141,7 @@ def job_notices_send(*, changes: Iterable[JobChange]) -> JobNoticesSent:
         ]
     )
     if by_mail:
-        from scheduling.tasks import job_notices_email  # the task calls back into this module
-
-        transaction.on_commit(partial(job_notices_email.delay, items=by_mail), robust=True)
+        enqueue_on_commit("scheduling.tasks.job_notices_email", items=by_mail)
     return JobNoticesSent(notices=len(notices), mailed_users=len({row[0] for row in by_mail}))
 
 
@@ -262,9 +259,7 @@ def job_notice_mails(*, items: Sequence[Sequence[object]]) -> list[JobNoticeMail
 def job_notices_email_send(*, items: Sequence[Sequence[object]]) -> int:
     """Queue each user's mail on its own task, so a failing mail server retries one mail, not
     the tick's. Returns how many were queued."""
-    from tenants.tasks import notification_email
-
     mails = job_notice_mails(items=items)
     for mail in mails:
-        notification_email.delay(to=[mail.to], subject=mail.subject, message=mail.body)
+        enqueue("tenants.tasks.notification_email", to=[mail.to], subject=mail.subject, message=mail.body)
     return len(mails)

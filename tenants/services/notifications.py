@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import transaction
 
+from core.tasks import enqueue_on_commit
 from tenants.models import NoticeKind, Notification, NotificationPreference
 from tenants.selectors import NOTICE_DEFAULTS, NoticeChannels, notification_preferences_for_user
 from tenants.signals import notice_created
@@ -62,9 +61,7 @@ def notification_email_queue(*, to: str, subject: str, message: str) -> None:
     The web request neither waits for the mail server nor fails with it, and a change that is
     rolled back mails nothing. Robust: a broker outage is logged and the change still stands.
     """
-    from tenants.tasks import notification_email  # the task calls back into this module
-
-    transaction.on_commit(partial(notification_email.delay, to=[to], subject=subject, message=message), robust=True)
+    enqueue_on_commit("tenants.tasks.notification_email", to=[to], subject=subject, message=message)
 
 
 def notification_email_send(*, to: list[str], subject: str, message: str) -> None:
