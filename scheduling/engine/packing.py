@@ -19,10 +19,20 @@ a `RackPacking` the pool builds on its first single-node placement of a cycle an
 from __future__ import annotations
 
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .capacity import AcceleratorPool
+
+class PackingPool(Protocol):
+    """What packing reads of a `capacity.AcceleratorPool` (and the `RackPacking` it keeps there),
+    named here so that packing imports nothing of capacity."""
+
+    gpus_per_node: int
+    free: dict[str, int]
+    buckets: dict[int, dict[str, None]]
+    node_rack: dict[str, str]
+    whole_by_rack: dict[str, dict[str, None]]
+    rack_usable_max: int
+    packing: RackPacking | None
 
 
 class RackPacking:
@@ -32,7 +42,7 @@ class RackPacking:
 
     __slots__ = ("gpus_per_node", "node_rack", "rack_free", "levels", "partial", "masks")
 
-    def __init__(self, pool: AcceleratorPool) -> None:
+    def __init__(self, pool: PackingPool) -> None:
         gpn = self.gpus_per_node = pool.gpus_per_node
         node_rack = self.node_rack = pool.node_rack
         rack_free = self.rack_free = dict.fromkeys(pool.whole_by_rack, 0)
@@ -72,7 +82,7 @@ class RackPacking:
             self._enter(rack_key, node_id, new)
 
 
-def best_node(pool: AcceleratorPool, gpus: int) -> str | None:
+def best_node(pool: PackingPool, gpus: int) -> str | None:
     """`plain_best_node`, fast: the fewest free GPUs that fit is the first non-empty bucket; the
     most-used rack with a node there is the first one met going up the racks' free GPUs."""
     packing = pool.packing
@@ -100,7 +110,7 @@ def best_node(pool: AcceleratorPool, gpus: int) -> str | None:
     return None
 
 
-def packing_key(pool: AcceleratorPool, node_id: str, rack_free: int) -> tuple[bool, int, int, str, int, str]:
+def packing_key(pool: PackingPool, node_id: str, rack_free: int) -> tuple[bool, int, int, str, int, str]:
     """Lower is a better home for a single-node job: not breaking a whole node, then the node in
     use with the fewest free GPUs, then the rack with the fewest (`rack_free`: the most used), then
     the rack id, the node's free GPUs (whole nodes larger than a gang's share), and its id."""
@@ -109,7 +119,7 @@ def packing_key(pool: AcceleratorPool, node_id: str, rack_free: int) -> tuple[bo
     return (whole, 0 if whole else free, rack_free, rack_key, free, node_id)
 
 
-def plain_best_node(pool: AcceleratorPool, gpus: int) -> str | None:
+def plain_best_node(pool: PackingPool, gpus: int) -> str | None:
     """Where a single-node job of `gpus` GPUs goes: the node with room whose `packing_key` is least."""
     rack_free: dict[str, int] = {}
     for node_id, free in pool.free.items():

@@ -21,8 +21,7 @@ PACKAGE = "scheduling.engine"
 # the data types name the modules that read them: model -> ordering -> model, and
 # model -> prepare -> backfill/capacity/quota/... -> model. A type-only import each; moving the
 # kept state off `Snapshot` (or its types into a module of their own) removes these edges.
-# `packing.RackPacking` is built from the `capacity.AcceleratorPool` that keeps it (type-only too).
-KNOWN_CIRCLE_EDGES = frozenset({("model", "ordering"), ("model", "prepare"), ("packing", "capacity")})
+KNOWN_CIRCLE_EDGES = frozenset({("model", "ordering"), ("model", "prepare")})
 
 
 def _engine_imports(path: Path) -> set[str]:
