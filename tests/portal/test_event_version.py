@@ -45,7 +45,8 @@ def _every_event_kind(fleet: Fleet) -> list[dict[str, Any]]:
         async_to_sync(layer.group_add)(group, channel)
     try:
         fleet.submit(gpus=8)
-        fleet.tick()  # the fleet's share, and the job that started
+        fleet.submit(gpus=32)  # waits for the first: its reason is news to its team
+        fleet.tick()  # the fleet's share, the job that started and the one that waits
         fleet_heartbeat_publish()
         incident = node_kill(node=Node.objects.order_by("pk").first(), sim_now_s=FleetClock.objects.get().sim_now_s)
         incidents_publish(incident_ids=[incident.pk])
@@ -62,7 +63,7 @@ def test_every_kind_of_event_pushed_to_sockets_carries_the_payload_version() -> 
 
     kinds = {message["payload"]["kind"] for message in messages}
     documented = {schema["properties"]["kind"]["enum"][0] for schema in WEBSOCKET_EVENTS.values()}
-    assert kinds == documented == {"heartbeat", "fleet", "jobs", "incident", "notice"}
+    assert kinds == documented == {"heartbeat", "fleet", "jobs", "waits", "incident", "notice"}
     assert {message["type"] for message in messages} == {"fleet.event"}
     assert all(message["payload"]["v"] == EVENT_VERSION == 1 for message in messages)
 
