@@ -252,12 +252,18 @@ class _Cycle:
         self.queue_shapes: QueueShapes | None = None
 
     def run(self) -> Plan:
-        self._prepare(prepare_cycle(self.snapshot, self.now))  # Steps 1-2: health, the index.
-        queue = self._order()  # Step 3.
-        self._keep_domains_for_gangs(queue)
-        self._consider_all(queue)  # Step 4.
-        self._grow()  # Step 5.
-        return self._explain(queue)  # Step 6.
+        try:
+            self._prepare(prepare_cycle(self.snapshot, self.now))  # Steps 1-2: health, the index.
+            queue = self._order()  # Step 3.
+            self._keep_domains_for_gangs(queue)
+            self._consider_all(queue)  # Step 4.
+            self._grow()  # Step 5.
+            return self._explain(queue)  # Step 6.
+        finally:
+            # The preemption step's context commits starts through this cycle: a reference cycle,
+            # which the collector (paused during cycles) must never be left to free.
+            if hasattr(self, "reclaim"):
+                del self.reclaim
 
     def _prepare(self, prepared: Prepared) -> None:
         self.prepared = prepared
