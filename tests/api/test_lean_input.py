@@ -56,7 +56,7 @@ def test_a_lean_answer_is_the_serializers_answer(body: dict[str, Any]) -> None:
             "priority_class": st.sampled_from(["training", "serving"]),
             "accelerator": st.sampled_from(["H100", "A100"]),
             "gpus": st.integers(min_value=-5, max_value=10**6),
-            "duration_s": st.one_of(st.integers(0, 10**9), st.floats(0, 1e9)),
+            "duration_s": st.one_of(st.integers(0, 10**9), st.floats(0, 1e9, allow_subnormal=False)),
         },
         optional={
             "kind": st.sampled_from(["training", "serving", "batch"]),

@@ -18,7 +18,7 @@ from openpyxl import load_workbook
 
 from finance.selectors import FinanceReport, finance_report_build, job_lines
 from scheduling.cycle.failures import node_kill
-from scheduling.models import JobUsage, Node, SchedulerEvent, UsageSample
+from scheduling.models import Job, JobUsage, Node, SchedulerEvent, UsageSample
 from tenants.models import FleetPolicy
 from tenants.roles import FINANCE
 from tests.factories import UserFactory
@@ -56,7 +56,7 @@ def test_lost_splits_into_restore_topology_and_work_rolled_back_by_evictions_and
     _scenario(fleet)
     events = list(SchedulerEvent.objects.filter(job__name="gang").order_by("id").values_list("sim_time_s", "message"))
     assert [(t, m.split(",")[0]) for t, m in events if "Evicted" in m or "Preempted" in m] == [
-        (1260.0, "Preempted by job 2"),
+        (1260.0, f"Preempted by job {Job.objects.get(name='api').pk}"),
         (2460.0, "Evicted by node failure on node pod-a-r1-n1"),
     ]
     assert sum("restoring checkpoint for 16 s" in m for _, m in events) == 2
