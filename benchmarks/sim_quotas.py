@@ -1,6 +1,7 @@
-"""Scheduling under quotas: the ten ITP clusters as ten teams with guarantees, under every policy.
+"""Scheduling under quotas: the ten ITP clusters (or Philly's 14 teams) with guarantees, under every policy.
 
-    python3 benchmarks/sim_quotas.py [--load 0.8 --load 1.07] [--checkpoint none --checkpoint 30m]
+    python3 benchmarks/sim_quotas.py [--trace itp|philly] [--traces PATH] [--load 0.8 --load 1.07]
+        [--checkpoint none --checkpoint 30m]
         [--estimate exact --estimate 2 --estimate noisy2] [--policy fifo|easy|fleetline|sjf-oracle ...]
         [--order submit|shortest_limit|las ...] [--reclaim-share SHARE ...] [--tweak FIELD=VALUE[,...] ...]
         [--limit N] [--window START_DAY:DAYS] [--sample FRACTION] [--seed N] [--split-teams N]
@@ -19,6 +20,12 @@ fleetline with other within-team orders (named `fleetline[order=...]`), `--recla
 another `Policy.reclaim_guaranteed_share` (named `fleetline[reclaim_share=...]`), `--tweak` with any
 fields of the engine's `Policy` changed (`--tweak guarantee_spread_after_s=none`, named
 `fleetline[guarantee_spread_after_s=none]`; on/off for a flag, none for an unset bound).
+
+`--trace philly` replays the Philly slice of late 2017 instead (`jobs.csv` in the canonical format,
+30,138 jobs, half of them shorter than 10 minutes, a few 64-128-GPU gangs), its 14 teams the trace's
+own virtual clusters, with the same cases and guarantees. Neither trace ships with the project:
+`--traces` (or `FLEETLINE_ITP_TRACES` / `FLEETLINE_PHILLY_TRACE`) names the ITP directory or
+Philly's `jobs.csv`; by default both are read from `../shared/traces`.
 
 Replays plan as the live cycle does, on ticks of 60 s of fleet time (`--tick`; the live cycle ticks
 every `FLEET_CYCLE_INTERVAL_S` = 1 s at `FLEET_CLOCK_SPEED` = 60): what arrives or ends between two
@@ -58,6 +65,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -81,10 +89,16 @@ from scheduling.sim.progress import ProgressBar  # noqa: E402
 from scheduling.sim.runner import PRESETS, Preset, compare_policies  # noqa: E402
 from scheduling.sim.simulator import SimulationStalled  # noqa: E402
 from scheduling.sim.sizing import demand_by_team, fleet_for_load, quotas_by_demand  # noqa: E402
-from scheduling.sim.trace import TraceJob, load_itp  # noqa: E402
+from scheduling.sim.trace import TraceJob, load_canonical, load_itp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "itp"
+DEFAULT_PHILLY = ROOT.parent / "shared" / "traces" / "philly-late2017" / "jobs.csv"
+# The trace's path when `--traces` is not given: an environment variable, else ../shared/traces.
+TRACE_PATHS = {
+    "itp": ("FLEETLINE_ITP_TRACES", DEFAULT_TRACES),
+    "philly": ("FLEETLINE_PHILLY_TRACE", DEFAULT_PHILLY),
+}
 LOADS = (0.8, 1.07)
 CHECKPOINTS = {"none": None, "30m": 1800.0}
 ESTIMATES = ("exact", "2")
@@ -120,6 +134,37 @@ TABLE = (
     ("sim_wall_s", "replay s", 1.0, "{:.1f}"),
     ("replay_cpu_s", "CPU s", 1.0, "{:.1f}"),
 )
+
+
+def load_itp_dir(path: Path) -> list[TraceJob]:
+    """The ITP clusters of a directory (`cluster*.csv`), each file one team."""
+    files = sorted(path.glob("cluster*.csv"))
+    if not files:
+        raise SystemExit(f"no ITP trace files (cluster*.csv) in {path}: pass --traces DIR")
+    return load_itp(files)
+
+
+def load_philly(path: Path) -> list[TraceJob]:
+    """Philly's jobs in the canonical format (`job_id, submit_time, duration, gpus, team`), the team
+    each job's virtual cluster; a directory is read as its `jobs.csv`. A file without jobs or with a
+    single team is refused: the case is about several teams sharing a fleet."""
+    if path.is_dir():
+        path = path / "jobs.csv"
+    if not path.is_file():
+        raise SystemExit(f"no Philly trace at {path}: pass --traces FILE (or set FLEETLINE_PHILLY_TRACE)")
+    trace = load_canonical([path])
+    teams = {job.team for job in trace}
+    if len(teams) < 2:
+        raise SystemExit(f"{path}: {len(trace)} jobs in {len(teams)} team(s); the quota case needs two or more")
+    return trace
+
+
+def load_trace(name: str, path: Path | None) -> list[TraceJob]:
+    """The named trace, from `path` or its default place (`TRACE_PATHS`)."""
+    variable, default = TRACE_PATHS[name]
+    if path is None:
+        path = Path(os.environ.get(variable) or default)
+    return load_itp_dir(path) if name == "itp" else load_philly(path)
 
 
 def select(trace: list[TraceJob], options: argparse.Namespace) -> list[TraceJob]:
@@ -366,7 +411,13 @@ def revision() -> dict[str, Any]:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--trace", choices=sorted(TRACE_PATHS), default="itp", help="the workload (default itp)")
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        help="the ITP directory or Philly's jobs.csv (default: $FLEETLINE_ITP_TRACES / $FLEETLINE_PHILLY_TRACE, "
+        "else ../shared/traces)",
+    )
     parser.add_argument("--load", type=float, action="append", help="offered load (repeatable; default 0.8 and 1.07)")
     parser.add_argument("--checkpoint", action="append", choices=sorted(CHECKPOINTS), help="repeatable")
     parser.add_argument("--estimate", action="append", help="exact, a factor like 2, or noisyF (repeatable)")
@@ -424,10 +475,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
     started = time.time()
-    files = sorted(options.traces.glob("cluster*.csv"))
-    if not files:
-        raise SystemExit(f"no ITP trace files (cluster*.csv) in {options.traces}: pass --traces DIR")
-    trace = select(load_itp(files), options)
+    trace = select(load_trace(options.trace, options.traces), options)
     policies = list(dict.fromkeys((options.policy or list(POLICIES)) + variant_names(options)))
     cases = []
     settings = itertools.product(
@@ -445,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             # The box's speed (engine_cycle.py's fixed workload): replay times compare across boxes
             # only with it.
             "calibration_ms": calibrate_ms(),
+            "trace": options.trace,
             "trace_jobs": len(trace),
             "limit": options.limit,
             "window": options.window,
