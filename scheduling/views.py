@@ -17,11 +17,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from api.views.jobs import JobFilter
 from core.auth import AuthenticatedHttpRequest
 from core.forms import id_from_text
 from scheduling.estimates import estimate_views_for, job_rows_estimated
 from scheduling.exports import JOB_HISTORY_FIELDS, JOB_HISTORY_HEADERS, job_history_cells
+from scheduling.filters import JobFilter
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows

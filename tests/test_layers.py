@@ -38,8 +38,6 @@ LAYER = {
 # between apps today. Take an entry off when its last import is gone.
 KNOWN_BACK_EDGES = frozenset(
     {
-        # The scheduler's views filter the job history as the API does.
-        ("scheduling", "api.views"),
         # The simulation replays' API sits in the simulations app and registers itself there.
         ("simulations", "api.errors"),
         ("simulations", "api.fields"),

@@ -4,15 +4,11 @@ cancel, and the job's events."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any, cast
 
-import django_filters
 import redis
-from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet, Value
-from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -28,6 +24,7 @@ from api.views.base import ID_LOOKUP, ApiViewSet
 from core.auth import signed_in_user
 from core.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.estimates import EstimateView, estimate_views_for
+from scheduling.filters import JobFilter
 from scheduling.limits import MAX_COMMAND_CHARS
 from scheduling.live.explanations import wait_text
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
@@ -263,38 +260,6 @@ class JobDetailOutput(JobOutput):
     )
     def get_nodes(self, job: Job) -> list[dict[str, Any]]:
         return [{"node": name, "gpus": gpus} for name, gpus in job_nodes(job=job)]
-
-
-class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time, taken to UTC: Python accepts offsets up to a day, PostgreSQL only to
-    ±15:59, and a time near year 1 or 9999 may have no UTC form at all."""
-
-    def to_python(self, value: Any) -> datetime | None:
-        moment = super().to_python(value)
-        if moment is None:
-            return None
-        try:
-            return moment.astimezone(UTC)
-        except OverflowError:
-            raise forms.ValidationError("Enter a time between the years 1 and 9999 in UTC.", code="invalid") from None
-
-
-class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
-    field_class = UtcIsoDateTimeField
-
-
-class JobFilter(django_filters.FilterSet):
-    state = django_filters.MultipleChoiceFilter(choices=Job.State.choices)
-    team = django_filters.CharFilter(field_name="team__slug", help_text="Team slug.")
-    user = django_filters.CharFilter(field_name="submitted_by__username", help_text="Submitter's username.")
-    kind = django_filters.ChoiceFilter(choices=JobKind.choices)
-    accelerator = django_filters.CharFilter(field_name="accelerator_type__name", help_text="Accelerator type name.")
-    submitted_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    submitted_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-
-    class Meta:
-        model = Job
-        fields: list[str] = []
 
 
 def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
