@@ -1,9 +1,5 @@
-"""The v1 router. Another app adds its resources from its ``AppConfig.ready()`` (the URLconf is
-read after every app is ready), for example::
-
-    from api.router import router
-    router.register("simulations", SimulationViewSet, basename="simulation")
-"""
+"""The v1 router. ``api/urls.py`` registers every resource on it: the API builds on the apps, and
+no app imports the API back."""
 
 from __future__ import annotations
 

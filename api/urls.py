@@ -1,4 +1,4 @@
-"""``/api/v1/``. Other parts of the product register their resources on ``api.router.router``."""
+"""``/api/v1/``: every resource of the API is registered here; the apps it serves know nothing of it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from api.router import router
-from api.views import fleet, jobs, reports, tenants
+from api.views import fleet, jobs, reports, simulations, tenants
 from api.views.base import NoSuchEndpoint
 
 app_name = "api-v1"
 
+router.register("simulations", simulations.SimulationViewSet, basename="simulation")
 router.register("jobs", jobs.JobViewSet, basename="job")
 router.register("teams", tenants.TeamViewSet, basename="team")
 router.register("quota-requests", tenants.QuotaRequestViewSet, basename="quota-request")

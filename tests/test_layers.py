@@ -38,11 +38,6 @@ LAYER = {
 # between apps today. Take an entry off when its last import is gone.
 KNOWN_BACK_EDGES = frozenset(
     {
-        # The simulation replays' API sits in the simulations app and registers itself there.
-        ("simulations", "api.errors"),
-        ("simulations", "api.fields"),
-        ("simulations", "api.router"),
-        ("simulations", "api.views"),
         # Tenants keeps quotas and memberships in the scheduler's terms (engine vocabulary, the
         # models and limits), and scheduling reads teams and quotas from tenants.
         ("tenants", "scheduling.engine"),
