@@ -228,7 +228,7 @@ class Policy:
         SECONDS,
         bounds=(0.0, HOUR_S),
     )
-    # Eviction only when it pays (see `reclaim.credited_wait_s`): the work it destroys must be worth
+    # Eviction only when it pays (see `preemption.credited_wait_s`): the work it destroys must be worth
     # less than the wait it saves the preemptor. A reclaim of loans is credited no more than the
     # preemptor has already waited (rent or buy: limits overstate waits); once it has waited this
     # long, all of that wait (None: never by age). An eviction by priority is credited the wait to

@@ -22,6 +22,7 @@ back at its end, as the release profile says. Whether an eviction pays is `recla
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
@@ -384,3 +385,138 @@ def _choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> VictimChoi
         shrinks.append((candidate, allocation))
     evict = tuple(evicted[job_id] for job_id in sorted(evicted))
     return VictimChoice(node_ids, evict, tuple(shrinks))
+
+
+# The price of an eviction: the one home of the rule "eviction pays" and of "victim price"; the
+# terms are `reclaim`'s module docstring's. -------------------------------------------------------
+
+
+def victim_price_gpu_s(cost_gpu_s: float, gpus: int, handover: float) -> float:
+    """Rule "victim price": what evicting one victim costs, the work it rolls back (`Candidate.cost`)
+    plus its `gpus` GPUs' time spent on the handover. Every eviction is priced by it
+    (`eviction_cost_gpu_s`, and each candidate of a victim search against its cap)."""
+    return cost_gpu_s + handover * gpus
+
+
+def eviction_cost_gpu_s(choice: VictimChoice, handover: float) -> float:
+    """The work the victims roll back, plus their GPUs' time spent on the handover."""
+    return sum(victim_price_gpu_s(victim.cost, victim.gpus, handover) for victim in choice.evict)
+
+
+# The least positive cost (GPU-seconds): the cost cap when only an eviction that destroys nothing pays.
+NOTHING_GPU_S = math.ulp(0.0)
+
+
+class Terms(NamedTuple):
+    """How an eviction is priced besides its cost and the natural start: whether waiting
+    `reclaim_after_s` counts (`by_age`), and whether every victim is of lower priority than the
+    preemptor (`outranks`: an eviction by priority, not a reclaim of loans)."""
+
+    by_age: bool = True
+    outranks: bool = False
+
+
+# The terms of a reclaim of loans by a job within its guarantee (the default).
+RECLAIM = Terms()
+
+
+def eviction_pays(
+    job: Job,
+    gpus: int,
+    cost_gpu_s: float,
+    handover: float,
+    natural_s: float,
+    now: float,
+    policy: Policy,
+    terms: Terms = RECLAIM,
+) -> bool:
+    """Rule "eviction pays" (`reclaim`'s module docstring): whether evicting for `job` (starting `gpus` GPUs at
+    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`."""
+    start_s = now + handover
+    if natural_s <= start_s:
+        return False
+    if cost_gpu_s <= 0.0 or pays_any_cost(job):
+        return True
+    return cost_gpu_s < gpus * credited_wait_s(job, natural_s, start_s, now, policy, terms)
+
+
+def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, policy: Policy, terms: Terms) -> float:
+    """The wait an eviction is credited with saving `job` (starting at `start_s` instead of
+    `natural_s`; inf: any cost pays).
+
+    Victims all of lower priority (`terms.outranks`): the wait to its natural start, or, once it
+    has waited `reclaim_after_s` (when `terms.by_age`), all it has waited, wherever its natural
+    start (rent or buy, as below: a higher-priority gang that waited two hours may destroy two
+    hours of its size, not a day's work of a big job without checkpoints).
+
+    Otherwise (a reclaim of loans): the wait to its natural start, but no more than
+    `Policy.reclaim_wait_credit` times what it has already waited (None: no such bound); once it has
+    waited `reclaim_after_s` (when `terms.by_age`), that multiple of all it has waited (None: any
+    cost), wherever its natural start. The natural start is read from the running work's time
+    limits, the latest each may end: with loose limits it lies far later than the work really
+    frees (sim_quotas, days 20-30, limits twice the duration: the median 1-GPU reclaimer's natural
+    start lay 37 times further ahead than its true one), and a price of that wait evicts for waits
+    that never happen. What the job has already waited is known, whatever the limits say;
+    crediting no more than that (a factor of 1) is rent or buy (a ski rental): an eviction is
+    bought once the wait it ends has cost as much as the work it destroys, so no schedule loses
+    more than about twice what the better of waiting and evicting would, however loose the limits.
+    The price of that bound is the owner's wait: every GPU-second it waits within its guarantee is
+    a GPU-second of guarantee violated, about as much as the eviction at last destroys."""
+    to_natural_s = natural_s - start_s
+    past_bound = waited_past_bound(job, now, policy, terms.by_age)
+    if terms.outranks:
+        return max(0.0, now - job.submit_s) if past_bound else to_natural_s
+    factor = policy.reclaim_wait_credit
+    if factor is None:
+        return math.inf if past_bound else max(0.0, to_natural_s)
+    waited_s = max(0.0, now - job.submit_s) * factor
+    return waited_s if past_bound else max(0.0, min(to_natural_s, waited_s))
+
+
+def waited_past_bound(job: Job, now: float, policy: Policy, by_age: bool = True) -> bool:
+    """Whether `job` has waited `reclaim_after_s` (when `by_age`; None: never)."""
+    bound_s = policy.reclaim_after_s
+    return by_age and bound_s is not None and now - job.submit_s >= bound_s
+
+
+def pays_any_cost(job: Job) -> bool:
+    """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
+    wait costs a service, not GPU-seconds)."""
+    return job.kind == "serving"
+
+
+def eviction_cap_gpu_s(
+    job: Job,
+    gpus: int,
+    handover: float,
+    natural_s: float,
+    now: float,
+    policy: Policy,
+    terms: Terms = RECLAIM,
+) -> float:
+    """What an eviction for `job` may cost at most, exclusive: `eviction_pays` solved for the cost
+    (for every cost >= 0, it pays exactly when the cost is below this). Known before any victim
+    is searched for, it lets the search leave out victims that could never be part of a paying
+    choice (tests check that both agree); a search that may find victims of lower priority uses
+    the cap with `Terms.outranks`, the higher one."""
+    start_s = now + handover
+    if natural_s <= start_s:
+        return 0.0
+    if pays_any_cost(job):
+        return math.inf
+    # An eviction that destroys nothing pays even when no wait is credited: the cap is then the
+    # least positive cost, which nothing else is below.
+    credited_s = credited_wait_s(job, natural_s, start_s, now, policy, terms)
+    return max(gpus * credited_s, NOTHING_GPU_S)
+
+
+def outranks_all(job: Job, choice: VictimChoice) -> bool:
+    """Whether every job `choice` evicts is of lower priority than `job` (an eviction by priority,
+    not a reclaim of loans)."""
+    return all(victim.priority < job.priority for victim in choice.evict)
+
+
+def could_pay(cap_gpu_s: float, grace_s: float) -> bool:
+    """Whether any eviction could cost less than `cap_gpu_s`: every one costs at least the handover
+    of one GPU, `grace_s`, so a cap no higher than that leaves only shrinks (which cost nothing)."""
+    return cap_gpu_s > grace_s

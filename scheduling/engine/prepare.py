@@ -523,9 +523,8 @@ def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
         totals = running_totals(running, now, penalty)
         index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
-    after_s = snapshot.policy.quota_hold_after_s
     ledger = QuotaLedger(
-        snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, hold_after_s=after_s
+        snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, policy=snapshot.policy
     )
     profiles = {name: ReleaseProfile(now, totals.releases.get(name, ())) for name in index.pools}
     return Prepared(

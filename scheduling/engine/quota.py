@@ -24,6 +24,21 @@ limit less that size, never less than the guarantee (`QuotaLedger.hold`). Withou
 smaller jobs take whatever its quota has left, and a large job waits until the team's load
 happens to leave it room. What the team leaves idle meanwhile is lent to other teams. A job
 larger than its team's limit keeps nothing.
+
+The rules (each one function or method below, cited by name where it is read; `docs/engine.md`,
+"The rules", lists them with where they live):
+
+- "guarantee": a team may always use up to its guarantee (`within_guarantee`);
+- "borrow limit": never beyond guarantee + borrow limit, nor beyond a hold (`QuotaLedger.admit`);
+- "lendable pool": loans stay within the pool, checked at every admission (`QuotaLedger.admit`,
+  `QuotaLedger.refusal` says why not);
+- "pinned on unguaranteed": work nobody may preempt borrows only what nobody is guaranteed
+  (`QuotaLedger.admit`);
+- "reclaim share": a job reclaims loans when at least `Policy.reclaim_guaranteed_share` of it lies
+  within what is left of its team's guarantee (`reclaims_loans`);
+- "loans only": a team another team takes from keeps its guarantee (`spare_beyond_guarantee`);
+- "quota hold": a team's first long-waiting job keeps its size within the limit (`QuotaLedger.hold`);
+- who lent what to whom: `QuotaLedger.loans` charges every loan to a lender (`charge_loans`).
 """
 
 from __future__ import annotations
@@ -32,7 +47,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .model import Job, Quota, Running, Team
+from .model import Job, Policy, Quota, Running, Team
 from .plan import REASON_CAPACITY, REASON_GUARANTEE, REASON_QUOTA
 
 
@@ -44,6 +59,71 @@ class Admission:
 
 _OWN = Admission(borrowing=False, within_guarantee=True)
 _BORROWED = Admission(borrowing=True, within_guarantee=False)
+
+
+# The name under which `QuotaLedger.loans` records what is lent of the capacity nobody is guaranteed,
+# and what the pool could not cover (loans beyond it, after the fleet shrank).
+UNGUARANTEED = "(unguaranteed)"
+BEYOND_POOL = "(beyond the pool)"
+
+
+def within_guarantee(used: int, gpus: int, guaranteed: int) -> bool:
+    """Rule "guarantee": `gpus` more GPUs keep a team that uses `used` within its `guaranteed`
+    GPUs, which it may always use (reclaiming loans for them when they are lent out)."""
+    return used + gpus <= guaranteed
+
+
+def reclaims_loans(guarantee_left: int, gpus: int, share: float) -> bool:
+    """Rule "reclaim share": a job of `gpus` GPUs may reclaim loans when its team has guarantee
+    left (`guarantee_left` > 0), at least `share` (`Policy.reclaim_guaranteed_share`) of its size
+    (1: the whole job fits within it, "guarantee")."""
+    return guarantee_left > 0 and guarantee_left >= share * gpus
+
+
+def spare_beyond_guarantee(used: int, leaving: int, guaranteed: int) -> int:
+    """Rule "loans only": how many GPUs another team may take from a team that uses `used`, once
+    its `leaving` GPUs are gone: only what lies beyond its `guaranteed` GPUs (a reclaim takes only
+    real loans; negative: the team would be below its guarantee already)."""
+    return used - leaving - guaranteed
+
+
+def charge_loans(
+    borrowed: dict[str, int], lent: dict[str, float], unguaranteed: float, share: float = 1.0
+) -> dict[tuple[str, str], int]:
+    """Who lent what to whom: each borrower's loans (`borrowed`, GPUs beyond its guarantee per team)
+    charged to the lenders (`lent`: what each team's unused guarantee lends), no borrower more than
+    `share` of a lender's lent GPUs, then to the capacity nobody is guaranteed (`UNGUARANTEED`,
+    which no share bounds); what neither covers is `BEYOND_POOL`. (lender, borrower) -> GPUs.
+
+    Each lender in turn (by name) gives its GPUs one at a time to the borrower with the most left
+    to cover (then by name) that has not yet had its share of it: spreading each lender over the
+    largest loans leaves the loans as even as can be for the lenders after it, so everything is
+    covered whenever any charging within the shares could cover it (`loans_within_shares`)."""
+    left = {team: gpus for team, gpus in borrowed.items() if gpus > 0}
+    charged: dict[tuple[str, str], int] = {}
+    for lender in sorted(lent):
+        supply = math.floor(lent[lender])
+        cap = math.floor(share * lent[lender])
+        given: dict[str, int] = {}
+        while supply > 0:
+            open_ = [team for team, gpus in left.items() if gpus > 0 and team != lender and given.get(team, 0) < cap]
+            if not open_:
+                break
+            team = min(open_, key=lambda name: (-left[name], name))
+            given[team] = given.get(team, 0) + 1
+            left[team] -= 1
+            supply -= 1
+        for team, gpus in given.items():
+            charged[(lender, team)] = gpus
+    spare = math.floor(unguaranteed)
+    for team in sorted(left):
+        covered = min(spare, left[team])
+        spare -= covered
+        if covered:
+            charged[(UNGUARANTEED, team)] = covered
+        if left[team] > covered:
+            charged[(BEYOND_POOL, team)] = left[team] - covered
+    return charged
 
 
 def borrowed_gpus(held: int, guaranteed: int) -> int:
@@ -127,12 +207,14 @@ class QuotaLedger:
         *,
         usage: dict[tuple[str, str], int] | None = None,
         pinned: dict[tuple[str, str], int] | None = None,
-        hold_after_s: float | None = None,
+        policy: Policy | None = None,
     ) -> None:
         """`usage` (GPUs per (team, accelerator)), when given, replaces summing `running`; `pinned`
-        then gives the GPUs of borrowing work nobody may preempt per (team, accelerator). With
-        `hold_after_s` (`Policy.quota_hold_after_s`), a team's first waiting job that has waited
-        that long keeps its size within the team's limit (`hold`)."""
+        then gives the GPUs of borrowing work nobody may preempt per (team, accelerator). The
+        quota settings of `policy` (default: `Policy()`'s) apply: with `Policy.quota_hold_after_s`,
+        a team's first waiting job that has waited that long keeps its size within the team's
+        limit (`hold`)."""
+        hold_after_s = (policy or _DEFAULTS).quota_hold_after_s
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -165,6 +247,15 @@ class QuotaLedger:
             # Only the part beyond the team's guarantee is pinned on unguaranteed capacity.
             ledger = self._ledger(accelerator)
             ledger.pinned += min(gpus, ledger.account(team).borrowed())
+
+    def loans(self, accelerator: str) -> dict[tuple[str, str], int]:
+        """Who lent what to whom of `accelerator` now: (lender, borrower) -> GPUs (`charge_loans`;
+        a lender is a team, `UNGUARANTEED` or `BEYOND_POOL`). Each borrower's loans add up to what
+        it uses beyond its guarantee."""
+        ledger = self._ledger(accelerator)
+        borrowed = {team: account.borrowed() for team, account in ledger.accounts.items()}
+        lent = {team: account.lendable() for team, account in ledger.accounts.items() if account.lendable() > 0}
+        return charge_loans(borrowed, lent, ledger.unguaranteed)
 
     def any_guarantee(self, accelerator: str) -> bool:
         """Whether some team is guaranteed GPUs of `accelerator`: only then can a job reclaim them."""
@@ -203,6 +294,17 @@ class QuotaLedger:
         """GPUs of its guarantee of `accelerator` that `team` does not use."""
         return max(0, self.unused_guarantee(team, accelerator))
 
+    def below_guarantee(self, team: str, accelerator: str) -> bool:
+        """Whether `team` uses fewer GPUs of `accelerator` than it is guaranteed (rule "guarantee":
+        it may still start work that reclaims loans)."""
+        return self.unused_guarantee(team, accelerator) > 0
+
+    def spare(self, team: str, accelerator: str, leaving: int) -> int:
+        """Rule "loans only" (`spare_beyond_guarantee`): how many of `team`'s GPUs of `accelerator`
+        another team may take, once its `leaving` GPUs are gone."""
+        account = self._ledger(accelerator).account(team)
+        return spare_beyond_guarantee(account.used, leaving, account.guaranteed)
+
     def borrowers_rank(self, job: Job) -> tuple[int, float]:
         """Where `job` goes among the jobs that would borrow, with `Policy.least_borrowed_first`:
         first the teams that borrow the fewest GPUs of its accelerator (a team below its guarantee
@@ -216,24 +318,26 @@ class QuotaLedger:
         return self._ledger(accelerator).account(team).limit
 
     def within_guarantee(self, team: str, accelerator: str, gpus: int) -> bool:
-        """Whether `gpus` more GPUs keep `team` within its guarantee (so it may reclaim them)."""
+        """Rule "guarantee" (`within_guarantee`): whether `gpus` more GPUs keep `team` within its
+        guarantee (so it may reclaim them)."""
         account = self._ledger(accelerator).account(team)
-        return account.used + gpus <= account.guaranteed
+        return within_guarantee(account.used, gpus, account.guaranteed)
 
     def reclaims(self, team: str, accelerator: str, gpus: int, share: float) -> bool:
-        """Whether a job of `gpus` GPUs of `team` may reclaim loans: its team has guarantee left,
-        at least `share` of the job's size (1: the whole job fits within it, `within_guarantee`)."""
+        """Rule "reclaim share" (`reclaims_loans`): whether a job of `gpus` GPUs of `team` may
+        reclaim loans: its team has guarantee left, at least `share` of the job's size."""
         account = self._ledger(accelerator).account(team)
-        unused = account.guaranteed - account.used
-        return unused > 0 and unused >= share * gpus
+        return reclaims_loans(account.guaranteed - account.used, gpus, share)
 
     def admit(self, team: str, accelerator: str, gpus: int, pinned: bool = False) -> Admission | None:
         """Whether `team` may start `gpus` more GPUs of `accelerator` now (of work nobody may
-        preempt, when `pinned`); None when it may not (see `refusal` for why)."""
+        preempt, when `pinned`); None when it may not (see `refusal` for why). The home of the
+        rules "borrow limit", "lendable pool" and "pinned on unguaranteed"; within the guarantee
+        ("guarantee", `within_guarantee` inlined), the pool still decides."""
         ledger = self._ledger(accelerator)
         account = ledger.account(team)
         new_used = account.used + gpus
-        if new_used > account.cap:
+        if new_used > account.cap:  # "quota hold"
             return None
         lendable = account.lendable()
         if new_used <= account.guaranteed:
@@ -242,13 +346,13 @@ class QuotaLedger:
             if ledger.borrowed > ledger.pool - lendable + min(account.lend_cap, account.guaranteed - new_used):
                 return None
             return _OWN
-        if new_used > account.limit:
+        if new_used > account.limit:  # "borrow limit"
             return None
         extra = new_used - max(account.used, account.guaranteed)
-        # The team's own unused guarantee is in the pool but is not a loan to itself.
+        # "lendable pool": the team's own unused guarantee is in the pool but is not a loan to itself.
         if ledger.borrowed + extra > ledger.pool - lendable:
             return None
-        if pinned and ledger.pinned + extra > ledger.unguaranteed:
+        if pinned and ledger.pinned + extra > ledger.unguaranteed:  # "pinned on unguaranteed"
             return None
         return _BORROWED
 
@@ -355,3 +459,6 @@ def borrowers_rank(borrowed: int, guarantee_left: int, gpus: int) -> tuple[int, 
     owed goes before one of a team with a sliver of guarantee left: the unmet guarantee counts for
     as long as either waits, and a smaller gang collects its GPUs sooner."""
     return borrowed, -guarantee_left / gpus if gpus > 0 else 0.0
+
+
+_DEFAULTS = Policy()  # the quota settings of a ledger made without a policy

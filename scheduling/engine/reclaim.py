@@ -15,14 +15,15 @@ waited (`Policy.reclaim_wait_credit`, `credited_wait_s`: the profile is read fro
 latest the work may end, so with loose limits the natural start lies too late; what has been
 waited is known).
 
-The plain rule (`eviction_pays`): an eviction pays when the preemptor could not start as early
-without it, and either it destroys nothing (shrinks only), or the preemptor is serving (its wait
-costs a service, not GPU-seconds), or its cost is smaller than the wait it is credited with
-(`credited_wait_s`): for an eviction by priority (every victim of lower priority) the wait to the
-natural start, or all it has waited once it has waited `Policy.reclaim_after_s` (rent or buy);
-for a reclaim of loans the same, but any cost past that bound unless `reclaim_wait_credit` bounds
-the credit by the wait so far.
-A victim that would end by the end of the handover anyway is never taken (`ends_by`).
+The plain rule ("eviction pays", `preemption.eviction_pays`, where the price of every eviction
+lives, with "victim price", `preemption.victim_price_gpu_s`): an eviction pays when the preemptor
+could not start as early without it, and either it destroys nothing (shrinks only), or the
+preemptor is serving (its wait costs a service, not GPU-seconds), or its cost is smaller than the
+wait it is credited with (`credited_wait_s`): for an eviction by priority (every victim of lower
+priority) the wait to the natural start, or all it has waited once it has waited
+`Policy.reclaim_after_s` (rent or buy); for a reclaim of loans the same, but any cost past that
+bound unless `reclaim_wait_credit` bounds the credit by the wait so far. A victim that would end by
+the end of the handover anyway is never taken (`ends_by`).
 
 A job larger than what is left of its team's guarantee reclaims loans when at least
 `Policy.reclaim_guaranteed_share` of it lies within that guarantee (it borrows the rest): a partial
@@ -40,7 +41,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import NamedTuple
 
 from .backfill import (
     EarliestStart,
@@ -56,7 +56,23 @@ from .cycle_state import Budgets, Decisions, Fruitless, Memo, SearchKey, Stateme
 from .model import Job, Policy, Running
 from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes
 from .plan import Allocation, Preempt, Shrink
-from .preemption import Candidate, VictimChoice, Victims, may_preempt, pick_victims, young_since_s
+from .preemption import (
+    Candidate,
+    Terms,
+    VictimChoice,
+    Victims,
+    could_pay,
+    eviction_cap_gpu_s,
+    eviction_cost_gpu_s,
+    eviction_pays,
+    may_preempt,
+    outranks_all,
+    pays_any_cost,
+    pick_victims,
+    victim_price_gpu_s,
+    waited_past_bound,
+    young_since_s,
+)
 from .prepare import Prepared
 from .quota import Admission, QuotaLedger
 
@@ -76,130 +92,6 @@ def handover_s(choice: VictimChoice, policy: Policy) -> float:
     """How long the preemptor waits for its victims' GPUs: the grace period, if anyone is evicted
     (a shrink hands GPUs over at once)."""
     return max(0.0, policy.preemption_grace_s) if choice.evict else 0.0
-
-
-def eviction_cost_gpu_s(choice: VictimChoice, handover: float) -> float:
-    """The work the victims roll back, plus their GPUs' time spent on the handover."""
-    return sum(victim.cost + handover * victim.gpus for victim in choice.evict)
-
-
-# The least positive cost (GPU-seconds): the cost cap when only an eviction that destroys nothing pays.
-NOTHING_GPU_S = math.ulp(0.0)
-
-
-class Terms(NamedTuple):
-    """How an eviction is priced besides its cost and the natural start: whether waiting
-    `reclaim_after_s` counts (`by_age`), and whether every victim is of lower priority than the
-    preemptor (`outranks`: an eviction by priority, not a reclaim of loans)."""
-
-    by_age: bool = True
-    outranks: bool = False
-
-
-# The terms of a reclaim of loans by a job within its guarantee (the default).
-RECLAIM = Terms()
-
-
-def eviction_pays(
-    job: Job,
-    gpus: int,
-    cost_gpu_s: float,
-    handover: float,
-    natural_s: float,
-    now: float,
-    policy: Policy,
-    terms: Terms = RECLAIM,
-) -> bool:
-    """The plain rule (module docstring): whether evicting for `job` (starting `gpus` GPUs at
-    `now` + `handover`, where it would start at `natural_s` otherwise) pays for `cost_gpu_s`."""
-    start_s = now + handover
-    if natural_s <= start_s:
-        return False
-    if cost_gpu_s <= 0.0 or pays_any_cost(job):
-        return True
-    return cost_gpu_s < gpus * credited_wait_s(job, natural_s, start_s, now, policy, terms)
-
-
-def credited_wait_s(job: Job, natural_s: float, start_s: float, now: float, policy: Policy, terms: Terms) -> float:
-    """The wait an eviction is credited with saving `job` (starting at `start_s` instead of
-    `natural_s`; inf: any cost pays).
-
-    Victims all of lower priority (`terms.outranks`): the wait to its natural start, or, once it
-    has waited `reclaim_after_s` (when `terms.by_age`), all it has waited, wherever its natural
-    start (rent or buy, as below: a higher-priority gang that waited two hours may destroy two
-    hours of its size, not a day's work of a big job without checkpoints).
-
-    Otherwise (a reclaim of loans): the wait to its natural start, but no more than
-    `Policy.reclaim_wait_credit` times what it has already waited (None: no such bound); once it has
-    waited `reclaim_after_s` (when `terms.by_age`), that multiple of all it has waited (None: any
-    cost), wherever its natural start. The natural start is read from the running work's time
-    limits, the latest each may end: with loose limits it lies far later than the work really
-    frees (sim_quotas, days 20-30, limits twice the duration: the median 1-GPU reclaimer's natural
-    start lay 37 times further ahead than its true one), and a price of that wait evicts for waits
-    that never happen. What the job has already waited is known, whatever the limits say;
-    crediting no more than that (a factor of 1) is rent or buy (a ski rental): an eviction is
-    bought once the wait it ends has cost as much as the work it destroys, so no schedule loses
-    more than about twice what the better of waiting and evicting would, however loose the limits.
-    The price of that bound is the owner's wait: every GPU-second it waits within its guarantee is
-    a GPU-second of guarantee violated, about as much as the eviction at last destroys."""
-    to_natural_s = natural_s - start_s
-    past_bound = waited_past_bound(job, now, policy, terms.by_age)
-    if terms.outranks:
-        return max(0.0, now - job.submit_s) if past_bound else to_natural_s
-    factor = policy.reclaim_wait_credit
-    if factor is None:
-        return math.inf if past_bound else max(0.0, to_natural_s)
-    waited_s = max(0.0, now - job.submit_s) * factor
-    return waited_s if past_bound else max(0.0, min(to_natural_s, waited_s))
-
-
-def waited_past_bound(job: Job, now: float, policy: Policy, by_age: bool = True) -> bool:
-    """Whether `job` has waited `reclaim_after_s` (when `by_age`; None: never)."""
-    bound_s = policy.reclaim_after_s
-    return by_age and bound_s is not None and now - job.submit_s >= bound_s
-
-
-def pays_any_cost(job: Job) -> bool:
-    """Whether any eviction that lets `job` start earlier pays, whatever it destroys: serving (its
-    wait costs a service, not GPU-seconds)."""
-    return job.kind == "serving"
-
-
-def eviction_cap_gpu_s(
-    job: Job,
-    gpus: int,
-    handover: float,
-    natural_s: float,
-    now: float,
-    policy: Policy,
-    terms: Terms = RECLAIM,
-) -> float:
-    """What an eviction for `job` may cost at most, exclusive: `eviction_pays` solved for the cost
-    (for every cost >= 0, it pays exactly when the cost is below this). Known before any victim
-    is searched for, it lets the search leave out victims that could never be part of a paying
-    choice (tests check that both agree); a search that may find victims of lower priority uses
-    the cap with `Terms.outranks`, the higher one."""
-    start_s = now + handover
-    if natural_s <= start_s:
-        return 0.0
-    if pays_any_cost(job):
-        return math.inf
-    # An eviction that destroys nothing pays even when no wait is credited: the cap is then the
-    # least positive cost, which nothing else is below.
-    credited_s = credited_wait_s(job, natural_s, start_s, now, policy, terms)
-    return max(gpus * credited_s, NOTHING_GPU_S)
-
-
-def outranks_all(job: Job, choice: VictimChoice) -> bool:
-    """Whether every job `choice` evicts is of lower priority than `job` (an eviction by priority,
-    not a reclaim of loans)."""
-    return all(victim.priority < job.priority for victim in choice.evict)
-
-
-def could_pay(cap_gpu_s: float, grace_s: float) -> bool:
-    """Whether any eviction could cost less than `cap_gpu_s`: every one costs at least the handover
-    of one GPU, `grace_s`, so a cap no higher than that leaves only shrinks (which cost nothing)."""
-    return cap_gpu_s > grace_s
 
 
 def first_free_s(profile: ReleaseProfile, free_now: int, gpus: int) -> float:
@@ -270,7 +162,7 @@ def keeps_guarantees(
         if team != job.team:
             taken[team, accelerator] = taken.get((team, accelerator), 0) + gpus
     return all(
-        ledger.used(team, accelerator) - leaving(team, accelerator) - gpus >= ledger.guaranteed(team, accelerator)
+        ledger.spare(team, accelerator, leaving(team, accelerator)) >= gpus
         for (team, accelerator), gpus in taken.items()
     )
 
@@ -279,7 +171,7 @@ def spare_gpus(ledger: QuotaLedger, evicting: dict[tuple[str, str], int], team: 
     """The most GPUs of `team` a victim of another team's job may hold and leave `team` covered,
     counting its GPUs already leaving (`evicting`): `keeps_guarantees` for that one victim holds
     exactly when its GPUs are at most this (GPU counts are whole numbers)."""
-    return ledger.used(team, accelerator) - evicting.get((team, accelerator), 0) - ledger.guaranteed(team, accelerator)
+    return ledger.spare(team, accelerator, evicting.get((team, accelerator), 0))
 
 
 def release_quota(ledger: QuotaLedger, freed: list[tuple[str, str, int]], sign: int) -> None:
@@ -409,7 +301,7 @@ class Reclaimer:
         then have their own patience, `Policy.guarantee_spread_after_s`)."""
         if self.policy.guarantee_spread_after_s is None:
             return False
-        return self.ledger.used(job.team, job.accelerator) < self.ledger.guaranteed(job.team, job.accelerator)
+        return self.ledger.below_guarantee(job.team, job.accelerator)
 
     def can_reserve(self, accelerator: str) -> bool:
         """Whether a reservation is left to make on `accelerator` this cycle."""
@@ -500,7 +392,7 @@ class Reclaimer:
         # of evictions by priority (`eviction_cap_gpu_s` with `outranks`).
         lower = bool(takeable.upper(accelerator, job.priority, False))
         if bounded_only and not lower:
-            partial = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator)
+            partial = ledger.unused_guarantee(job.team, accelerator)
         if reclaiming != anyone_reclaims or bounded_only:
             since_s = young_since_s(policy, self.now) if bounded_only else None
             upper = takeable.upper(accelerator, job.priority, reclaiming, bounded_only, since_s)
@@ -513,7 +405,7 @@ class Reclaimer:
         max_level = self.gang_level(pool, job)
         # An elastic job reclaims as much of its size as it may (within its guarantee, when it
         # reclaims), else its smallest size.
-        most = ledger.guaranteed(job.team, accelerator) - ledger.used(job.team, accelerator) if reclaiming else job.gpus
+        most = ledger.unused_guarantee(job.team, accelerator) if reclaiming else job.gpus
         # (A job reclaiming for a size beyond what is left of its guarantee, `reclaim_guaranteed_share`
         # < 1, borrows the rest: `most` is then below `size` and only `size` is tried.)
         for target in sorted({size, min(job.gpus, max(size, most))}, reverse=True):
@@ -769,7 +661,7 @@ class Reclaimer:
                 if not may_preempt(job, run, reclaiming, covered, bounded_only, since_s):
                     continue
                 if not candidate.shrinkable:
-                    spent_gpu_s = candidate.cost + grace_s * candidate.gpus
+                    spent_gpu_s = victim_price_gpu_s(candidate.cost, candidate.gpus, grace_s)
                     if spent_gpu_s >= cap_gpu_s:
                         below = min(below, spent_gpu_s)
                         continue

@@ -12,9 +12,10 @@ each of those needs and calls a cycle worth running when one of these necessary 
 - reclaim by priority (`may_preempt`): a pending job of a strictly higher priority than some
   preemptible running job of its accelerator that is not already leaving (in its grace period).
 - reclaim of a guarantee: a pending job whose team has guarantee left, at least
-  `Policy.reclaim_guaranteed_share` of the job's smallest size (1: used + size <= guaranteed),
+  `Policy.reclaim_guaranteed_share` of the job's smallest size (the rules "reclaim share" and
+  "guarantee" of `engine.quota`, whose functions the gate calls),
   while some other team of that accelerator uses more than its own guarantee once what it already
-  has leaving is gone (a reclaim takes only real loans: the victim's team must stay covered); for a
+  has leaving is gone ("loans only": the victim's team must stay covered); for a
   partial reclaim (less than the whole smallest size within the guarantee left), such a team must
   also run work whose lost work is bounded (`preemption.partial_reclaim_takes`: it checkpoints, or
   it (re)started within `Policy.partial_reclaim_young_s` of now), the only loans a partial reclaim
@@ -38,6 +39,7 @@ from collections.abc import Iterable, Mapping
 
 from scheduling.engine import FleetState, Job, Policy
 from scheduling.engine.preemption import bounded_loss, partial_reclaim_takes, young_since_s
+from scheduling.engine.quota import reclaims_loans, spare_beyond_guarantee, within_guarantee
 from scheduling.engine.runs import RunRecord
 
 Key = tuple[str, str]  # (team, accelerator)
@@ -234,9 +236,9 @@ class CycleGate:
             if not sizes:
                 continue
             unused, smallest = guaranteed - self.used.get((team, accelerator), 0), min(sizes)
-            if not _reclaims(unused, smallest, self.reclaim_share):
+            if not reclaims_loans(unused, smallest, self.reclaim_share):
                 continue
-            if unused >= smallest:
+            if within_guarantee(0, smallest, unused):
                 return True
             if bounded is None:
                 bounded = {lender for lender in lenders if self._partial_takes_from(lender, accelerator)}
@@ -265,9 +267,10 @@ class CycleGate:
         return -math.inf
 
     def _surplus(self, team: str, accelerator: str) -> int:
-        """GPUs `team` uses beyond its guarantee once its leaving work is gone."""
+        """GPUs `team` uses beyond its guarantee once its leaving work is gone: what a reclaim may
+        take of it (rule "loans only", `quota.spare_beyond_guarantee`)."""
         key = (team, accelerator)
-        return self.used.get(key, 0) - self.leaving.get(key, 0) - self.guarantees.get(key, 0)
+        return spare_beyond_guarantee(self.used.get(key, 0), self.leaving.get(key, 0), self.guarantees.get(key, 0))
 
     def _could_grow(self) -> bool:
         usable, used = self.state.node_usable, self.state.node_used
@@ -295,11 +298,6 @@ class CycleGate:
         while heap and heap[0][2] not in self.pending:
             heapq.heappop(heap)
         return heap[0][3] if heap else None
-
-
-def _reclaims(unused: int, size: int, share: float) -> bool:
-    """`QuotaLedger.reclaims`: a job of `size` GPUs whose team has `unused` guarantee left."""
-    return unused > 0 and unused >= share * size
 
 
 def plain_could_act(state: FleetState, policy: Policy, guarantees: Mapping[Key, int], *, strict_fifo: bool) -> bool:
@@ -355,7 +353,7 @@ def _plain_could_preempt(
         size = job.min_gpus or job.gpus
         key = (job.team, job.accelerator)
         unused = guarantees.get(key, 0) - used.get(key, 0)
-        reclaiming = _reclaims(unused, size, policy.reclaim_guaranteed_share)
+        reclaiming = reclaims_loans(unused, size, policy.reclaim_guaranteed_share)
         for run in runs:
             victim = run.job
             if run.grace_until_s is not None or victim.accelerator != job.accelerator:
@@ -363,9 +361,11 @@ def _plain_could_preempt(
             if victim.preemptible and victim.priority < job.priority:
                 return True
             other = (victim.team, victim.accelerator)
-            surplus = used.get(other, 0) - leaving.get(other, 0) - guarantees.get(other, 0)
+            surplus = spare_beyond_guarantee(used.get(other, 0), leaving.get(other, 0), guarantees.get(other, 0))
             if reclaiming and victim.team != job.team and surplus > 0:
-                if unused >= size or partial_reclaim_takes(victim, run.start_s, young_since_s(policy, state.now)):
+                if within_guarantee(0, size, unused) or partial_reclaim_takes(
+                    victim, run.start_s, young_since_s(policy, state.now)
+                ):
                     return True
     return False
 

@@ -272,7 +272,7 @@ def test_a_team_asking_within_its_guarantee_gets_it_this_cycle_when_borrowers_ca
         for k in range(8 // borrower_gpus)
     )
     # It has waited five minutes, longer than the handover of any borrowers it needs costs them
-    # per GPU it asks for (they have lost no work yet): the reclaim pays (`reclaim.credited_wait_s`).
+    # per GPU it asks for (they have lost no work yet): the reclaim pays (`preemption.credited_wait_s`).
     mine = Job("mine", "alpha", "training", 0, True, "a100", ask, 100.0, NOW - 300.0)
     quotas = (Quota("alpha", "a100", capacity, 0), Quota("beta", "a100", 0, capacity))
     snapshot = Snapshot(fleet, borrowers, (mine,), (), quotas, Policy(), ())

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduling.engine import Policy, Quota
-from scheduling.engine.quota import QuotaLedger
+from scheduling.engine.quota import BEYOND_POOL, UNGUARANTEED, QuotaLedger
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started, team
 
@@ -256,3 +258,52 @@ def test_a_job_that_keeps_quota_never_keeps_its_team_from_its_guarantee() -> Non
     plan = scenario.with_running(*runs).pending(job("ten", 10, submit_s=1.0), job("four", 4, submit_s=2.0)).plan(10.0)
 
     assert set(started(plan)) == {"four"}
+
+
+def test_the_ledger_records_who_lent_what_to_whom() -> None:
+    quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 8, 0, 2))
+    ledger = QuotaLedger(quotas, (), (), {"a100": 24})
+    ledger.charge("gamma", "a100", 9)
+    ledger.charge("delta", "a100", 3)
+
+    # alpha lends its 8 unused GPUs, beta 2 (its lend limit), the rest is what nobody is guaranteed;
+    # each lender spread over the largest loans first.
+    assert ledger.loans("a100") == {
+        ("alpha", "gamma"): 7,
+        ("alpha", "delta"): 1,
+        ("beta", "delta"): 1,
+        ("beta", "gamma"): 1,
+        (UNGUARANTEED, "delta"): 1,
+        (UNGUARANTEED, "gamma"): 1,
+    }
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 16), st.integers(0, 24), st.none() | st.integers(0, 8)), min_size=1, max_size=4),
+    st.integers(0, 64),
+)
+def test_every_loan_is_charged_to_a_lender_within_what_it_lends(
+    teams: list[tuple[int, int, int | None]], capacity: int
+) -> None:
+    names = [f"t{number}" for number in range(len(teams))]
+    quotas = tuple(
+        Quota(name, "a100", guaranteed, 64, lend) for name, (guaranteed, _, lend) in zip(names, teams, strict=True)
+    )
+    ledger = QuotaLedger(quotas, (), (), {"a100": capacity})
+    for name, (_, used, _) in zip(names, teams, strict=True):
+        ledger.charge(name, "a100", used)
+    loans = ledger.loans("a100")
+
+    lends = {
+        name: min(ledger.guarantee_left(name, "a100"), 64 if lend is None else lend)
+        for name, (_, _, lend) in zip(names, teams, strict=True)
+    }
+    for name in names:
+        assert sum(gpus for (_, borrower), gpus in loans.items() if borrower == name) == ledger.borrowed(name, "a100")
+        assert sum(gpus for (lender, _), gpus in loans.items() if lender == name) <= lends[name]
+    unguaranteed, _ = ledger.unguaranteed("a100")
+    assert sum(gpus for (lender, _), gpus in loans.items() if lender == UNGUARANTEED) <= unguaranteed
+    # Only what the pool cannot cover is charged to no one.
+    outstanding = sum(ledger.borrowed(name, "a100") for name in names)
+    beyond = sum(gpus for (lender, _), gpus in loans.items() if lender == BEYOND_POOL)
+    assert beyond == max(0, outstanding - unguaranteed - sum(lends.values()))

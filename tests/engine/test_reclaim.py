@@ -26,9 +26,10 @@ from scheduling.engine import (
 )
 from scheduling.engine.cycle_state import Budgets, Decisions, Memo
 from scheduling.engine.placement import Fit, patience_s
+from scheduling.engine.preemption import Terms, eviction_cap_gpu_s, eviction_pays
 from scheduling.engine.prepare import prepare_cycle
 from scheduling.engine.quota import Admission
-from scheduling.engine.reclaim import CycleContext, Reclaimer, Terms, eviction_cap_gpu_s, eviction_pays
+from scheduling.engine.reclaim import CycleContext, Reclaimer
 from scheduling.engine.reference import FAST_PATH_QUIRKS, schedule_reference
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
