@@ -4,10 +4,11 @@ that session opened close) or an API token is revoked (the sockets it opened clo
 forwarding a user's new notices. `portal.socket_receivers` calls these when Django ends a session
 and when tenants' services announce memberships and notices through `tenants.signals`. Also
 the one shape of the events sockets forward to pages, ``fleet_event_message``, stamped with the
-payloads' version."""
+payloads' version and encoded once for every socket it reaches."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -27,9 +28,28 @@ logger = logging.getLogger(__name__)
 EVENT_VERSION = 1
 
 
+# Events that carry a batch of jobs, each naming its team: a socket forwards the jobs it may read.
+BATCH_KINDS = frozenset({"jobs", "waits"})
+FLEET_EVENT = "fleet.event"
+
+
 def fleet_event_message(payload: dict[str, Any]) -> dict[str, Any]:
-    """The channel-layer message that carries ``payload`` to the sockets of a group."""
-    return {"type": "fleet.event", "payload": {"v": EVENT_VERSION, **payload}}
+    """The channel-layer message that carries ``payload`` to the sockets of a group: the payload,
+    its JSON text encoded here once for every socket in every process, and the teams it names,
+    by which each socket decides whether its user may read it whole (``payload_teams``)."""
+    stamped = {"v": EVENT_VERSION, **payload}
+    return {"type": FLEET_EVENT, "payload": stamped, "text": json.dumps(stamped), "teams": payload_teams(stamped)}
+
+
+def payload_teams(payload: dict[str, Any]) -> list[int] | None:
+    """The teams whose jobs a payload tells of: a socket may forward it whole only if its user may
+    read every one (an empty list: a fleet-wide event, for everyone). ``None`` for a batch
+    without jobs, which no socket forwards."""
+    if payload.get("kind") in BATCH_KINDS:
+        jobs = payload.get("jobs") or []
+        return sorted({int(job["team"]) for job in jobs}) if jobs else None
+    team = payload.get("team")
+    return [] if team is None else [int(team)]
 
 
 def socket_access_changed_publish(*, user_ids: Iterable[int]) -> None:

@@ -1,12 +1,13 @@
 """The Redis channel layer, with a connection pool that waits for a free connection instead of
-failing when many sockets join or leave groups at the same moment."""
+failing when many sockets join or leave groups at the same moment, and one reader per process
+that hands each message to the channels it names."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from channels_redis.core import RedisChannelLayer
+from channels_redis.core import BoundedQueue, RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 
 # Connections per process and Redis host, and how long a group operation waits for one.
@@ -18,7 +19,7 @@ READ_MARGIN_S = 10.0
 
 class FleetChannelLayer(RedisChannelLayer):
     """channels_redis's layer on redis-py's blocking pool, with a read timeout that outlasts a
-    blocking receive.
+    blocking receive, and a process-wide reader in place of its per-receive lock.
 
     The plain pool raises ``MaxConnectionsError`` beyond 100 connections in use: when 200
     sockets close at once, each ``group_discard`` wants one, and about half of them failed,
@@ -34,9 +35,23 @@ class FleetChannelLayer(RedisChannelLayer):
     redis-py and block again, and again, until a message arrives: the last socket to close in a
     process then hung instead of finishing (the ASGI server kills it after its close timeout).
     An empty pop in a task that has a cancellation pending now ends the receive, and a pop
-    blocks for one second rather than five, so that a closing socket waits at most that long."""
+    blocks for one second rather than five, so that a closing socket waits at most that long.
+
+    A group send already reaches each process once, naming the process's channels in the group
+    (channels_redis batches them); but every waiting ``receive`` of a process raced for a lock
+    with two fresh tasks, and each delivery cancelled the losers' lock waits, each cancellation
+    searching the lock's queue of waiters: with thousands of sockets a heartbeat cost time
+    quadratic in the sockets of a process. Here one reader task per process pops the process's
+    messages while anyone waits and puts each into the inbox of every channel it names (the same
+    decoded message, shared: receivers must not change it); a ``receive`` waits on its inbox only."""
 
     brpop_timeout = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inboxes: dict[str, BoundedQueue] = {}
+        self.waiting = 0
+        self.reader: asyncio.Task[None] | None = None
 
     def create_pool(self, index: int) -> Any:
         host = dict(self.hosts[index])
@@ -46,14 +61,6 @@ class FleetChannelLayer(RedisChannelLayer):
         host.setdefault("max_connections", POOL_CONNECTIONS)
         host.setdefault("timeout", POOL_WAIT_S)
         host.setdefault("socket_timeout", self.brpop_timeout + READ_MARGIN_S)
-        import os
-
-        if os.environ.get("H4_PLAIN"):
-            host.pop("timeout")
-            host["max_connections"] = 1000
-            from redis.asyncio import ConnectionPool
-
-            return ConnectionPool.from_url(address, **host)
         return BlockingConnectionPool.from_url(address, **host)
 
     async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
@@ -62,3 +69,89 @@ class FleetChannelLayer(RedisChannelLayer):
         if member is None and task is not None and task.cancelling():
             raise asyncio.CancelledError
         return member
+
+    async def receive(self, channel: str) -> Any:
+        """The next message of ``channel``. A process-local channel (``specific.<process>!<id>``)
+        waits on its inbox, filled by the process's reader; any other is popped directly."""
+        if "!" not in channel:
+            return await super().receive(channel)
+        assert self.require_valid_channel_name(channel)
+        process_channel = self.non_local_name(channel)
+        assert process_channel.endswith(self.client_prefix + "!"), "Wrong client prefix"
+        inbox = self._inbox(channel)
+        if not inbox.empty():
+            return _message_or_raise(inbox.get_nowait())
+        self.waiting += 1
+        self._reader_ensure(process_channel)
+        try:
+            message = await inbox.get()
+        except BaseException:
+            # A receive is cancelled when its consumer ends: drop the inbox it leaves empty, and
+            # stop reading when nobody else waits (a loop that ends cancels the reader anyway).
+            self.waiting -= 1
+            if inbox.empty() and self.inboxes.get(channel) is inbox:
+                del self.inboxes[channel]
+            if self.waiting == 0:
+                self._reader_stop()
+            raise
+        self.waiting -= 1
+        return _message_or_raise(message)
+
+    def _inbox(self, channel: str) -> BoundedQueue:
+        inbox = self.inboxes.get(channel)
+        if inbox is None:
+            inbox = self.inboxes[channel] = BoundedQueue(self.capacity)
+        return inbox
+
+    def _reader_ensure(self, process_channel: str) -> None:
+        """Start the reader on the running loop unless it runs there already. A reader left on
+        another loop that is still running means two loops receive at once, which one process
+        channel cannot serve."""
+        loop = asyncio.get_running_loop()
+        if self.reader is not None and not self.reader.done():
+            reader_loop = self.reader.get_loop()
+            if reader_loop is loop:
+                return
+            if reader_loop.is_running():
+                raise RuntimeError("Two event loops are trying to receive() on one channel layer at once!")
+        self.reader = loop.create_task(self._read(process_channel))
+
+    def _reader_stop(self) -> None:
+        if self.reader is not None and not self.reader.done():
+            self.reader.cancel()
+        self.reader = None
+
+    async def _read(self, process_channel: str) -> None:
+        """Pop the process's messages one after another and hand each to the channels it names
+        (one, or every local member of a group). A failed pop fails the receives waiting now,
+        as a failed receive did before; their consumers decide what follows."""
+        while True:
+            try:
+                names, message = await self.receive_single(process_channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - handed to the receivers, which raise it
+                self._fail_waiting(error)
+                return
+            for name in names if isinstance(names, list) else [names]:
+                self._inbox(name).put_nowait(message)
+
+    def _fail_waiting(self, error: Exception) -> None:
+        """Every empty inbox gets the failure, so that the receive waiting on it raises it."""
+        self.reader = None
+        for inbox in self.inboxes.values():
+            if inbox.empty():
+                inbox.put_nowait(_ReadFailed(error))
+
+
+def _message_or_raise(item: Any) -> Any:
+    if isinstance(item, _ReadFailed):
+        raise item.error
+    return item
+
+
+class _ReadFailed:
+    """A pop that failed, in an inbox in place of a message."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error

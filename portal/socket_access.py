@@ -4,6 +4,8 @@ changed, the session ended, or simply some minutes passed)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -14,6 +16,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest
 
 from core.groups import ALL_JOBS_GROUP, FLEET_GROUP, team_group, user_group
+from core.socket_events import BATCH_KINDS
 from tenants.permissions import is_fleet_admin
 from tenants.selectors import team_ids_for_user
 
@@ -29,6 +32,9 @@ class SocketAccess:
 
     def may_read_team(self, team_id: int) -> bool:
         return self.admin or team_id in self.team_ids
+
+    def may_read_teams(self, team_ids: Iterable[int]) -> bool:
+        return self.admin or self.team_ids.issuperset(team_ids)
 
     @property
     def groups(self) -> frozenset[str]:
@@ -72,10 +78,22 @@ def socket_payload_for(*, access: SocketAccess, payload: dict[str, Any]) -> dict
     changes (or of changed waits) keeps the jobs of teams the user may read; any other event that
     names a team goes through only if the user may read that team; fleet-wide events always go
     through."""
-    if payload.get("kind") in ("jobs", "waits"):
+    if payload.get("kind") in BATCH_KINDS:
         jobs = [job for job in payload.get("jobs", []) if access.may_read_team(job["team"])]
         return {**payload, "jobs": jobs} if jobs else None
     team_id = payload.get("team")
     if team_id is not None and not access.may_read_team(team_id):
         return None
     return payload
+
+
+def socket_text_for(*, access: SocketAccess, event: dict[str, Any]) -> str | None:
+    """The text a socket sends its page for a ``fleet.event`` message, or ``None`` for nothing:
+    the text encoded once at publishing when the user may read every team the event names (as
+    every socket of the group it went to may), else the part the user may read
+    (`socket_payload_for`), encoded for this socket alone."""
+    text, teams = event.get("text"), event.get("teams")
+    if text is not None and teams is not None and access.may_read_teams(teams):
+        return str(text)
+    payload = socket_payload_for(access=access, payload=event["payload"])
+    return None if payload is None else json.dumps(payload)

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.test import Client
 
 from core.groups import FLEET_GROUP, team_group
+from core.live_events import live_event
+from core.socket_events import EVENT_VERSION, fleet_event_message
 from portal.asgi import application
 from portal.consumers import CLOSE_UNAUTHENTICATED
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
@@ -75,3 +77,23 @@ async def test_it_rejects_a_foreign_origin() -> None:
     cookie = await database_sync_to_async(_session_cookie)(user)
     communicator, connected, _ = await _connect([(b"origin", b"http://evil.example"), cookie])
     assert not connected
+
+
+async def test_a_member_gets_the_text_encoded_at_publishing_and_only_their_teams_jobs_of_a_mixed_batch() -> None:
+    team, other = await database_sync_to_async(TeamFactory)(), await database_sync_to_async(TeamFactory)()
+    member = await database_sync_to_async(MembershipFactory)(team=team)
+    member_ws, connected, _ = await _connect([ORIGIN, await database_sync_to_async(_session_cookie)(member.user)])
+    assert connected
+    ours = {"id": 1, "team": team.id, "state": "running", "event": "started", "message": "", "sim_time_s": 5.0}
+    theirs = {**ours, "id": 2, "team": other.id}
+
+    whole = fleet_event_message(live_event("jobs", jobs=[ours]))
+    await get_channel_layer().group_send(team_group(team.id), whole)
+    assert await member_ws.receive_from(timeout=5) == whole["text"]
+
+    # Sent where the member's socket listens but naming another team's job too: filtered for it.
+    await get_channel_layer().group_send(FLEET_GROUP, fleet_event_message(live_event("jobs", jobs=[ours, theirs])))
+    assert await member_ws.receive_json_from(timeout=5) == {"v": EVENT_VERSION, "kind": "jobs", "jobs": [ours]}
+    await get_channel_layer().group_send(FLEET_GROUP, fleet_event_message(live_event("jobs", jobs=[theirs])))
+    assert await member_ws.receive_nothing(timeout=0.5)
+    await member_ws.disconnect()

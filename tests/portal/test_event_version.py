@@ -4,6 +4,7 @@ documents each kind of event with it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -78,4 +79,14 @@ def test_each_documented_event_requires_the_version_the_schema_announces() -> No
 def test_a_payloads_own_fields_are_kept_beside_the_version() -> None:
     message = fleet_event_message({"kind": "heartbeat", "seq": 3})
 
-    assert message == {"type": "fleet.event", "payload": {"v": EVENT_VERSION, "kind": "heartbeat", "seq": 3}}
+    payload = {"v": EVENT_VERSION, "kind": "heartbeat", "seq": 3}
+    assert message == {"type": "fleet.event", "payload": payload, "text": json.dumps(payload), "teams": []}
+
+
+def test_a_message_names_the_teams_whose_jobs_it_carries_and_a_batch_without_jobs_names_none() -> None:
+    jobs = [{"id": 1, "team": 7}, {"id": 2, "team": 3}, {"id": 3, "team": 7}]
+
+    assert fleet_event_message({"kind": "jobs", "jobs": jobs})["teams"] == [3, 7]
+    assert fleet_event_message({"kind": "waits", "jobs": []})["teams"] is None
+    assert fleet_event_message({"kind": "incident", "id": 4})["teams"] == []
+    assert fleet_event_message({"kind": "notice", "team": 5})["teams"] == [5]
