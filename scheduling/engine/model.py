@@ -515,6 +515,20 @@ class Policy:
         HOURS,
         bounds=(0.0, MAX_WAIT_S),
     )
+    # Of the GPUs another team lends (its unused guarantee, up to its lend limit), a team takes at
+    # most this share ("share of a lender", `quota.loans_within_shares`, checked by
+    # `QuotaLedger.admit` at every loan): no team borrows all of one lender's idle guarantee, so a
+    # lender's other borrowers keep room. What nobody is guaranteed is shared by no such bound.
+    # None (the default): a loan is bounded only by the pool and the borrower's limit.
+    max_share_of_lender: float | None = knob(
+        None,
+        "Most a team borrows of one lender",
+        "A team may take at most this share of the GPUs any other team lends (its unused guarantee), "
+        "so that one borrower never takes all of one team's idle GPUs. Capacity nobody is guaranteed "
+        "is not bounded by it. Empty: no bound but the lendable pool and the team's borrow limit.",
+        PERCENT,
+        bounds=(0.01, 1.0),
+    )
     # A multi-node gang waits for the narrowest domain an empty fleet offers its size (a rack, if
     # one is big enough) for this long before taking a wider placement (at once when no such
     # domain frees within the horizon); None: it always waits. A week, chosen on the ITP and quota

@@ -38,6 +38,9 @@ The rules (each one function or method below, cited by name where it is read; `d
   within what is left of its team's guarantee (`reclaims_loans`);
 - "loans only": a team another team takes from keeps its guarantee (`spare_beyond_guarantee`);
 - "quota hold": a team's first long-waiting job keeps its size within the limit (`QuotaLedger.hold`);
+- "share of a lender": with `Policy.max_share_of_lender`, a team takes at most that share of
+  another team's lent GPUs: a loan is admitted only if every loan can then be charged to lenders
+  within the shares (`loans_within_shares`, in `QuotaLedger.admit`);
 - who lent what to whom: `QuotaLedger.loans` charges every loan to a lender (`charge_loans`).
 """
 
@@ -126,6 +129,23 @@ def charge_loans(
     return charged
 
 
+def loans_within_shares(borrowed: list[int], lent: list[float], unguaranteed: float, share: float) -> bool:
+    """Rule "share of a lender": whether the loans `borrowed` (GPUs per borrower) can all be charged
+    to the lenders (`lent`: what each lends), no borrower more than `share` of a lender's lent GPUs,
+    and to the capacity nobody is guaranteed, which no share bounds (`charge_loans` then charges
+    them so). They can exactly when no group of borrowers needs more than that capacity plus, of
+    each lender, its lent GPUs or the group's shares of them, whichever is less (a max-flow cut);
+    of the groups of k borrowers, the k largest need the most."""
+    loans = sorted((gpus for gpus in borrowed if gpus > 0), reverse=True)
+    supplies = [(math.floor(gpus), math.floor(share * gpus)) for gpus in lent if gpus > 0]
+    need = 0
+    for size, gpus in enumerate(loans, start=1):
+        need += gpus
+        if need > math.floor(unguaranteed) + sum(min(supply, size * cap) for supply, cap in supplies):
+            return False
+    return True
+
+
 def borrowed_gpus(held: int, guaranteed: int) -> int:
     """What a team borrows of an accelerator while it holds `held` GPUs of it: those beyond its
     guarantee (none below it, whatever its runs were admitted as). The ledger books this, summed
@@ -196,7 +216,7 @@ class _AcceleratorLedger:
 class QuotaLedger:
     """Per-accelerator GPU usage by team, charged as the cycle starts jobs."""
 
-    __slots__ = ("ledgers", "department", "version", "releases", "holders", "holds", "hold_after_s")
+    __slots__ = ("ledgers", "department", "version", "releases", "holders", "holds", "hold_after_s", "share")
 
     def __init__(
         self,
@@ -215,6 +235,9 @@ class QuotaLedger:
         a team's first waiting job that has waited that long keeps its size within the team's
         limit (`hold`)."""
         hold_after_s = (policy or _DEFAULTS).quota_hold_after_s
+        # "share of a lender" (`Policy.max_share_of_lender`; 1: no bound but the pool's).
+        share = (policy or _DEFAULTS).max_share_of_lender
+        self.share = 1.0 if share is None else share
         by_accelerator: dict[str, list[Quota]] = {}
         for quota in quotas:
             by_accelerator.setdefault(quota.accelerator, []).append(quota)
@@ -255,7 +278,19 @@ class QuotaLedger:
         ledger = self._ledger(accelerator)
         borrowed = {team: account.borrowed() for team, account in ledger.accounts.items()}
         lent = {team: account.lendable() for team, account in ledger.accounts.items() if account.lendable() > 0}
-        return charge_loans(borrowed, lent, ledger.unguaranteed)
+        return charge_loans(borrowed, lent, ledger.unguaranteed, self.share)
+
+    def _within_shares(self, ledger: _AcceleratorLedger, team: str, new_used: int) -> bool:
+        """Rule "share of a lender" (`loans_within_shares`) once `team` uses `new_used` GPUs (beyond
+        its guarantee, so it lends nothing)."""
+        borrowed, lent = [], []
+        for name, account in ledger.accounts.items():
+            if name == team:
+                borrowed.append(borrowed_gpus(new_used, account.guaranteed))
+            else:
+                borrowed.append(account.borrowed())
+                lent.append(account.lendable())
+        return loans_within_shares(borrowed, lent, ledger.unguaranteed, self.share)
 
     def any_guarantee(self, accelerator: str) -> bool:
         """Whether some team is guaranteed GPUs of `accelerator`: only then can a job reclaim them."""
@@ -354,6 +389,8 @@ class QuotaLedger:
             return None
         if pinned and ledger.pinned + extra > ledger.unguaranteed:  # "pinned on unguaranteed"
             return None
+        if self.share < 1.0 and not self._within_shares(ledger, team, new_used):
+            return None
         return _BORROWED
 
     def room(self, team: str, accelerator: str, most: int, pinned: bool = False) -> int:
@@ -370,7 +407,8 @@ class QuotaLedger:
 
     def refusal(self, team: str, accelerator: str, gpus: int, free_gpus: int, pinned: bool = False) -> str:
         """Why `admit` said no: "quota" (the team's limit, or a loan bigger than the pool could ever
-        lend it, or idle GPUs that are not lendable), "guarantee" (work nobody may
+        lend it, or idle GPUs that are not lendable, or beyond its shares of the lenders),
+        "guarantee" (work nobody may
         preempt, beyond the guarantee, with no unguaranteed capacity left) or "capacity" (other
         teams' loans hold the pool: reclaiming or waiting for them helps)."""
         ledger = self._ledger(accelerator)
@@ -382,6 +420,8 @@ class QuotaLedger:
         extra = account.beyond(gpus)
         if pinned and ledger.pinned + extra > ledger.unguaranteed:
             return REASON_GUARANTEE
+        if ledger.borrowed + extra <= ledger.pool - account.lendable():
+            return REASON_QUOTA  # the pool lends it: only "share of a lender" refuses
         # Even alone on an idle fleet, the team could not borrow that much (lend limits); or idle GPUs
         # are there but not lendable.
         never = account.guaranteed + ledger.most_lendable - min(account.lend_cap, account.guaranteed)

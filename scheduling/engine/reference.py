@@ -55,6 +55,7 @@ GPUs by priority and loans alone; a victim candidate is counted when a search lo
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -1316,7 +1317,8 @@ class _PlainLedger:
     take back what its guarantee lends out (the borrowers are reclaimed first). Work nobody may
     preempt ("pinned") beyond its team's guarantee uses only capacity nobody is guaranteed. A
     waiting job that has waited `hold_after_s` keeps its size within its team's limit (the first
-    such job of its team and accelerator in a cycle)."""
+    such job of its team and accelerator in a cycle). With `max_share_of_lender`, no borrower
+    holds more than that share of what another team lends (`_shares_hold`)."""
 
     def __init__(self, snapshot: Snapshot, running: list[Running], capacity: dict[str, int]) -> None:
         self.capacity = dict(capacity)
@@ -1330,6 +1332,7 @@ class _PlainLedger:
             self.capacity.setdefault(quota.accelerator, 0)
         hold_after_s = snapshot.policy.quota_hold_after_s
         self.hold_after_s = math.inf if hold_after_s is None else hold_after_s
+        self.share_of_lender = snapshot.policy.max_share_of_lender
         self.holds_anything = hold_after_s is not None and any(
             account.limit < self.capacity[accelerator] for (_, accelerator), account in self.accounts.items()
         )
@@ -1429,7 +1432,35 @@ class _PlainLedger:
             return None
         if pinned and self.pinned.get(accelerator, 0) + extra > self.unguaranteed(accelerator)[0]:
             return None
+        if not self._shares_hold(team, accelerator, after):
+            return None
         return _Admission(True)
+
+    def _shares_hold(self, team: str, accelerator: str, after: int) -> bool:
+        """Whether, once `team` uses `after` GPUs, every loan could be paid by someone: whatever
+        group of borrowers we pick, together they borrow no more than the capacity nobody is
+        guaranteed plus, from every team that lends, what it lends, but never more than the share
+        of it each member of the group may hold (`max_share_of_lender`)."""
+        share = self.share_of_lender
+        if share is None:
+            return True
+        loans: dict[str, int] = {}
+        lenders: list[float] = []
+        for (name, of), account in self.accounts.items():
+            if of != accelerator:
+                continue
+            used = after if name == team else account.used
+            if used > account.guaranteed:
+                loans[name] = used - account.guaranteed
+            else:
+                lenders.append(math.floor(self._lends(account, used)))
+        spare = self.unguaranteed(accelerator)[0]
+        for members in range(1, len(loans) + 1):
+            for group in itertools.combinations(loans.values(), members):
+                payable = spare + sum(min(lent, members * math.floor(share * lent)) for lent in lenders)
+                if sum(group) > payable:
+                    return False
+        return True
 
     def room(self, team: str, accelerator: str, most: int, pinned: bool = False) -> int:
         """The most GPUs, up to `most`, that quota admits now (0: none)."""
@@ -1449,6 +1480,8 @@ class _PlainLedger:
         unguaranteed, pinned_now = self.unguaranteed(accelerator)
         if pinned and pinned_now + extra > unguaranteed:
             return REASON_GUARANTEE
+        if self._loans(accelerator) + extra <= self._pool(accelerator) - self._lends(account):
+            return REASON_QUOTA  # the pool would lend it; the lenders' shares do not
         # Alone on an idle fleet: its guarantee, and what everyone else's guarantee could lend.
         most_lent = unguaranteed + sum(min(other.lend_cap, other.guaranteed) for other in self._of(accelerator))
         never = account.guaranteed + most_lent - min(account.lend_cap, account.guaranteed)

@@ -83,6 +83,7 @@ def snapshots(draw: st.DrawFn, policy: Policy | None = None, max_running: int = 
                 Policy(queue_order="shortest_limit", max_age_s=4.0),
                 Policy(age_weight=0.0, max_age_s=4.0),
                 Policy(least_borrowed_first=False),
+                Policy(max_share_of_lender=0.5),
             )
         )
     )

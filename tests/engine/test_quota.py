@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduling.engine import Policy, Quota
-from scheduling.engine.quota import BEYOND_POOL, UNGUARANTEED, QuotaLedger
+from scheduling.engine.quota import BEYOND_POOL, UNGUARANTEED, QuotaLedger, charge_loans, loans_within_shares
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started, team
 
@@ -307,3 +307,59 @@ def test_every_loan_is_charged_to_a_lender_within_what_it_lends(
     outstanding = sum(ledger.borrowed(name, "a100") for name in names)
     beyond = sum(gpus for (lender, _), gpus in loans.items() if lender == BEYOND_POOL)
     assert beyond == max(0, outstanding - unguaranteed - sum(lends.values()))
+
+
+def _shared_ledger(capacity: int, share: float | None) -> QuotaLedger:
+    """alpha lends its 8 unused GPUs, beta uses its 8; what is beyond 16 is nobody's."""
+    quotas = (Quota("alpha", "a100", 8, 0), Quota("beta", "a100", 8, 0))
+    ledger = QuotaLedger(quotas, (), (), {"a100": capacity}, policy=Policy(max_share_of_lender=share))
+    ledger.charge("beta", "a100", 8)
+    return ledger
+
+
+def test_a_team_takes_at_most_its_share_of_what_another_team_lends() -> None:
+    ledger = _shared_ledger(16, 0.5)
+
+    assert ledger.room("gamma", "a100", 16) == 4
+    assert ledger.refusal("gamma", "a100", 5, free_gpus=8) == "quota"  # waiting for capacity would not help
+    ledger.charge("gamma", "a100", 4)
+    assert ledger.room("delta", "a100", 16) == 4  # the lender's other half is left for another borrower
+    ledger.charge("delta", "a100", 4)
+    assert ledger.loans("a100") == {("alpha", "gamma"): 4, ("alpha", "delta"): 4}
+
+
+def test_without_a_share_a_team_may_borrow_all_a_lender_lends() -> None:
+    assert _shared_ledger(16, None).room("gamma", "a100", 16) == 8
+
+
+def test_the_share_does_not_bound_what_nobody_is_guaranteed() -> None:
+    ledger = _shared_ledger(20, 0.25)
+
+    assert ledger.room("gamma", "a100", 16) == 4 + 2  # the 4 unguaranteed GPUs and a quarter of alpha's 8
+
+
+def test_an_owner_within_its_guarantee_is_not_bounded_by_any_share() -> None:
+    ledger = _shared_ledger(16, 0.25)
+
+    assert ledger.admit("alpha", "a100", 8) is not None
+
+
+@given(
+    st.lists(st.integers(0, 12), max_size=4),
+    st.lists(st.integers(0, 12), max_size=3),
+    st.integers(0, 8),
+    st.sampled_from((0.01, 0.25, 0.5, 0.75, 1.0)),
+)
+def test_the_share_rule_admits_exactly_the_loans_the_ledger_can_charge_to_lenders(
+    borrowed: list[int], lent: list[int], unguaranteed: int, share: float
+) -> None:
+    borrowers = {f"b{number}": gpus for number, gpus in enumerate(borrowed)}
+    lenders = {f"l{number}": float(gpus) for number, gpus in enumerate(lent)}
+    charged = charge_loans(borrowers, lenders, unguaranteed, share)
+
+    assert loans_within_shares(borrowed, list(lenders.values()), unguaranteed, share) == (
+        not any(lender == BEYOND_POOL for lender, _ in charged)
+    )
+    for (lender, _), gpus in charged.items():
+        if lender in lenders:
+            assert gpus <= share * lenders[lender]
