@@ -59,6 +59,7 @@ class AcceleratorPool:
         "rack_nodes_max",
         "pod_nodes_max",
         "shape",
+        "over",
     )
 
     def __init__(
@@ -87,6 +88,10 @@ class AcceleratorPool:
         self.node_pod: dict[str, str] = {}
         self.usable: dict[str, int] = {}
         self.healthy: dict[str, int] = {}
+        # GPUs in use beyond what a node may use (`Node.usable_gpus`): the running jobs a cordoned
+        # node keeps. Only nodes with some are listed. What leaves such a node gives these back
+        # first: a node's free GPUs are what it may use less what is in use there, never below 0.
+        self.over: dict[str, int] = {}
         for node in sorted(nodes, key=lambda n: (n.pod, n.rack, n.id)):
             rack_key = node.rack_key
             self.node_rack[node.id] = rack_key
@@ -144,21 +149,23 @@ class AcceleratorPool:
         twin.whole_by_rack = {rack: dict(whole) for rack, whole in self.whole_by_rack.items()}
         twin.packing = None
         twin.pod_whole = dict(self.pod_whole)
+        twin.over = dict(self.over)
         return twin
 
     def with_used(self, used: Iterable[tuple[str, int]]) -> AcceleratorPool:
         """Fast path: a clone of this pool (an empty-fleet template, `packing` not built) with `used` GPUs
-        (node, GPUs) taken, in that order: the same pool as `clone()` followed by
-        `_set(node, max(0, usable - gpus))` for each (tests check it), in one loop. A node keeps its
-        place in its bucket unless it moves; moved nodes enter their new bucket in `used` order."""
+        (node, GPUs) taken, in that order: the same pool as `clone()` followed by `take(node, gpus)`
+        for each (tests check it), in one loop. A node keeps its place in its bucket unless it
+        moves; moved nodes enter their new bucket in `used` order."""
         twin = self.clone()
-        free, buckets, usable, gpn = twin.free, twin.buckets, twin.usable, twin.gpus_per_node
+        free, buckets, usable, gpn, over = twin.free, twin.buckets, twin.usable, twin.gpus_per_node, twin.over
         whole_by_rack, pod_whole = twin.whole_by_rack, twin.pod_whole
         node_rack, node_pod = twin.node_rack, twin.node_pod
         total_free, whole_count = twin.total_free, twin.whole_count
         for node_id, gpus in used:
             new_free = usable[node_id] - gpus
             if new_free < 0:
+                over[node_id] = -new_free
                 new_free = 0
             old = free[node_id]
             if old == new_free:
@@ -210,9 +217,22 @@ class AcceleratorPool:
                 self.whole_count -= 1
 
     def take(self, node_id: str, gpus: int) -> None:
-        self._set(node_id, self.free[node_id] - gpus)
+        """`gpus` more GPUs are in use on `node_id`; those beyond its free ones are counted `over`."""
+        free = self.free[node_id]
+        if gpus > free:
+            self.over[node_id] = self.over.get(node_id, 0) + gpus - free
+            gpus = free
+        self._set(node_id, free - gpus)
 
     def give(self, node_id: str, gpus: int) -> None:
+        """`gpus` GPUs in use on `node_id` are given back: those in use beyond what the node may use
+        first (a cordoned node's: they never come free), the rest come free."""
+        over = self.over
+        if over and node_id in over:
+            beyond = over.pop(node_id)
+            if beyond > gpus:
+                over[node_id] = beyond - gpus
+            gpus = max(0, gpus - beyond)
         self._set(node_id, self.free[node_id] + gpus)
 
     def max_free(self) -> int:
@@ -282,15 +302,14 @@ class CapacityIndex:
 
 def plain_pools(nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int) -> dict[str, AcceleratorPool]:
     """The pools of `CapacityIndex(nodes, used, gpus_per_node)` as defined: each empty-fleet pool
-    cloned, then each used node of it set to its free GPUs, one at a time in `used` order (the
+    cloned, then each used node's GPUs taken from it, one node at a time in `used` order (the
     index builds the same pools in one loop per pool, `AcceleratorPool.with_used`; tests check it)."""
     node_accelerator, templates, _, _ = _empty_fleet(nodes, gpus_per_node)
     pools = {name: template.clone() for name, template in templates.items()}
     for node_id, gpus in used.items():
         accelerator = node_accelerator.get(node_id)
         if accelerator is not None:
-            pool = pools[accelerator]
-            pool._set(node_id, max(0, pool.usable[node_id] - gpus))
+            pools[accelerator].take(node_id, gpus)
     return pools
 
 

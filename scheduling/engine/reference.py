@@ -705,27 +705,26 @@ class _ReferenceCycle:
             return False
         self.ledger = trial
         for victim in choice.evict:
-            self._give_back(victim.gpus_on)
             del self.releases[victim.job_id]
+            self._give_back(victim.gpus_on)
             self.picked.add(victim.job_id)
             self.actions.append(Preempt(victim.job_id, f"preempted-by:{job.id}", wait_s))
         for victim, allocation in choice.shrink:
-            kept_on = dict(allocation)
-            self._give_back(tuple((node_id, gpus - kept_on.get(node_id, 0)) for node_id, gpus in victim.gpus_on))
             smaller = Running(victim.run.job, allocation, *_progress_of(victim.run))
             end_s = max(self.now, _expected_end_s(smaller, self.now, self._penalty(allocation)))
             self.releases[victim.job_id] = _Release(victim.run.job.team, victim.run.job.accelerator, end_s, allocation)
+            self._give_back(victim.gpus_on)
             self.picked.add(victim.job_id)
             self.actions.append(Shrink(victim.job_id, allocation, sum(on_node for _, on_node in allocation)))
         fit = self._handover_fit(choice, gpus)
         self._commit_start(job, fit, admission, replaces=_ids(choice.evict))
         if wait_s > 0.0:
-            # What the victims leave beside the preemptor comes free when their grace is over.
+            # What the victims leave beside the preemptor is still theirs until their grace is over
+            # (it comes free then, as that release says).
             grace = self._held_through_grace(choice, fit.allocation)
-            for node_id, gpus in grace:
-                self.free[node_id] -= gpus
             if grace:
                 self.releases[f"{job.id} handover"] = _Release("", job.accelerator, self.now + wait_s, grace)
+                self._give_back(grace)
         return True
 
     def _held_through_grace(self, choice: _Choice, allocation: Allocation) -> Allocation:
@@ -741,14 +740,20 @@ class _ReferenceCycle:
             (node_id, gpus - taken[node_id]) for node_id, gpus in leaving.items() if gpus > taken.setdefault(node_id, 0)
         )
 
-    def _give_back(self, released: tuple[tuple[str, int], ...]) -> None:
-        """Victims' GPUs come free now (for the preemptor: `_hand_over` holds what evicted ones leave
-        beside it until their grace is over), except on nodes held for a reservation: the reservation
-        holds what those nodes had free when it was made, and the rest stays out of this cycle's
-        placement."""
-        for node_id, gpus in released:
-            if gpus > 0 and node_id not in self.held:
-                self.free[node_id] += gpus
+    def _give_back(self, allocation: Allocation) -> None:
+        """The nodes of `allocation`, whose holders changed (victims left or shrank, GPUs were held
+        through a grace period), have free what they may use (`Node.usable_gpus`: nothing when
+        cordoned, whoever leaves) less what every holder still uses there (`releases`), never less
+        than nothing. So victims' GPUs come free now (for the preemptor: `_hand_over` holds what
+        evicted ones leave beside it until their grace is over), except on cordoned nodes, which
+        take no new work, and on nodes held for a reservation: the reservation holds what those
+        nodes had free when it was made, and the rest stays out of this cycle's placement."""
+        for node_id, _ in allocation:
+            if node_id not in self.held:
+                in_use = sum(
+                    gpus for release in self.releases.values() for on, gpus in release.allocation if on == node_id
+                )
+                self.free[node_id] = max(0, self.nodes[node_id].usable_gpus - in_use)
 
     def _handover_fit(self, choice: _Choice, gpus: int) -> _Fit:
         """The job starts on the chosen node, or packed on the chosen whole nodes."""

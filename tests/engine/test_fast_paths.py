@@ -696,6 +696,7 @@ def _pool_state(pool: AcceleratorPool) -> tuple[object, ...]:
         pool.whole_count,
         pool.capacity,
         pool.packing,
+        list(pool.over.items()),
     )
 
 
