@@ -16,14 +16,16 @@ Serving is never preempted by anything but serving. Cost is
 the work the victim would roll back (GPU-seconds): everything since its last checkpoint (since its
 start, without one), nothing when it checkpoints on preemption; then its priority. Elastic
 victims give up GPUs by shrinking toward `min_gpus` (no work lost), only as many as needed,
-before anyone is evicted. Jobs already in their grace period are not taken again: their GPUs come
-back at its end, as the release profile says. Whether an eviction pays is `reclaim`'s question.
+before anyone is evicted, except a victim that runs on a node held for a reservation this cycle:
+at a smaller size it would hold that node past the reservation's start (`stays_on_held`). Jobs
+already in their grace period are not taken again: their GPUs come back at its end, as the
+release profile says. Whether an eviction pays is `reclaim`'s question.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Final, NamedTuple
@@ -237,11 +239,12 @@ def pick_victims(
     ready = domain_of is None
     for candidate in candidates:
         priority = candidate.priority
+        shrinks = candidate.shrinkable and not (held and stays_on_held(candidate.gpus_on, held))
         for node_id, on_node in candidate.gpus_on:
             if node_id not in free or node_id in held or usable[node_id] < threshold:
                 continue
             node_options = options.setdefault(node_id, [])
-            if candidate.shrinkable:
+            if shrinks:
                 released = min(on_node, candidate.shrinkable)
                 node_options.append((0.0, priority, candidate.job_id, released, candidate, False, node_id))
             node_options.append((candidate.cost, priority, candidate.job_id, on_node, candidate, True, node_id))
@@ -260,6 +263,14 @@ def pick_victims(
                 return choice
             goal *= GOAL_GROWTH
     return _evaluate(pool, options, feasible, gpus, count, max_level)
+
+
+def stays_on_held(gpus_on: Allocation, held: Mapping[str, int]) -> bool:
+    """Whether a victim runs on a node held for a reservation. Such a victim is not shrunk: the
+    reservation's start counts on its release there, and at a smaller size it would end later (a
+    shrink keeps its GPUs on the held node, since GPUs given up there stay held). Evicting it only
+    frees the node sooner."""
+    return any(node_id in held for node_id, _ in gpus_on)
 
 
 def _evaluate(

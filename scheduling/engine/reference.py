@@ -1753,15 +1753,20 @@ def _needed_on_node(gpus: int, gpus_per_node: int) -> int:
 
 def _options(gpus: int, fleet: _Fleet, seen: list[_Victim]) -> dict[str, list[_Option]]:
     """Per node that could ever hold the job's share, every way the victims seen free GPUs there:
-    shrinking one (up to what it may give up, no more than it runs there) or evicting it."""
+    shrinking one (up to what it may give up, no more than it runs there) or evicting it.
+
+    A victim with GPUs on a node held for a reservation is not shrunk, only evicted: it keeps those
+    GPUs when it shrinks, and the reservation was timed by its release at its present size, which a
+    smaller size pushes later."""
     needed = _needed_on_node(gpus, fleet.gpus_per_node)
     options: dict[str, list[_Option]] = {}
     for victim in seen:
+        on_reserved = any(node_id in fleet.held for node_id, _ in victim.gpus_on)
         for node_id, on_node in victim.gpus_on:
             if node_id not in fleet.free or node_id in fleet.held or fleet.usable[node_id] < needed:
                 continue
             here = options.setdefault(node_id, [])
-            if victim.shrinkable:
+            if victim.shrinkable and not on_reserved:
                 released = min(on_node, victim.shrinkable)
                 here.append(_Option(False, 0.0, victim.priority, victim.job_id, released, victim, node_id))
             here.append(_Option(True, victim.cost, victim.priority, victim.job_id, on_node, victim, node_id))

@@ -1,5 +1,6 @@
 """Regressions: required levels under every policy, and reservations that start when their nodes
-are really free (topology slowdown, shrinks and preemptions earlier in the same plan)."""
+are really free (topology slowdown, shrinks and preemptions earlier in the same plan, shrinks later
+in it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,21 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.engine import FleetState, Job, Node, Policy, Reserve, Running, Shrink, Snapshot, Team, schedule
+from scheduling.engine import (
+    FleetState,
+    Job,
+    Node,
+    Policy,
+    Quota,
+    Reserve,
+    Running,
+    Shrink,
+    Snapshot,
+    Team,
+    schedule,
+    schedule_reference,
+)
+from scheduling.engine.reference import FAST_PATH_QUIRKS
 
 from .builders import Scenario, job, reason_of, running, started
 
@@ -129,3 +144,57 @@ def test_without_topology_awareness_a_small_job_takes_a_rack_bound_gangs_rack_wh
     # The small job goes first (shortest limit) and only the gang's rack has room: it first-fits there.
     assert started(plan)["s"] == (("n0", 1),)
     assert "g" not in started(plan)
+
+
+# repro_11 of an outside harness: a shrink later in the plan slowed a job on a node reserved earlier
+# in it, so the node freed after the reservation's start.
+def _reserved_then_shrinkable(on_reserved: bool) -> Snapshot:
+    """g (may not preempt) reserves the node r frees first, n0; p may then shrink elastic r (16 GPUs,
+    at least 8, 60 s of work left), which runs on n0 and n1, or (not `on_reserved`) on n1 and n2
+    with 8-GPU job x on n0 ending at the same time."""
+    nodes = (Node("n0", "p0", "r0", "a100"), Node("n1", "p0", "r0", "a100"), Node("n2", "p0", "r0", "a100"))
+    elastic = Job("r", "t0", "training", 1, True, "a100", 16, 3600.0, NOW - 5000, None, 8, 16)
+    r = Running(
+        elastic, (("n0", 8), ("n1", 8)) if on_reserved else (("n1", 8), ("n2", 8)), NOW - 4000, 3540.0, 3000.0, False
+    )
+    x = Running(
+        Job("x", "t0", "training", 50, True, "a100", 8, 600.0, NOW - 600, 660.0),
+        (("n0", 8),),
+        NOW - 600,
+        600.0,
+        600.0,
+        False,
+    )
+    blocker = Running(
+        Job("z", "t0", "training", 50, True, "a100", 8, 9000.0, NOW - 600, 9600.0),
+        (("n2", 8),),
+        NOW - 600,
+        600.0,
+        600.0,
+        False,
+    )
+    running = (r, blocker) if on_reserved else (r, x)
+    g = Job("g", "t0", "training", 10, True, "a100", 8, 600.0, NOW - 100, 600.0, may_preempt=False)
+    p = Job("p", "t0", "training", 5, True, "a100", 8, 600.0, NOW - 100, 600.0)
+    return Snapshot(nodes, running, (g, p), (Team("t0", "d0"),), (Quota("t0", "a100", 40, 0),), Policy())
+
+
+def test_a_job_on_a_node_reserved_earlier_in_the_plan_is_not_shrunk_past_the_reservations_start() -> None:
+    snapshot = _reserved_then_shrinkable(on_reserved=True)
+    plan = schedule(snapshot, NOW)
+
+    assert plan.of_type(Reserve) == (Reserve("g", ("n0",), NOW + 60.0),)
+    # Shrunk to 8 GPUs, r would hold n0 until NOW + 120 s: p waits rather than delay g.
+    assert plan.of_type(Shrink) == ()
+    assert "p" not in started(plan)
+    assert schedule_reference(snapshot, NOW, quirks=FAST_PATH_QUIRKS) == plan
+
+
+def test_a_job_off_the_reserved_nodes_is_still_shrunk_for_a_preemptor() -> None:
+    snapshot = _reserved_then_shrinkable(on_reserved=False)
+    plan = schedule(snapshot, NOW)
+
+    assert plan.of_type(Reserve) == (Reserve("g", ("n0",), NOW + 60.0),)
+    assert plan.of_type(Shrink) == (Shrink("r", (("n2", 8),), 8),)
+    assert started(plan)["p"] == (("n1", 8),)
+    assert schedule_reference(snapshot, NOW, quirks=FAST_PATH_QUIRKS) == plan
