@@ -68,6 +68,7 @@ from harness import (  # noqa: E402 - beside this script, found through the path
 )
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+WEB_PHASES = ("api_job_submit", "dashboard", "jobs_page", "api_job_list", "api_job_detail", "websockets")
 BURST_JOB_SIZES = (1, 1, 1, 2)  # GPUs: 10,000 of them take 12,500 of a 2,048-node fleet's 16,384
 # Submissions wait on database round trips: a few threads, each on its own connection, overlap them.
 SUBMIT_THREADS = 8
@@ -267,6 +268,7 @@ async def websocket_phase(
     fed_cpu = cpu() if cpu else {}
     beats.closing.set()
     await asyncio.gather(*tasks, return_exceptions=True)
+    feed_cpu_s = cpu_spent(before=feed_cpu, after=fed_cpu)
     return {
         "sockets": sockets,
         "opened": len(beats.opened),
@@ -274,7 +276,11 @@ async def websocket_phase(
         "open_all_s": round(open_s, 2),
         "open_cpu_s": cpu_spent(before=start_cpu, after=open_cpu),
         "settle_s": round(settle_s, 1),
-        "feed_cpu_s": cpu_spent(before=feed_cpu, after=fed_cpu),
+        "feed_cpu_s": feed_cpu_s,
+        # The web processes' CPU per heartbeat delivered to one socket while fed.
+        "web_cpu_ms_per_delivery": round(feed_cpu_s.get("web", 0.0) * 1000.0 / len(beats.lags), 3)
+        if beats.lags
+        else None,
         **beats.summary(duration_s),
     }
 
@@ -300,10 +306,11 @@ async def web_load(
         def get(path: str, headers: dict[str, str]) -> RequestMaker:
             return lambda _: ("GET", f"{base}{path}", {"headers": headers}, 200)
 
-        log(f"api_job_submit: {clients} clients for {duration_s:.0f} s")
-        results["api_job_submit"] = await measured(
-            cpu, http_phase(session, make=submit, clients=clients, duration_s=duration_s)
-        )
+        if "api_job_submit" in args.phases:
+            log(f"api_job_submit: {clients} clients for {duration_s:.0f} s")
+            results["api_job_submit"] = await measured(
+                cpu, http_phase(session, make=submit, clients=clients, duration_s=duration_s)
+            )
         async with session.get(f"{base}/api/v1/jobs/", headers=client.api_headers()) as response:
             listed = (await response.json())["results"]
         phases: list[tuple[str, RequestMaker]] = [
@@ -314,14 +321,46 @@ async def web_load(
         if listed:
             phases.append(("api_job_detail", get(f"/api/v1/jobs/{listed[0]['id']}/", client.api_headers())))
         for name, make in phases:
+            if name not in args.phases:
+                continue
             log(f"{name}: {clients} clients for {duration_s:.0f} s")
             results[name] = await measured(cpu, http_phase(session, make=make, clients=clients, duration_s=duration_s))
-        if args.sockets:
+        if args.sockets and "websockets" in args.phases:
             log(f"websockets: {args.sockets} sockets, {max(duration_s, 10.0):.0f} s of heartbeats")
             results["websockets"] = await websocket_phase(
                 session, client, sockets=args.sockets, duration_s=max(duration_s, 10.0), cpu=cpu
             )
     return results
+
+
+# What issue #46 asks of these figures: (phase, figure, how it compares, the goal).
+GOALS: tuple[tuple[str, str, str, float], ...] = (
+    ("api_job_list", "req_per_s", ">=", 150.0),
+    ("api_job_list", "p99_ms", "<", 200.0),
+    ("dashboard", "req_per_s", ">=", 100.0),
+    ("dashboard", "p99_ms", "<", 300.0),
+    ("jobs_page", "req_per_s", ">=", 100.0),
+    ("jobs_page", "p99_ms", "<", 300.0),
+    ("websockets", "lag.p99_ms", "<", 1000.0),
+    ("websockets", "gap_max_s", "<=", 1.5),
+)
+
+
+def goals_checked(web: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each measured figure with its goal and whether it holds (a socket phase that missed
+    heartbeats holds no goal, whatever its lag)."""
+    checked = []
+    for phase, figure, compare, goal in GOALS:
+        value: Any = web.get(phase)
+        for part in figure.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        holds = value >= goal if compare == ">=" else value < goal if compare == "<" else value <= goal
+        if phase == "websockets" and web[phase].get("sockets_missing_beats"):
+            holds = False
+        checked.append({"figure": f"{phase}.{figure}", "value": value, "goal": f"{compare} {goal:g}", "holds": holds})
+    return checked
 
 
 # The placement burst -----------------------------------------------------------------------------------
@@ -454,14 +493,27 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--priority-class", help="priority class name for submissions (with --base-url)")
     parser.add_argument("--accelerator", help="accelerator type name for submissions (with --base-url)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
-    return parser.parse_args()
+    parser.add_argument(
+        "--phases",
+        default=",".join(WEB_PHASES),
+        type=lambda text: [name for name in text.split(",") if name],
+        help=f"the web phases to run, comma-separated, in their order (default all: {','.join(WEB_PHASES)})",
+    )
+    args = parser.parse_args()
+    unknown = set(args.phases) - set(WEB_PHASES)
+    if unknown:
+        parser.error(f"--phases: unknown {', '.join(sorted(unknown))}; known: {', '.join(WEB_PHASES)}")
+    return args
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "settings": {
             k: getattr(args, k)
-            for k in ("duration_s", "clients", "sockets", "burst_jobs", "burst_nodes", "web_workers", "workers")
+            for k in (
+                *("duration_s", "clients", "sockets", "burst_jobs", "burst_nodes", "web_workers", "workers"),
+                "phases",
+            )
         },
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -475,6 +527,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         report["layout"] = f"running at {client.base_url}"
         report["web"] = asyncio.run(web_load(client, args, username=args.username, password=args.password))
+        report["web_goals"] = goals_checked(report["web"])
         report["placement_burst"] = "skipped: it rebuilds its database, so it runs only on a layout this script starts"
         return report
 
@@ -483,6 +536,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["web"] = asyncio.run(
             web_load(client, args, username=args.username, password=args.password, cpu=layout.cpu_s)
         )
+        report["web_goals"] = goals_checked(report["web"])
         if args.burst_jobs:
             report["placement_burst"] = placement_burst(
                 layout, jobs=args.burst_jobs, nodes=args.burst_nodes, timeout_s=args.burst_timeout_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -15,7 +16,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from api.socket_auth import socket_user_for_token
-from core.groups import ACCESS_CHANGED, token_group
+from core.groups import ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED, token_group
 from core.socket_events import FLEET_EVENT
 from portal.socket_access import (
     SocketAccess,
@@ -40,6 +41,10 @@ LAYER_BACKOFF_S = 0.2
 # vanished without leaving its groups is dropped from them within one period.
 RECHECKS_PER_GROUP_EXPIRY = 4
 DEFAULT_GROUP_EXPIRY_S = 86400
+# Events a socket keeps queued when its page reads slower than they come: the oldest go first.
+OUTBOX_EVENTS = 100
+# Messages that may change what a socket forwards: events behind them wait until they are handled.
+HELD_BEHIND = frozenset({ACCESS_CHANGED, SESSION_ENDED, TOKEN_REVOKED})
 
 
 class FleetConsumer(AsyncJsonWebsocketConsumer):
@@ -52,6 +57,13 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
     token_digest: str | None = None  # opened with an API token rather than a session
     groups_joined: set[str]
     recheck_timer: asyncio.Task[None] | None = None
+    # Events taken from the channel layer's reader, to write in order (`_take`), and the task
+    # writing them; messages of other types on their way through the consumer's own receive,
+    # which the events behind them wait for.
+    outbox: collections.deque[dict[str, Any]]
+    writer: asyncio.Task[None] | None = None
+    held: int = 0
+    accepted: bool = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -65,11 +77,17 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         # The session the socket was opened with: re-checks ask whether it still logs the user in.
         self.session_key = getattr(self.scope.get("session"), "session_key", None)
         self.groups_joined = set()
+        self.outbox = collections.deque(maxlen=OUTBOX_EVENTS)
+        sink_add = getattr(self.channel_layer, "sink_add", None)
+        if sink_add is not None:
+            sink_add(self.channel_name, self._take)
         self.access = await database_sync_to_async(socket_access_for)(user=user)
         if not await self._join(self._groups(self.access)):
             await self._end(CLOSE_TRY_AGAIN)
             return
         await self.accept()
+        self.accepted = True
+        self._write_soon()
         self.recheck_timer = asyncio.create_task(self._recheck_periodically())
 
     async def disconnect(self, code: int) -> None:
@@ -79,11 +97,48 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         """Channels closes the thread's stale database connections before every handler, a hop
         to a worker thread and back; forwarding an event reads no database, so a heartbeat to
         thousands of sockets costs no hop per socket. The other handlers read it through
-        ``database_sync_to_async``, which closes stale connections itself."""
+        ``database_sync_to_async``, which closes stale connections itself. A message the
+        layer's reader held events behind (`_take`) lets them go once handled."""
         if message.get("type") == FLEET_EVENT:
             await self.fleet_event(message)
-        else:
+            return
+        try:
             await super().dispatch(message)
+        finally:
+            if message.get("type") in HELD_BEHIND:
+                self.held = max(0, self.held - 1)
+                self._write_soon()
+
+    def _take(self, message: dict[str, Any]) -> bool:
+        """The channel layer's reader hands this socket its messages (`FleetChannelLayer.sink_add`):
+        events are queued and written by one task (no task switch per event through the
+        consumer's receive); anything else goes through the consumer's own receive, and the events
+        behind it wait until it is handled, so that they are filtered by the access it leaves."""
+        if message.get("type") != FLEET_EVENT:
+            if message.get("type") in HELD_BEHIND:
+                self.held += 1
+            return False
+        self.outbox.append(message)
+        self._write_soon()
+        return True
+
+    def _write_soon(self) -> None:
+        if self.writer is None and self.outbox and not self.held and self.accepted and self.access is not None:
+            self.writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        """Forward the queued events in order while none is held back; a socket already gone
+        ends it (its consumer is told by the server and leaves its groups)."""
+        try:
+            while self.outbox and not self.held and self.access is not None:
+                text = socket_text_for(access=self.access, event=self.outbox.popleft())
+                if text is not None:
+                    await self.send(text_data=text)
+        except Exception:  # noqa: BLE001 - the socket closed under the write; its disconnect cleans up
+            logger.debug("A socket closed while events were written to it", exc_info=True)
+            self.outbox.clear()
+        finally:
+            self.writer = None
 
     async def fleet_event(self, event: dict[str, Any]) -> None:
         """Forward the event's text, encoded once at publishing, or the part of it the user may read."""
@@ -147,6 +202,14 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
 
     async def _leave_all(self) -> None:
         self.access = None
+        sink_discard = getattr(self.channel_layer, "sink_discard", None)
+        if sink_discard is not None:
+            sink_discard(self.channel_name)
+        if getattr(self, "outbox", None) is not None:
+            self.outbox.clear()
+        if self.writer is not None and self.writer is not asyncio.current_task():
+            self.writer.cancel()
+        self.writer = None
         if self.recheck_timer is not None and self.recheck_timer is not asyncio.current_task():
             self.recheck_timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
