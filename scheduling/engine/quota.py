@@ -12,7 +12,9 @@ limit: they run on idle capacity only and are always reclaimable by teams with g
 
 The pool is checked at every admission, not only at loans: a team starting within its guarantee
 shrinks what its unused guarantee lends, so when the loans outstanding would then exceed the
-pool, the borrowers are reclaimed first (the admission is refused as "capacity").
+pool, the borrowers are reclaimed first (the admission is refused as "capacity"). Loans already
+beyond the pool as the cycle begins (the fleet shrank, or lend limits were lowered under them) are
+backed by no team's guarantee: they never keep a team from its guarantee.
 
 Work nobody may preempt ("pinned") could never be reclaimed from: beyond its team's guarantee it
 may only use capacity nobody is guaranteed, together with the other pinned work doing so.
@@ -175,7 +177,17 @@ class _Account:
 
 
 class _AcceleratorLedger:
-    __slots__ = ("accounts", "pool", "borrowed", "unguaranteed", "pinned", "capacity", "most_lendable", "guarantees")
+    __slots__ = (
+        "accounts",
+        "pool",
+        "borrowed",
+        "unguaranteed",
+        "pinned",
+        "capacity",
+        "most_lendable",
+        "guarantees",
+        "overdrawn",
+    )
 
     def __init__(self, capacity: int, quotas: list[Quota]) -> None:
         self.capacity = capacity
@@ -197,6 +209,9 @@ class _AcceleratorLedger:
         self.borrowed = 0
         # GPUs of work nobody may preempt running beyond its teams' guarantees.
         self.pinned = 0
+        # Loans beyond the pool as the cycle began (the fleet shrank, or lend limits were lowered
+        # under them): no team's unused guarantee backs them (`QuotaLedger.admit`).
+        self.overdrawn = 0
 
     def account(self, team: str) -> _Account:
         account = self.accounts.get(team)
@@ -270,6 +285,8 @@ class QuotaLedger:
             # Only the part beyond the team's guarantee is pinned on unguaranteed capacity.
             ledger = self._ledger(accelerator)
             ledger.pinned += min(gpus, ledger.account(team).borrowed())
+        for ledger in self.ledgers.values():
+            ledger.overdrawn = max(0, math.ceil(ledger.borrowed - ledger.pool))
 
     def loans(self, accelerator: str) -> dict[tuple[str, str], int]:
         """Who lent what to whom of `accelerator` now: (lender, borrower) -> GPUs (`charge_loans`;
@@ -377,8 +394,11 @@ class QuotaLedger:
         lendable = account.lendable()
         if new_used <= account.guaranteed:
             # The team's own GPUs, unless they are lent out: what its unused guarantee still lends
-            # afterwards must cover the loans outstanding.
-            if ledger.borrowed > ledger.pool - lendable + min(account.lend_cap, account.guaranteed - new_used):
+            # afterwards must cover the loans outstanding that the pool backed as the cycle began.
+            # Loans beyond the pool then (`overdrawn`) are backed by no guarantee: a guarantee is a
+            # promise, so they never keep a team from it; it reclaims only the loans it backs.
+            backed = ledger.borrowed - ledger.overdrawn
+            if backed > ledger.pool - lendable + min(account.lend_cap, account.guaranteed - new_used):
                 return None
             return _OWN
         if new_used > account.limit:  # "borrow limit"

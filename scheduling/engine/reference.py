@@ -1355,6 +1355,12 @@ class _PlainLedger:
         for (team, accelerator), gpus in pinned.items():
             beyond = max(0, self.used(team, accelerator) - self.guaranteed(team, accelerator))
             self.pinned[accelerator] = self.pinned.get(accelerator, 0) + min(gpus, beyond)
+        # Loans the pool did not cover as the cycle began: no guarantee backs them, so they never
+        # keep a team from its own guarantee.
+        self.unbacked = {
+            accelerator: max(0, math.ceil(self._loans(accelerator) - self._pool(accelerator)))
+            for accelerator in self.capacity
+        }
 
     def _account(self, team: str, accelerator: str) -> _Account:
         self.capacity.setdefault(accelerator, 0)
@@ -1428,8 +1434,9 @@ class _PlainLedger:
             return None
         others_lend = self._pool(accelerator) - self._lends(account)
         loans = self._loans(accelerator)
-        if after <= account.guaranteed:  # its own GPUs, unless the loans outstanding need them
-            return None if loans > others_lend + self._lends(account, after) else _Admission(False)
+        if after <= account.guaranteed:  # its own GPUs, unless the loans its guarantee backs need them
+            backed = loans - self.unbacked.get(accelerator, 0)
+            return None if backed > others_lend + self._lends(account, after) else _Admission(False)
         if after > account.limit:
             return None
         extra = after - max(account.used, account.guaranteed)
