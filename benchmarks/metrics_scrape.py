@@ -116,7 +116,7 @@ def _pending_reasons() -> None:
     from django.conf import settings
 
     from scheduling.live.cycle_timings import cycle_timings_record
-    from scheduling.live.waits import WAITS_KEY
+    from scheduling.live.waits import WAITS_KEY, WAITS_VERSION_KEY
     from scheduling.models import Job
 
     client = redis.Redis.from_url(settings.REDIS_URL)
@@ -126,6 +126,7 @@ def _pending_reasons() -> None:
         for job_id in Job.objects.filter(state="pending").values_list("id", flat=True)
     }
     client.set(WAITS_KEY, json.dumps(document))
+    client.delete(WAITS_VERSION_KEY)
     for _ in range(100):
         cycle_timings_record(client=client, timings_ms={"snapshot": 40.0, "engine": 30.0, "apply": 20.0, "total": 95.0})
 

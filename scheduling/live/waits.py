@@ -18,6 +18,7 @@ readers get is a `JobWait`; the pages list a job with its wait as a `selectors.J
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import astuple, dataclass, field
 from typing import Any
@@ -33,6 +34,10 @@ from scheduling.engine.vocabulary import REASON_NEW
 # The document's key: its name predates `JobWait` and stays, so a running fleet keeps its waits.
 WAITS_KEY = "fleetline:pending"
 NAMES_KEY = "fleetline:pending:names"
+# A fresh token with each document: a reader keeps the document it decoded while the token is the
+# same, so that a page of 50 jobs does not fetch and decode the waits of a queue of thousands.
+# Whoever writes or deletes the document other than `job_waits_store` deletes the token with it.
+WAITS_VERSION_KEY = "fleetline:pending:version"
 NEW_JOB_REASON = REASON_NEW
 # Estimates are shown to the minute: a change within the same minute is no change to publish.
 ESTIMATE_GRAIN_S = 60
@@ -127,6 +132,7 @@ def job_waits_store(
     pipe.set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
     kept = [names.teams, names.jobs, names.nodes, names.job_teams]
     pipe.set(NAMES_KEY, json.dumps(kept, separators=(",", ":")))
+    pipe.set(WAITS_VERSION_KEY, uuid.uuid4().hex)
     raw, *_ = pipe.execute()
     before: dict[str, list[Any]] = json.loads(raw) if raw else {}
     changed = sorted((int(job_id), entry) for job_id, entry in document.items() if not _same(before.get(job_id), entry))
@@ -146,8 +152,30 @@ def job_waits_for(*, job_ids: list[int]) -> dict[int, JobWait]:
     """The latest cycle's reason, estimate and blocker for each job; new jobs wait for their first cycle."""
     if not job_ids:
         return {}
-    raw, raw_names = _client().mget([WAITS_KEY, NAMES_KEY])
-    document = json.loads(raw) if raw else {}
+    client = _client()
+    version, raw_names = client.mget([WAITS_VERSION_KEY, NAMES_KEY])
+    document = _documents.get(version)
+    if document is None:
+        raw, version = client.mget([WAITS_KEY, WAITS_VERSION_KEY])
+        document = json.loads(raw) if raw else {}
+        _documents.keep(version, document)
     kept = json.loads(raw_names) if raw_names else []
     names = WaitNames(*kept[:4])
     return {job_id: _wait(document.get(str(job_id), (NEW_JOB_REASON, None)), names) for job_id in job_ids}
+
+
+class _LatestDocument:
+    """The latest waits document this process decoded, by its token (none without a token)."""
+
+    def __init__(self) -> None:
+        self.kept: tuple[bytes, dict[str, Any]] | None = None
+
+    def get(self, version: bytes | None) -> dict[str, Any] | None:
+        kept = self.kept
+        return kept[1] if version is not None and kept is not None and kept[0] == version else None
+
+    def keep(self, version: bytes | None, document: dict[str, Any]) -> None:
+        self.kept = None if version is None else (version, document)
+
+
+_documents = _LatestDocument()

@@ -12,7 +12,7 @@ from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from scheduling.cycle.leader import LOCK_KEY
-from scheduling.live.waits import WAITS_KEY
+from scheduling.live.waits import WAITS_KEY, WAITS_VERSION_KEY
 from scheduling.services.jobs import job_cancel
 from tests.browser.journeys import log_in, off_loop, screenshot
 from tests.factories import MembershipFactory
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_waiting_jobs_page_follows_its_reason_and_estimate_and_a_running_job_counts_on(
     asgi_server: str, page: Page
 ) -> None:
-    redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY, WAITS_KEY)
+    redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY, WAITS_KEY, WAITS_VERSION_KEY)
     fleet = off_loop(build_fleet)
     member = MembershipFactory(team=fleet.team).user
     running = fleet.submit(gpus=32, name="pretrain-70b", duration_s=7200.0, time_limit_s=7200.0)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduling.live.cycle_timings import CYCLE_TIMINGS_KEY, cycle_timings_record
-from scheduling.live.waits import WAITS_KEY
+from scheduling.live.waits import WAITS_KEY, WAITS_VERSION_KEY
 from scheduling.models import Allocation, FleetClock, Incident, Job, Node, SchedulerEvent, UsageSample
 from tests.factories import (
     AcceleratorTypeFactory,
@@ -35,7 +35,7 @@ def known_fleet(db: None) -> dict[str, Any]:
     """Two H100 nodes up and one down, one A100 node; team alpha runs 8 training GPUs, all of its
     guarantee, and waits with two jobs, team beta (no guarantee) runs 4 serving GPUs on borrowed
     quota and waits with one."""
-    redis_client().delete(CYCLE_TIMINGS_KEY, WAITS_KEY)
+    redis_client().delete(CYCLE_TIMINGS_KEY, WAITS_KEY, WAITS_VERSION_KEY)
     h100, a100 = AcceleratorTypeFactory(name="H100"), AcceleratorTypeFactory(name="A100")
     rack = RackFactory()
     n1 = NodeFactory(rack=rack, accelerator_type=h100, allocated_gpus=8)

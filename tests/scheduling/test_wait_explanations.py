@@ -19,7 +19,7 @@ from django.test import Client
 
 from core.groups import ALL_JOBS_GROUP, team_group
 from scheduling.cycle.leader import LOCK_KEY
-from scheduling.live.waits import WAITS_KEY, job_waits_for
+from scheduling.live.waits import WAITS_KEY, WAITS_VERSION_KEY, job_waits_for
 from scheduling.models import Job
 from tenants.models import Quota
 from tests.factories import MembershipFactory, QuotaFactory, TeamFactory
@@ -133,7 +133,7 @@ async def _received(layer: Any, channel: str) -> list[dict[str, Any]]:
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_tick_publishes_only_the_waits_that_changed_in_one_message_per_team(transactional_db: None) -> None:
-    redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY, WAITS_KEY)
+    redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_KEY, WAITS_KEY, WAITS_VERSION_KEY)
     fleet = await database_sync_to_async(build_fleet)()
     layer = get_channel_layer()
     team, admins = await layer.new_channel(), await layer.new_channel()
