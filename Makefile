@@ -55,7 +55,7 @@ lint: $(VENV)/.installed-dev
 
 # mypy with django-stubs (configuration in pyproject.toml) over the packages that check clean:
 # every application package; the tests are not clean yet.
-TYPED ?= portal scheduling tenants api finance simulations observability
+TYPED ?= core fleet portal scheduling tenants api finance simulations observability
 typecheck: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy $(TYPED)
 

@@ -7,7 +7,7 @@ from datetime import date
 from decimal import Decimal
 
 from finance.models import Budget, Rate
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants.models import Team
 
 # Prices per GPU-hour from a day long before any demo fleet's epoch.

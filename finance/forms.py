@@ -8,7 +8,7 @@ from django import forms
 
 from core.forms import OUT_OF_RANGE, REPORT_FIRST_DAY, REPORT_LAST_DAY, AsciiDecimalField, ReportPeriodForm
 from finance.models import Budget
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants.models import Team
 
 MONTH = re.compile(r"^(\d{4})-(\d{2})$")

@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 
 ZERO = Decimal("0")
 

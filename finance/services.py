@@ -15,8 +15,8 @@ from django.utils import timezone
 from core.tasks import enqueue_on_commit
 from finance.models import Budget, BudgetAlert, MonthClose, Rate, ReportExport
 from finance.selectors import BudgetStatus, ClosedInfo, budget_statuses, finance_report_build
+from fleet.models import AcceleratorType
 from scheduling.fleet_calendar import fleet_today, month_bounds
-from scheduling.models import AcceleratorType
 from tenants.models import AuditEvent, Membership, NoticeKind, Team
 from tenants.permissions import is_finance, is_fleet_admin
 from tenants.roles import FINANCE

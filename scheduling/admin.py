@@ -1,6 +1,6 @@
-"""The fleet, its jobs and the ledger in the Django admin: for reading. Jobs are submitted and
-cancelled on the portal's job pages and API, nodes cordoned and drained from the fleet map; the
-scheduler writes the rest (``core.admin.GovernedAdmin``)."""
+"""The fleet's jobs and the ledger in the Django admin: for reading. Jobs are submitted and
+cancelled on the portal's job pages and API; the scheduler writes the rest
+(``core.admin.GovernedAdmin``). The hardware's admin is the fleet app's."""
 
 from __future__ import annotations
 
@@ -8,52 +8,16 @@ from django.contrib import admin
 
 from core.admin import GovernedAdmin, GovernedInline
 from scheduling.models import (
-    AcceleratorType,
     Allocation,
     ClusterAccount,
     FleetClock,
     FleetSample,
     Incident,
     Job,
-    Node,
-    Pod,
-    Rack,
     SchedulerEvent,
     ServingDeployment,
     UsageSample,
 )
-
-
-class HardwareAdmin(GovernedAdmin):
-    governed_note = (
-        "The fleet's hardware is not edited here; nodes are cordoned, drained and uncordoned "
-        "from the fleet map, each action audited."
-    )
-    governed_url_name = "fleet-map"
-    governed_url_text = "Fleet map"
-
-
-@admin.register(AcceleratorType)
-class AcceleratorTypeAdmin(HardwareAdmin):
-    list_display = ["name", "memory_gb"]
-
-
-@admin.register(Pod)
-class PodAdmin(HardwareAdmin):
-    list_display = ["name"]
-
-
-@admin.register(Rack)
-class RackAdmin(HardwareAdmin):
-    list_display = ["name", "pod"]
-    list_filter = ["pod"]
-
-
-@admin.register(Node)
-class NodeAdmin(HardwareAdmin):
-    list_display = ["name", "rack", "accelerator_type", "gpus", "healthy_gpus", "state"]
-    list_filter = ["state", "accelerator_type", "rack__pod"]
-    search_fields = ["name"]
 
 
 class AllocationInline(GovernedInline):

@@ -9,7 +9,7 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         # The team pages (tenants) show the scheduler's view of a team through this interface,
-        # so that tenants imports nothing of scheduling beyond its models.
+        # so that tenants imports nothing of scheduling but the pure engine and the bounds on numbers.
         from scheduling.team_activity import FleetTeamActivity
         from tenants.team_activity import team_activity_provide
 

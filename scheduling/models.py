@@ -1,5 +1,6 @@
-"""The modelled fleet (accelerator types, pods, racks, nodes), its jobs and allocations, the
-fleet clock, serving deployments, and the usage ledger."""
+"""The fleet's jobs and allocations, the fleet clock, serving deployments, and the usage ledger.
+The hardware they run on (accelerator types, pods, racks, nodes) is the fleet app's, below tenants
+and scheduling both; it is imported here for the scheduler's modules that read it with the rest."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
+from fleet.models import AcceleratorType, Node
+from fleet.models import Pod as Pod
+from fleet.models import Rack as Rack
 from scheduling.engine.vocabulary import JOB_STATE_LABELS, KIND_LABELS, LEVEL_LABELS
 from scheduling.limits import (
     MAX_CHECKPOINT_GB,
@@ -62,73 +66,6 @@ def _within(
     low = {f"{field}__gt" if strict else f"{field}__gte": minimum}
     within = models.Q(**low) & models.Q(**{f"{field}__lte": maximum})
     return models.Q(**{f"{field}__isnull": True}) | within if nullable else within
-
-
-class AcceleratorType(models.Model):
-    name = models.CharField(max_length=50, unique=True)
-    memory_gb = models.PositiveIntegerField(default=80)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Pod(models.Model):
-    """A network spine domain."""
-
-    name = models.CharField(max_length=50, unique=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Rack(models.Model):
-    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="racks")
-    name = models.CharField(max_length=50, unique=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Node(models.Model):
-    class State(models.TextChoices):
-        UP = "up", "Up"
-        CORDONED = "cordoned", "Cordoned"
-        DOWN = "down", "Down"
-
-    rack = models.ForeignKey(Rack, on_delete=models.CASCADE, related_name="nodes")
-    name = models.CharField(max_length=50, unique=True)
-    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT, related_name="nodes")
-    gpus = models.PositiveSmallIntegerField(default=8)
-    healthy_gpus = models.PositiveSmallIntegerField(default=8)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.UP)
-    allocated_gpus = models.PositiveSmallIntegerField(default=0)
-    last_heartbeat = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(healthy_gpus__lte=models.F("gpus")),
-                name="node_healthy_gpus_within_gpus",
-            ),
-            # The database itself refuses a double-booked node.
-            models.CheckConstraint(
-                condition=models.Q(allocated_gpus__lte=models.F("gpus")),
-                name="node_allocated_gpus_within_gpus",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class Level(models.TextChoices):

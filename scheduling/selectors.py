@@ -11,15 +11,17 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
+from fleet.models import AcceleratorType, Node, Pod, Rack
+from fleet.selectors import fleet_gpus_by_type
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
 from scheduling.engine.serving import DEFAULT_SLO_S, Attainment, ReplicaRecord, slo_attainment
 from scheduling.live.waits import JobWait, job_waits_for
-from scheduling.models import Allocation, FleetSample, Job, Node, Pod, Rack, SchedulerEvent, TeamUsage, UsageSample
+from scheduling.models import Allocation, FleetSample, Job, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
 from tenants.permissions import is_fleet_admin
-from tenants.selectors import quota_overview_for_team
+from tenants.selectors import QuotaRow
 
 if TYPE_CHECKING:
     from scheduling.estimates import EstimateView
@@ -193,6 +195,46 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
             )
         )
     return list(pods.values())
+
+
+def quota_overview_for_team(*, team: Team) -> list[QuotaRow]:
+    """One row per accelerator type with the team's quota and what it uses, borrows and lends
+    right now. A type without a quota row means no guarantee and unlimited borrowing, as the
+    scheduler reads it. Four queries."""
+    quotas = {q.accelerator_type_id: q for q in Quota.objects.filter(team=team)}
+    capacity = fleet_gpus_by_type()
+    in_use: dict[int, int] = defaultdict(int)
+    borrowed: dict[int, int] = defaultdict(int)
+    borrowed_by_others: dict[int, int] = defaultdict(int)
+    for type_id, team_id, borrowing, gpus in (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .values_list("job__accelerator_type_id", "job__team_id", "job__borrowing")
+        .annotate(total=Sum("gpus"))
+        .order_by()
+    ):
+        if team_id == team.pk:
+            in_use[type_id] += gpus
+            borrowed[type_id] += gpus if borrowing else 0
+        elif borrowing:
+            borrowed_by_others[type_id] += gpus
+    rows = []
+    for accelerator_type in AcceleratorType.objects.order_by("name"):
+        quota, type_id = quotas.get(accelerator_type.pk), accelerator_type.pk
+        guaranteed = quota.guaranteed if quota else 0
+        rows.append(
+            QuotaRow(
+                accelerator_type_id=type_id,
+                accelerator_type=accelerator_type.name,
+                guaranteed=guaranteed,
+                borrow_limit=quota.borrow_limit if quota else None,
+                lend_limit=quota.lend_limit if quota else None,
+                fleet_gpus=capacity.get(type_id, 0),
+                in_use=in_use[type_id],
+                borrowed=min(borrowed[type_id], max(0, in_use[type_id] - guaranteed)),
+                lent=min(max(0, guaranteed - in_use[type_id]), borrowed_by_others[type_id]),
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True, slots=True)

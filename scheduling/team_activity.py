@@ -1,6 +1,7 @@
 """The scheduler's side of the team pages (`tenants.team_activity.TeamActivity`): the team list's
-rows and the team page's queue (each job with why it waits and when it starts, in words, so the
-team page loads none of the scheduler's template tags), usage chart and fair-share standing."""
+rows, the team page's quotas with what the team uses, borrows and lends now, and its queue (each
+job with why it waits and when it starts, in words, so the team page loads none of the
+scheduler's template tags), usage chart and fair-share standing."""
 
 from __future__ import annotations
 
@@ -11,10 +12,17 @@ from django.db.models import QuerySet
 
 from core.charts import KindSeries, team_usage_figure, usage_summary_text
 from scheduling.models import Job
-from scheduling.selectors import fairshare_standings, pending_jobs_for_team, team_overview_rows, team_usage_series
+from scheduling.selectors import (
+    fairshare_standings,
+    pending_jobs_for_team,
+    quota_overview_for_team,
+    team_overview_rows,
+    team_usage_series,
+)
 from scheduling.services.jobs import fleet_now_s
 from scheduling.templatetags.fleet import starts_in, wait_reason
 from tenants.models import Team
+from tenants.selectors import QuotaRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,9 @@ def team_queue(*, team: Team, now_s: float) -> list[QueuedJob]:
 class FleetTeamActivity:
     def overview_rows(self, *, teams: QuerySet[Team]) -> Sequence[object]:
         return team_overview_rows(teams=teams)
+
+    def quota_overview(self, *, team: Team) -> list[QuotaRow]:
+        return quota_overview_for_team(team=team)
 
     def page_context(self, *, team: Team) -> Mapping[str, object]:
         now_s = fleet_now_s()

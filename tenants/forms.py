@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from core.forms import AsciiFloatField, AsciiIntegerField
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants import policy_units
 from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, PriorityClass, Team
 from tenants.selectors import NoticeChannels

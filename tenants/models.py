@@ -12,6 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from fleet.models import AcceleratorType
 from scheduling.engine import policy_settings
 from scheduling.engine.knobs import Knob
 from scheduling.engine.policy_settings import CHARGE_MODEL_LABELS
@@ -109,7 +110,7 @@ class Quota(models.Model):
     """A team's share of one accelerator type. ``None`` limits mean unlimited."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
-    accelerator_type = models.ForeignKey("scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quotas")
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT, related_name="quotas")
     guaranteed = models.IntegerField(default=0, validators=[MinValueValidator(0)])
     borrow_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
     lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
@@ -136,9 +137,7 @@ class QuotaRequest(models.Model):
         WITHDRAWN = "withdrawn", "Withdrawn"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_requests")
-    accelerator_type = models.ForeignKey(
-        "scheduling.AcceleratorType", on_delete=models.PROTECT, related_name="quota_requests"
-    )
+    accelerator_type = models.ForeignKey(AcceleratorType, on_delete=models.PROTECT, related_name="quota_requests")
     guaranteed = models.IntegerField(validators=[MinValueValidator(0)])
     borrow_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
     lend_limit = models.IntegerField(null=True, blank=True, validators=[MinValueValidator(0)])

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, QuerySet
 from django.http import Http404
 
+from fleet.selectors import fleet_gpus_by_type
 from scheduling.engine import policy_settings
-from scheduling.models import AcceleratorType, Allocation, Job, Node
 from tenants.models import (
     AuditEvent,
     FleetPolicy,
@@ -73,50 +72,9 @@ class QuotaRow:
     lent: int = 0  # unused guarantee that other teams are borrowing right now
 
 
-def fleet_gpus_by_type() -> dict[int, int]:
-    """Installed GPUs per accelerator type id, healthy or not: what guarantees are sized against."""
-    rows = Node.objects.values("accelerator_type_id").annotate(gpus=Sum("gpus")).order_by()
-    return {row["accelerator_type_id"]: row["gpus"] or 0 for row in rows}
-
-
-def quota_overview_for_team(*, team: Team) -> list[QuotaRow]:
-    """One row per accelerator type with the team's quota and what it uses, borrows and lends
-    right now. A type without a quota row means no guarantee and unlimited borrowing, as the
-    scheduler reads it. Four queries."""
-    quotas = {q.accelerator_type_id: q for q in Quota.objects.filter(team=team)}
-    capacity = fleet_gpus_by_type()
-    in_use: dict[int, int] = defaultdict(int)
-    borrowed: dict[int, int] = defaultdict(int)
-    borrowed_by_others: dict[int, int] = defaultdict(int)
-    for type_id, team_id, borrowing, gpus in (
-        Allocation.objects.filter(job__state=Job.State.RUNNING)
-        .values_list("job__accelerator_type_id", "job__team_id", "job__borrowing")
-        .annotate(total=Sum("gpus"))
-        .order_by()
-    ):
-        if team_id == team.pk:
-            in_use[type_id] += gpus
-            borrowed[type_id] += gpus if borrowing else 0
-        elif borrowing:
-            borrowed_by_others[type_id] += gpus
-    rows = []
-    for accelerator_type in AcceleratorType.objects.order_by("name"):
-        quota, type_id = quotas.get(accelerator_type.pk), accelerator_type.pk
-        guaranteed = quota.guaranteed if quota else 0
-        rows.append(
-            QuotaRow(
-                accelerator_type_id=type_id,
-                accelerator_type=accelerator_type.name,
-                guaranteed=guaranteed,
-                borrow_limit=quota.borrow_limit if quota else None,
-                lend_limit=quota.lend_limit if quota else None,
-                fleet_gpus=capacity.get(type_id, 0),
-                in_use=in_use[type_id],
-                borrowed=min(borrowed[type_id], max(0, in_use[type_id] - guaranteed)),
-                lent=min(max(0, guaranteed - in_use[type_id]), borrowed_by_others[type_id]),
-            )
-        )
-    return rows
+# A team's quota rows with what it uses, borrows and lends right now are the scheduler's reading of
+# its running jobs: `scheduling.selectors.quota_overview_for_team`, which the team pages reach
+# through `tenants.team_activity`.
 
 
 def quota_requests_for_team(*, team: Team, limit: int = 50) -> list[QuotaRequest]:

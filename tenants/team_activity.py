@@ -2,11 +2,11 @@
 fleet day, its fair-share standing), asked through one small interface.
 
 Tenants (departments, teams, people, quotas, priority classes, policy, the audit log) sits below
-scheduling: scheduling imports tenants, and tenants imports nothing of scheduling but its models
-(the accelerator types and nodes that quotas are counted in, the jobs and allocations that use
-them). The team pages still show the scheduler's view of a team: scheduling provides it when the
-apps are loaded (`scheduling.apps.SchedulingConfig.ready`); `tests/test_import_boundary.py` keeps
-the direction.
+scheduling: scheduling imports tenants, and tenants imports nothing of scheduling but the pure
+engine's declarations and the bounds on numbers (`scheduling.limits`); the hardware that quotas
+are counted in is the fleet app's, below both. The team pages still show the scheduler's view of
+a team (what it runs, borrows and lends now, its queue): scheduling provides it when the apps are
+loaded (`scheduling.apps.SchedulingConfig.ready`); `tests/test_layers.py` keeps the direction.
 """
 
 from __future__ import annotations
@@ -18,12 +18,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
 
 from tenants.models import Team
+from tenants.selectors import QuotaRow
 
 
 class TeamActivity(Protocol):
     def overview_rows(self, *, teams: QuerySet[Team]) -> Sequence[object]:
         """One row per team of ``teams`` (already scoped to the viewer), by name, for the team
         list: ``team``, ``guaranteed_gpus``, ``in_use_gpus``, ``pending_jobs``, ``pending_gpus``."""
+        ...
+
+    def quota_overview(self, *, team: Team) -> list[QuotaRow]:
+        """One row per accelerator type with the team's quota and what it uses, borrows and lends
+        right now (from its running jobs)."""
         ...
 
     def page_context(self, *, team: Team) -> Mapping[str, object]:

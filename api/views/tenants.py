@@ -20,11 +20,12 @@ from api.fields import StrictFloatField
 from api.selectors import memberships_for_team, quota_request_for_user, quota_requests_for_user
 from api.views.base import ID_LOOKUP, ApiView, ApiViewSet, require_fleet_admin
 from core.auth import signed_in_user
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
+from scheduling.selectors import quota_overview_for_team
 from tenants import policy_units
 from tenants.models import FleetPolicy, Membership, PriorityClass, QuotaRequest, Team
 from tenants.permissions import is_fleet_admin, team_role
-from tenants.selectors import fleet_policy_get, quota_overview_for_team, team_for_user, teams_for_user
+from tenants.selectors import fleet_policy_get, team_for_user, teams_for_user
 from tenants.services import (
     fleet_policy_update,
     membership_add,

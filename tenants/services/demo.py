@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants.models import FleetPolicy, PriorityClass, Quota, Team
 
 # (name, value, kind, preemptible, may_preempt). Serving is never a victim and takes GPUs from

@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants.models import AuditEvent, NoticeKind, Quota, QuotaRequest, Team
 from tenants.permissions import can_manage_team_quota, is_fleet_admin
 from tenants.roles import FLEET_ADMIN

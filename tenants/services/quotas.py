@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.urls import reverse
 
-from scheduling.models import AcceleratorType, Node
+from fleet.models import AcceleratorType, Node
 from tenants.models import AuditEvent, FleetPolicy, Membership, NoticeKind, Quota, Team
 from tenants.permissions import is_fleet_admin
 from tenants.services.audit import audit_record, snapshot_fields

@@ -10,7 +10,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from core.auth import AuthenticatedHttpRequest
-from scheduling.models import AcceleratorType
+from fleet.models import AcceleratorType
 from tenants import selectors, services
 from tenants.forms import QuotaSetForm
 from tenants.permissions import require_fleet_admin

@@ -34,7 +34,7 @@ def team_list(request: HttpRequest) -> HttpResponse:
 def team_detail(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     team = selectors.team_for_user(user=request.user, slug=slug)
     can_manage = can_manage_team_quota(request.user, team)
-    quotas = selectors.quota_overview_for_team(team=team)
+    quotas = team_activity().quota_overview(team=team)
     choices = [(row.accelerator_type, row.accelerator_type) for row in quotas]
     form = QuotaRequestForm(_posted(request), accelerator_choices=choices) if can_manage else None
     if request.method == "POST":
@@ -64,7 +64,7 @@ def _team_page(
 ) -> HttpResponse:
     can_manage = can_manage_team_quota(request.user, team) if is_lead is None else is_lead
     if quotas is None:
-        quotas = selectors.quota_overview_for_team(team=team)
+        quotas = team_activity().quota_overview(team=team)
     if quota_form is None and can_manage:
         choices = [(row.accelerator_type, row.accelerator_type) for row in quotas]
         quota_form = QuotaRequestForm(accelerator_choices=choices)
