@@ -90,7 +90,6 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "csp",
-    "fleet",
     "tenants",
     "scheduling",
     "portal",
@@ -357,6 +356,9 @@ FLEET_CYCLE_LOCK_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_LOCK_TIMEOUT_S", 
 # A leader frozen mid-tick (stopped, swapped out, partitioned) holds the fleet clock's row lock;
 # PostgreSQL ends its session once it has sat this long idle inside the tick's transaction.
 FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", "10"))
+# The leader keeps the fleet state between its ticks (``scheduling.cycle.kept``) and rebuilds it
+# from scratch at least this often, whatever its checks find.
+FLEET_CYCLE_REBUILD_EVERY = int(os.environ.get("FLEET_CYCLE_REBUILD_EVERY", "100"))
 # Demo arrivals keep the demo fleet busy; part of the demo only.
 FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO and FLEETLINE_BACKEND == "modelled")
 # Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick: part of

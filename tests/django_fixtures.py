@@ -165,3 +165,14 @@ def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
             time.sleep(0.1)
     yield f"http://127.0.0.1:{port}"
     _stop(process)
+
+
+@pytest.fixture(autouse=True)
+def kept_fleet_dropped() -> Iterator[None]:
+    """Each test starts its own fleet: the state a leader keeps between ticks
+    (``scheduling.cycle.kept``) never carries over from another test's database."""
+    from scheduling.cycle.kept import kept_fleet_forget
+
+    kept_fleet_forget()
+    yield
+    kept_fleet_forget()

@@ -10,12 +10,14 @@ so the FleetState applies the slowdown from there (`FleetState.throttle_node`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import Q
 
 from scheduling import engine
+from scheduling.bulk_rows import ROWS_PER_STATEMENT
 from scheduling.convert import (
     JOB_FIELDS,
     NODE_FIELDS,
@@ -52,21 +54,19 @@ class Loaded:
     throttled: dict[str, float] = field(default_factory=dict)  # node id -> slowdown (`node_throttles`)
 
 
-def snapshot_build(*, sim_now_s: float, real_runs: bool = False) -> Loaded:
-    """Eight queries, whatever the size of the fleet and the queue. ``real_runs``: the jobs run on a
-    real backend, which says when they end; the engine's model of their work never ends them."""
-    nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values_list(*NODE_FIELDS, named=True))
-    jobs = {
-        str(row.id): row
-        for row in Job.objects.filter(state__in=Job.ACTIVE_STATES).order_by("id").values_list(*JOB_FIELDS, named=True)
-    }
-    allocations: dict[str, list[tuple[str, int]]] = {}
-    for job_id, node_id, gpus in (
-        Allocation.objects.filter(job__state=Job.State.RUNNING)
-        .order_by("job_id", "node_id")
-        .values_list("job_id", "node_id", "gpus")
-    ):
-        allocations.setdefault(str(job_id), []).append((str(node_id), gpus))
+@dataclass(frozen=True, slots=True)
+class FleetTables:
+    """The small tables a cycle reads whole every tick: teams, quotas, the policy and the usage."""
+
+    teams: tuple[engine.Team, ...]
+    quotas: tuple[engine.Quota, ...]
+    policy: engine.Policy
+    team_usage: dict[int, tuple[float, float]]
+    usage: tuple[tuple[str, float], ...]
+
+
+def fleet_tables(*, sim_now_s: float) -> FleetTables:
+    """Teams, quotas, the policy and each team's usage decayed to ``sim_now_s``: four queries."""
     teams = tuple(
         team_from_row(row) for row in Team.objects.order_by("id").values("id", "department_id", "fairshare_weight")
     )
@@ -85,25 +85,74 @@ def snapshot_build(*, sim_now_s: float, real_runs: bool = False) -> Loaded:
         (str(team_id), decay_usage(value, sim_now_s - as_of, policy.fairshare_half_life_s))
         for team_id, (value, as_of) in sorted(team_usage.items())
     )
-    frozen_allocations = {job_id: tuple(alloc) for job_id, alloc in allocations.items()}
-    state = _state_restore(nodes, jobs, frozen_allocations, policy, sim_now_s, real_runs)
+    return FleetTables(teams, quotas, policy, team_usage, usage)
+
+
+def job_rows(*, ids: list[int] | None = None) -> dict[str, Any]:
+    """The active jobs (or those of ``ids`` that are active), by id, in id order."""
+    active = Job.objects.filter(state__in=Job.ACTIVE_STATES)
+    if ids is None:
+        return {str(row.id): row for row in active.order_by("id").values_list(*JOB_FIELDS, named=True)}
+    rows: dict[str, Any] = {}
+    for at in range(0, len(ids), ROWS_PER_STATEMENT):
+        chunk = active.filter(id__in=ids[at : at + ROWS_PER_STATEMENT]).order_by("id")
+        rows.update((str(row.id), row) for row in chunk.values_list(*JOB_FIELDS, named=True))
+    return rows
+
+
+def running_allocations(*, ids: list[int] | None = None) -> dict[str, tuple[tuple[str, int], ...]]:
+    """The allocations of the running jobs (or of those of ``ids`` that run), by job id."""
+    allocations: dict[str, list[tuple[str, int]]] = {}
+    running = Allocation.objects.filter(job__state=Job.State.RUNNING).order_by("job_id", "node_id")
+    chunks = (
+        [running]
+        if ids is None
+        else [
+            running.filter(job_id__in=ids[at : at + ROWS_PER_STATEMENT])
+            for at in range(0, len(ids), ROWS_PER_STATEMENT)
+        ]
+    )
+    for chunk in chunks:
+        for job_id, node_id, gpus in chunk.values_list("job_id", "node_id", "gpus"):
+            allocations.setdefault(str(job_id), []).append((str(node_id), gpus))
+    return {job_id: tuple(alloc) for job_id, alloc in allocations.items()}
+
+
+def snapshot_build(*, sim_now_s: float, real_runs: bool = False) -> Loaded:
+    """Eight queries, whatever the size of the fleet and the queue. ``real_runs``: the jobs run on a
+    real backend, which says when they end; the engine's model of their work never ends them."""
+    nodes = tuple(node_from_row(row) for row in Node.objects.order_by("id").values_list(*NODE_FIELDS, named=True))
+    jobs = job_rows()
+    allocations = running_allocations()
+    tables = fleet_tables(sim_now_s=sim_now_s)
+    state = _state_restore(nodes, jobs, allocations, tables.policy, sim_now_s, real_runs)
     throttled = node_throttles(sim_from_s=sim_now_s)
-    # The worst slowdown last: a gang on two failed nodes goes at the slower one's pace.
-    for failed_node, slowdown in sorted(throttled.items(), key=lambda item: (item[1], item[0])):
-        state.throttle_node(failed_node, slowdown, sim_now_s)
+    throttles_apply(state, throttled, sim_now_s)
     return Loaded(
         sim_now_s=sim_now_s,
         state=state,
-        teams=teams,
-        quotas=quotas,
-        policy=policy,
-        usage=usage,
+        teams=tables.teams,
+        quotas=tables.quotas,
+        policy=tables.policy,
+        usage=tables.usage,
         jobs=jobs,
-        allocations=frozen_allocations,
+        allocations=allocations,
         nodes=nodes,
-        team_usage=team_usage,
+        team_usage=tables.team_usage,
         throttled=throttled,
     )
+
+
+def throttles_apply(
+    state: engine.FleetState, throttled: dict[str, float], sim_now_s: float, *, lifted: Iterable[str] = ()
+) -> None:
+    """Slow the gangs on each failed node (``node_throttles``) from ``sim_now_s``, after bringing
+    those on the ``lifted`` nodes back to full speed. The worst slowdown last: a gang on two failed
+    nodes goes at the slower one's pace."""
+    for node_id in sorted(set(lifted) - set(throttled)):
+        state.throttle_node(node_id, 1.0, sim_now_s)
+    for failed_node, slowdown in sorted(throttled.items(), key=lambda item: (item[1], item[0])):
+        state.throttle_node(failed_node, slowdown, sim_now_s)
 
 
 def node_throttles(*, sim_from_s: float) -> dict[str, float]:
@@ -137,21 +186,33 @@ def _state_restore(
         now=sim_now_s,
     )
     for (job_id, row), job in zip(jobs.items(), _JOB_CACHE.jobs_from_rows(list(jobs.values())), strict=True):
-        if real_runs:
-            # Its time limit still ends it (the backend enforces the same limit).
-            job = replace(job, duration_s=MAX_DURATION_S)
-        allocation = allocations.get(job_id)
-        if row.state == Job.State.RUNNING and allocation:
-            state.restore(
-                job,
-                allocation,
-                start_s=row.started_s,
-                borrowing=row.borrowing,
-                anchor_s=row.anchor_s,
-                anchor_progress_s=row.anchor_progress_s,
-                base_progress_s=row.base_progress_s,
-                grace_until_s=row.grace_until_s,
-            )
-        else:
-            state.submit(job, saved_progress_s=row.saved_progress_s)
+        job_add(state, row, job, allocations.get(job_id), real_runs=real_runs)
     return state
+
+
+def job_add(
+    state: engine.FleetState,
+    row: Any,
+    job: engine.Job,
+    allocation: tuple[tuple[str, int], ...] | None,
+    *,
+    real_runs: bool,
+) -> None:
+    """Put one job's row into the FleetState: running on its allocation from its anchor, or queued
+    with the progress its checkpoint kept."""
+    if real_runs:
+        # Its time limit still ends it (the backend enforces the same limit).
+        job = replace(job, duration_s=MAX_DURATION_S)
+    if row.state == Job.State.RUNNING and allocation:
+        state.restore(
+            job,
+            allocation,
+            start_s=row.started_s,
+            borrowing=row.borrowing,
+            anchor_s=row.anchor_s,
+            anchor_progress_s=row.anchor_progress_s,
+            base_progress_s=row.base_progress_s,
+            grace_until_s=row.grace_until_s,
+        )
+    else:
+        state.submit(job, saved_progress_s=row.saved_progress_s)

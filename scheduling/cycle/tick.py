@@ -39,11 +39,13 @@ from django.db.models import F
 
 from scheduling import engine
 from scheduling.backends import backend_get
+from scheduling.backends.base import Backend, Observed
 from scheduling.cycle.apply import plan_apply
 from scheduling.cycle.failures import failures_tick, throttled_progress_write
+from scheduling.cycle.kept import fleet_load, kept_fleet_forget, kept_fleet_ticked
 from scheduling.cycle.ledger import usage_record
 from scheduling.cycle.serving import deployments_reconcile
-from scheduling.cycle.snapshot import snapshot_build
+from scheduling.cycle.snapshot import Loaded
 from scheduling.estimates import first_estimates_record
 from scheduling.live.feed import incidents_publish, tick_publish
 from scheduling.live.notices import job_notices_send
@@ -131,6 +133,63 @@ def _end_if_frozen() -> None:
             cursor.execute(f"SET LOCAL idle_in_transaction_session_timeout = {timeout_ms}")
 
 
+def _tick_read(
+    *,
+    backend: Backend,
+    clock: FleetClock,
+    token: int,
+    wall: WallStep,
+    wall_now: datetime,
+    speed: float,
+    sim: tuple[float, float],
+) -> tuple[Loaded, Observed] | None:
+    """The tick's first, short transaction: claim the tick (the fenced update of the fleet clock),
+    sync the backend's fleet and the serving deployments, detect failures, load the fleet (the
+    kept state reconciled, or rebuilt) and take out the runs that ended on the backend. None when
+    the claim is refused."""
+    sim_from, sim_to = sim
+    with transaction.atomic():
+        _end_if_frozen()
+        claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
+            sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
+        )
+        if not claimed:
+            logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, clock.ticks + 1)
+            return None
+        synced = backend.fleet_sync(sim_now_s=sim_to, wall_now=wall.accounted_to)
+        deployments_reconcile(sim_now_s=sim_to)
+        failed = failures_tick(
+            tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed
+        )
+        changed_incidents = tuple(sorted(synced | set(failed.changed_incident_ids)))
+        if changed_incidents:
+            transaction.on_commit(lambda: incidents_publish(incident_ids=changed_incidents))
+        loaded = fleet_load(
+            sim_now_s=sim_from,
+            tick=clock.ticks + 1,
+            previous=(clock.ticks, clock.leader_token),
+            real_runs=backend.real,
+        )
+        return loaded, backend.runs_observe(loaded=loaded)
+
+
+def _fence_holds(*, token: int, tick: int) -> bool:
+    """In the tick's second transaction: lock the fleet clock's row and check that this leader's
+    claim is still the newest (no newer token and no later tick got in while it planned). The
+    lock holds off the next leader's claim until this tick's writes commit."""
+    now = FleetClock.objects.select_for_update().filter(pk=1).values_list("leader_token", "ticks").first()
+    if now != (token, tick):
+        logger.warning(
+            "tick %d by token %d fenced out before writing its plan: the clock is at tick %s by token %s",
+            tick,
+            token,
+            None if now is None else now[1],
+            None if now is None else now[0],
+        )
+        return False
+    return True
+
+
 def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) -> TickResult | None:
     """Run one cycle as the leader holding fencing ``token``. Returns None when another
     leader's tick or a newer token got there first: nothing is written then. A token ticks at
@@ -155,45 +214,51 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         speed = 1.0
     sim_from, sim_to = clock.sim_now_s, clock.sim_now_s + wall.step_s * speed
     watch = _Stopwatch()
-    with transaction.atomic():
-        _end_if_frozen()
-        claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
-            sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
+    tick = clock.ticks + 1
+    try:
+        read = _tick_read(
+            backend=backend, clock=clock, token=token, wall=wall, wall_now=wall_now, speed=speed, sim=(sim_from, sim_to)
         )
-        if not claimed:
-            logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, clock.ticks + 1)
+        if read is None:
             return None
-        synced = backend.fleet_sync(sim_now_s=sim_to, wall_now=wall.accounted_to)
-        deployments_reconcile(sim_now_s=sim_to)
-        failed = failures_tick(
-            tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed
-        )
-        changed_incidents = tuple(sorted(synced | set(failed.changed_incident_ids)))
-        if changed_incidents:
-            transaction.on_commit(lambda: incidents_publish(incident_ids=changed_incidents))
-        loaded = snapshot_build(sim_now_s=sim_from, real_runs=backend.real)
+        loaded, observed = read
         watch.lap("snapshot")
-        observed = backend.runs_observe(loaded=loaded)
+        # The plan is made outside any transaction: however long it takes, no session sits idle
+        # in a transaction and no row is locked meanwhile.
         events = loaded.state.advance(sim_to)
         snapshot = loaded.state.snapshot(sim_to, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
         plan = engine.schedule(snapshot, sim_to)
         events += loaded.state.apply(plan, sim_to)
         watch.lap("engine")
-        applied = plan_apply(loaded=loaded, plan=plan, events=events, sim_now_s=sim_to)
-        applied.changes[:0] = observed.changes
-        applied.finished[:0] = observed.finished
-        backend.plan_carry_out(applied=applied, sim_now_s=sim_to, token=token)
-        transaction.on_commit(backend.after_commit)
-        throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
-        first_estimates_record(statuses=plan.pending, sim_now_s=sim_to)
-        sample = usage_record(loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now)
-        watch.lap("apply")
-        transaction.on_commit(lambda: tick_publish(sample=sample, applied=applied, plan=plan, jobs=snapshot.pending))
-        # Robust: a notice that cannot be written never holds back the tick or its feed.
-        transaction.on_commit(lambda: job_notices_send(changes=applied.changes), robust=True)
+        with transaction.atomic():
+            _end_if_frozen()
+            if not _fence_holds(token=token, tick=tick):
+                kept_fleet_forget()
+                return None
+            applied = plan_apply(loaded=loaded, plan=plan, events=events, sim_now_s=sim_to)
+            applied.changes[:0] = observed.changes
+            applied.finished[:0] = observed.finished
+            backend.plan_carry_out(applied=applied, sim_now_s=sim_to, token=token)
+            transaction.on_commit(backend.after_commit)
+            throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
+            first_estimates_record(statuses=plan.pending, sim_now_s=sim_to)
+            sample = usage_record(
+                loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now
+            )
+            watch.lap("apply")
+            transaction.on_commit(
+                lambda: tick_publish(sample=sample, applied=applied, plan=plan, jobs=snapshot.pending)
+            )
+            # Robust: a notice that cannot be written never holds back the tick or its feed.
+            transaction.on_commit(lambda: job_notices_send(changes=applied.changes), robust=True)
+    except BaseException:
+        # The kept state may hold a plan the database never took: the next tick rebuilds.
+        kept_fleet_forget()
+        raise
+    kept_fleet_ticked(loaded=loaded, tick=tick, token=token)
     watch.lap("commit_publish")
     return TickResult(
-        tick=clock.ticks + 1,
+        tick=tick,
         sim_from_s=sim_from,
         sim_to_s=sim_to,
         applied=applied,
