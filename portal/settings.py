@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "csp",
+    "fleet",
     "tenants",
     "scheduling",
     "portal",
