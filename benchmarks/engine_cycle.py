@@ -2,6 +2,11 @@
 
     python3 benchmarks/engine_cycle.py [--quick]
 
+Each figure with a goal is printed with it and whether it holds (on stderr, and in the JSON's
+"goals"): the median cycle at 2,048 nodes within 50 ms, and the 16,384-node case within 8 times
+the 2,048-node one (the engine's work should grow with the fleet, not faster). `calibration_ms`
+says how fast the machine ran, to compare figures across machines.
+
 Inputs are built here with a seeded RNG (never inside the engine): a fleet of 8-GPU nodes in
 racks of 16 and pods of 16 racks, running jobs filling it nearly full, and a long pending queue
 with a realistic mix of sizes, priorities, teams, elastic and topology-constrained jobs.
@@ -135,6 +140,28 @@ def calibrate_ms() -> float:
     return round(best * 1000.0, 2)
 
 
+# (figure, goal): the median wall-clock cycle at 2,048 nodes, in ms; the 16,384-node case's median
+# over the 2,048-node case's.
+GOAL_MEDIAN_2048_MS = 50.0
+GOAL_SCALING_16384 = 8.0
+
+
+def goals(results: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each figure with a goal, the goal and whether it holds (cases not measured are left out)."""
+    median = {case["nodes"]: float(str(case["median_ms"])) for case in results}
+    found: list[dict[str, object]] = []
+    if 2_048 in median:
+        found.append(_goal("median_ms at 2,048 nodes", median[2_048], GOAL_MEDIAN_2048_MS, "ms"))
+        if 16_384 in median:
+            ratio = round(median[16_384] / median[2_048], 2)
+            found.append(_goal("16,384 nodes over 2,048 nodes (median)", ratio, GOAL_SCALING_16384, "x"))
+    return found
+
+
+def _goal(figure: str, value: float, goal: float, unit: str) -> dict[str, object]:
+    return {"figure": figure, "value": value, "goal": f"<= {goal:g} {unit}", "holds": value <= goal}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -145,7 +172,13 @@ def main() -> None:
         measure(build_snapshot(nodes, pending), max(3, repeats // (2 if nodes > 10_000 else 1)))
         for nodes, pending in cases
     ]
-    print(json.dumps({"cases": results, "calibration_ms": calibrate_ms()}, indent=2))
+    checked = goals(results)
+    calibration = calibrate_ms()
+    for goal in checked:
+        verdict = "holds" if goal["holds"] else "DOES NOT HOLD"
+        print(f"{goal['figure']}: {goal['value']} (goal {goal['goal']}): {verdict}", file=sys.stderr)
+    print(f"calibration: {calibration} ms (1M pure-Python additions)", file=sys.stderr)
+    print(json.dumps({"cases": results, "goals": checked, "calibration_ms": calibration}, indent=2))
 
 
 if __name__ == "__main__":

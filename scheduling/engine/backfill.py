@@ -357,12 +357,10 @@ def _earliest_gang(
         pool.whole_by_rack,
         pool.pod_whole,
     )
-    # GPUs each node that could become whole still lacks; 0 once it is.
-    lacking = {
-        node_id: gpn - gpus
-        for node_id, gpus in free.items()
-        if gpus < gpn and usable[node_id] >= gpn and node_id not in held
-    }
+    # GPUs each node that could become whole still lacks (`_lacking`); 0 once it is, or when it never
+    # can. Fast path: found for a node the first time a release reaches it, so that a sweep that ends
+    # after a few release times reads a few nodes, not the whole pool (plain: every node up front).
+    lacking: dict[str, int] = {}
     new_whole: dict[str, None] = {}
     rack_gain: dict[str, int] = {}
     pod_gain: dict[str, int] = {}
@@ -394,6 +392,8 @@ def _earliest_gang(
                     return EarliestStart(at_s, chosen)
             at_s = end_s
         need = lacking.get(node_id)
+        if need is None:
+            need = lacking[node_id] = _lacking(free, usable, held, gpn, node_id)
         if not need:
             continue
         need -= released
@@ -414,6 +414,15 @@ def _earliest_gang(
         if chosen is not None:
             return EarliestStart(at_s, chosen)
     return None
+
+
+def _lacking(free: dict[str, int], usable: dict[str, int], held: dict[str, int], gpn: int, node_id: str) -> int:
+    """The GPUs `node_id` lacks to be whole as the sweep begins: 0 unless it is free for placement,
+    short of whole and healthy enough to become whole."""
+    gpus = free.get(node_id)
+    if gpus is None or gpus >= gpn or usable[node_id] < gpn or node_id in held:
+        return 0
+    return gpn - gpus
 
 
 def _choose_gang_nodes(

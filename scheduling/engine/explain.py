@@ -273,20 +273,35 @@ def shape_fits_s(
 class ShapeSweep:
     """`shape_fits_s` of one accelerator for every size, from one pass over its release profile:
     when the most room on one node (not held) and the number of whole nodes first grow to each
-    value. A gang that must stay within a rack or pod is answered by `shape_fits_s` itself."""
+    value. A gang that must stay within a rack or pod is answered by `shape_fits_s` itself.
+
+    Fast path: the pass goes only as far along the profile as the sizes asked need (a few time
+    steps, on a busy fleet, of tens of thousands of release events), one whole time step at a time;
+    plain: `shape_fits_s` per size
+    (`test_fast_paths.py::test_one_sweep_says_when_each_size_fits_by_shape_as_the_placement_and_reservation_rules_do`).
+    The profile must not change while the sweep is asked (explanations read it at the cycle's end)."""
+
+    __slots__ = ("pool", "held", "profile", "now", "rooms", "wholes", "_events", "_next", "_extra", "_room", "_whole")
 
     def __init__(self, pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, now: float) -> None:
         self.pool, self.held, self.profile, self.now = pool, held, profile, now
-        gpn, free, usable = pool.gpus_per_node, pool.free, pool.usable
-        room = max((gpus for node_id, gpus in free.items() if node_id not in held), default=0)
-        whole = pool.whole_count
+        self._room = max((gpus for node_id, gpus in pool.free.items() if node_id not in held), default=0)
+        self._whole = pool.whole_count
         # (time, value) each time the most room on one node, or the whole nodes, grow.
-        self.rooms: list[tuple[float, int]] = [(now, room)]
-        self.wholes: list[tuple[float, int]] = [(now, whole)]
-        extra: dict[str, int] = {}
-        events = profile.sorted_events()
-        last = len(events) - 1
-        for position, (end_s, node_id, released) in enumerate(events):
+        self.rooms: list[tuple[float, int]] = [(now, self._room)]
+        self.wholes: list[tuple[float, int]] = [(now, self._whole)]
+        self._events = profile.sorted_events()
+        self._next = 0  # the first event not swept yet (the first of a time step)
+        self._extra: dict[str, int] = {}
+
+    def _sweep_until(self, steps: list[tuple[float, int]], value: int) -> None:
+        """Sweep whole time steps until `steps` (`rooms` or `wholes`) reaches `value`, or the end."""
+        pool, held, extra, events = self.pool, self.held, self._extra, self._events
+        gpn, free, usable = pool.gpus_per_node, pool.free, pool.usable
+        room, whole, rooms, wholes = self._room, self._whole, self.rooms, self.wholes
+        position, last = self._next, len(events) - 1
+        while position <= last and steps[-1][1] < value:
+            end_s, node_id, released = events[position]
             if node_id in free and node_id not in held:
                 before = min(usable[node_id], free[node_id] + extra.get(node_id, 0))
                 extra[node_id] = extra.get(node_id, 0) + released
@@ -295,12 +310,14 @@ class ShapeSweep:
                     room = after
                 if before < gpn <= after:
                     whole += 1
-            if position < last and events[position + 1][0] == end_s:
+            position += 1
+            if position <= last and events[position][0] == end_s:
                 continue
-            if room > self.rooms[-1][1]:
-                self.rooms.append((end_s, room))
-            if whole > self.wholes[-1][1]:
-                self.wholes.append((end_s, whole))
+            if room > rooms[-1][1]:
+                rooms.append((end_s, room))
+            if whole > wholes[-1][1]:
+                wholes.append((end_s, whole))
+        self._next, self._room, self._whole = position, room, whole
 
     def fits_s(self, gpus: int, level: str | None) -> float | None:
         pool = self.pool
@@ -310,6 +327,8 @@ class ShapeSweep:
             steps, value = self.rooms, gpus
         else:
             steps, value = self.wholes, nodes_needed(gpus, pool.gpus_per_node)
+        if steps[-1][1] < value:
+            self._sweep_until(steps, value)
         return next((time_s for time_s, reached in steps if reached >= value), None)
 
 
