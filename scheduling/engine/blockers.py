@@ -19,6 +19,7 @@ from .placement import nodes_needed
 from .plan import (
     REASON_CAPACITY,
     REASON_GUARANTEE,
+    REASON_POOL,
     REASON_PRIORITY,
     REASON_QUOTA,
     REASON_RESERVED_PREFIX,
@@ -29,6 +30,7 @@ from .vocabulary import (
     BLOCKER_BORROWING,
     BLOCKER_CAPACITY,
     BLOCKER_GUARANTEE,
+    BLOCKER_POOL,
     BLOCKER_PRIORITY,
     BLOCKER_QUOTA_HELD,
     BLOCKER_RESERVED,
@@ -95,10 +97,8 @@ def describe_blockers(waiting: Iterable[tuple[Job, str]], state: EndState) -> di
             blocker = alike.get(key) or alike.setdefault(
                 key, Blocker(BLOCKER_CAPACITY, accelerator, size, max(0, size - free), free, job_id=ahead_id)
             )
-        elif reason == REASON_QUOTA:
-            blocker = _quota_blocker(job, size, state.ledger)
-        elif reason == REASON_GUARANTEE:
-            blocker = _guarantee_blocker(job, size, state.ledger)
+        elif reason in (REASON_QUOTA, REASON_GUARANTEE, REASON_POOL):
+            blocker = _ledger_blocker(job, size, reason, state.ledger, free_of.get(accelerator, 0))
         elif reason == REASON_PRIORITY:
             ahead = highest.get(accelerator)
             if ahead is None or ahead.priority <= job.priority:
@@ -125,6 +125,17 @@ def _reserved_blocker(job: Job, size: int, reason: str, state: EndState) -> Bloc
     holder = reason.removeprefix(REASON_RESERVED_PREFIX)
     where, domain = _where(state, state.reserved.get(holder, ()))
     return Blocker(BLOCKER_RESERVED, job.accelerator, size, job_id=holder, level=where, domain=domain)
+
+
+def _ledger_blocker(job: Job, size: int, reason: str, ledger: QuotaView, free: int) -> Blocker:
+    """The blocker of a job the quota ledger refused (`reason`): a limit (`_quota_blocker`), the
+    GPUs nobody is guaranteed (`_guarantee_blocker`), or the pool, whose `free` GPUs back other
+    teams' loans of its team's guarantee."""
+    if reason == REASON_QUOTA:
+        return _quota_blocker(job, size, ledger)
+    if reason == REASON_GUARANTEE:
+        return _guarantee_blocker(job, size, ledger)
+    return Blocker(BLOCKER_POOL, job.accelerator, size, have=free, team=job.team)
 
 
 def _guarantee_blocker(job: Job, size: int, ledger: QuotaView) -> Blocker:

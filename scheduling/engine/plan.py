@@ -12,6 +12,7 @@ from .model import Job
 # where the engine's modules have always found them.
 from .vocabulary import REASON_CAPACITY as REASON_CAPACITY
 from .vocabulary import REASON_GUARANTEE as REASON_GUARANTEE
+from .vocabulary import REASON_POOL as REASON_POOL
 from .vocabulary import REASON_PRIORITY as REASON_PRIORITY
 from .vocabulary import REASON_QUOTA as REASON_QUOTA
 from .vocabulary import REASON_RESERVED_PREFIX as REASON_RESERVED_PREFIX

@@ -68,6 +68,7 @@ from .model import LEVEL_RANK, Job, Node, Policy, Running, Snapshot
 from .plan import (
     REASON_CAPACITY,
     REASON_GUARANTEE,
+    REASON_POOL,
     REASON_PRIORITY,
     REASON_QUOTA,
     REASON_TOPOLOGY,
@@ -336,7 +337,7 @@ class _ReferenceCycle:
         if self._preempt(job, size):
             return True
         blocker = self.reasons.get(position)  # a reservation the job could not backfill around
-        self.reasons[position] = blocker or self._misfit(job)
+        self.reasons[position] = blocker or self._misfit(job, admission is not None)
         self.waiting.add(accelerator)
         if not blocker:
             self._reserve(job)
@@ -417,9 +418,12 @@ class _ReferenceCycle:
             return max(1, job.min_gpus)
         return job.gpus
 
-    def _misfit(self, job: Job) -> str:
-        """Too few free GPUs at all, or free GPUs in the wrong shape."""
-        return REASON_CAPACITY if self._total_free(job.accelerator) < job.gpus else REASON_TOPOLOGY
+    def _misfit(self, job: Job, admitted: bool) -> str:
+        """Too few free GPUs at all, or free GPUs in the wrong shape, or (not `admitted`) free GPUs
+        the quota pool keeps for other teams' loans of the team's guarantee."""
+        if self._total_free(job.accelerator) < job.gpus:
+            return REASON_CAPACITY
+        return REASON_TOPOLOGY if admitted else REASON_POOL
 
     def _start(self, job: Job, smallest: int) -> bool:
         """Start at the full size, else (elastic) at the largest smaller size quota admits that fits;

@@ -162,7 +162,18 @@ from .fairshare import fairshare_factors, fairshare_priorities
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
-from .plan import REASON_CAPACITY, REASON_PRIORITY, REASON_QUOTA, Blocker, Plan, Reserve, Start, reserved_for
+from .plan import (
+    REASON_CAPACITY,
+    REASON_POOL,
+    REASON_PRIORITY,
+    REASON_QUOTA,
+    REASON_TOPOLOGY,
+    Blocker,
+    Plan,
+    Reserve,
+    Start,
+    reserved_for,
+)
 from .prepare import Prepared, prepare_cycle
 from .quota import Admission, QuotaLedger, borrowers_rank
 from .reclaim import CycleContext, Reclaimer
@@ -189,6 +200,15 @@ class QueueShapes:
         number = {key: index for index, key in enumerate(shapes)}
         self.shapes: list[tuple[int, str, str, int, int | None]] = list(shapes.values())
         self.ids: list[int] = list(map(number.__getitem__, objects))
+
+
+def misfit(pool: AcceleratorPool, gpus: int, admitted: bool) -> str:
+    """Why a job that neither starts nor preempts waits, when nothing ahead of it holds its GPUs:
+    `placement.classify_misfit` (too few free GPUs, or free GPUs in the wrong shape), except that
+    GPUs free for it but refused by the quota pool (not `admitted`: within its team's guarantee, the
+    free GPUs back other teams' loans of it) are the pool's doing, not the shape's."""
+    reason = classify_misfit(pool, gpus)
+    return REASON_POOL if not admitted and reason == REASON_TOPOLOGY else reason
 
 
 def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
@@ -588,7 +608,7 @@ class _Cycle:
             shaped = could_fit_by_shape(pool, size)
         if not shaped and self._settled(accelerator):
             # Nothing to place, preempt or reserve: where the full path below ends, in short.
-            reasons[at] = reason = classify_misfit(pool, job.gpus)
+            reasons[at] = reason = misfit(pool, job.gpus, admission is not None)
             decided.waiting.add(accelerator)
             if not backfill:
                 decided.blocked.add(accelerator)
@@ -610,7 +630,8 @@ class _Cycle:
         decided, accelerator = self.decided, job.accelerator
         reasons, at = decided.reasons, decided.at
         blocker = reasons[at]
-        reasons[at] = reason = blocker or classify_misfit(pool, job.gpus)
+        # (the key's last field: quota refused the job, `_admission`)
+        reasons[at] = reason = blocker or misfit(pool, job.gpus, not key[-1])
         decided.waiting.add(accelerator)
         if not blocker:
             self._try_reserve(job, pool)

@@ -53,6 +53,9 @@ REASON_PRIORITY = "priority"
 # Work nobody may preempt waits for room within its team's guarantee (or on capacity nobody is
 # guaranteed): borrowed GPUs must stay reclaimable by their owners.
 REASON_GUARANTEE = "guarantee"
+# Within its team's guarantee, but the quota pool refuses it: the GPUs free now back other teams'
+# loans of the guarantee (`quota.QuotaLedger.admit`, "guarantee"), so it waits for those loans.
+REASON_POOL = "pool"
 REASON_RESERVED_PREFIX = "reserved-for:"  # + the job whose reservation holds the nodes
 # The portal's, not the engine's: submitted since the last cycle, which has not looked at it yet.
 REASON_NEW = "new"
@@ -63,6 +66,8 @@ REASON_TEXTS: dict[str, str] = {
     REASON_TOPOLOGY: "GPUs are free, but not together in the node, rack or pod it waits for",
     REASON_GUARANTEE: "work nobody may preempt runs only within the team's guarantee, or on GPUs nobody is guaranteed",
     REASON_PRIORITY: "higher-priority work comes first",
+    REASON_POOL: "GPUs are free, but they back other teams' loans of the team's guarantee: it waits for those "
+    "loans to end or be reclaimed",
     REASON_NEW: "waiting for the next scheduling cycle",
 }
 RESERVED_FOR_TEXT = "nodes are reserved for job #{}, which starts first"
@@ -101,6 +106,7 @@ BLOCKER_BORROWING = "borrowing"  # beyond its team's guarantee, other teams lend
 BLOCKER_GUARANTEE = "guarantee"  # unpreemptible work beyond the guarantee: unguaranteed GPUs in use
 BLOCKER_PRIORITY = "priority"  # a job ahead of it in the queue (of higher priority, or strict order) goes first
 BLOCKER_CAPACITY = "capacity"  # too few free GPUs of its type
+BLOCKER_POOL = "pool"  # within its guarantee, but the free GPUs back other teams' loans of it
 BLOCKER_TOPOLOGY = "topology"  # free GPUs, but not together in the node, rack or pod it needs
 BLOCKER_RESERVED = "reserved"  # the nodes it would use are reserved for a job that starts first
 
@@ -120,6 +126,8 @@ BLOCKER_TEXTS: dict[str, str] = {
     "GPUs nobody is guaranteed, {have} of them in use: {short} short",
     BLOCKER_PRIORITY: "{job} is ahead of it in the queue for {accelerator} GPUs and goes first",
     BLOCKER_CAPACITY: "{short} more {accelerator} GPUs must free up ({have} free now)",
+    BLOCKER_POOL: "{team}'s guarantee is lent to other teams: the {have} free {accelerator} GPUs back their loans, "
+    "which must end or be reclaimed before this job's {gpus} start",
     BLOCKER_TOPOLOGY: "it needs {gpus} GPUs together in one {level}: the closest, {where}, has {have} free, "
     "{short} short",
     BLOCKER_RESERVED: "the GPUs it would use, on {where}, are reserved for {job}, which starts first",
