@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db.models import F, OuterRef, Subquery
 
 from scheduling import engine
+from scheduling.bulk_rows import rows_update, rows_update_supported
 from scheduling.convert import policy_from_row
 from scheduling.cycle.causes import Cause, incident_cause, request_words
 from scheduling.cycle.snapshot import Loaded
@@ -312,13 +313,19 @@ def throttled_progress_write(*, loaded: Loaded, applied: AppliedTick, sim_now_s:
     if not loaded.throttled:
         return
     written = {str(change.job_id) for change in applied.changes}
-    for job_id, run in loaded.state.running.items():
-        if job_id in written or sim_now_s <= run.anchor_s:
-            continue
-        if any(node_id in loaded.throttled for node_id, _ in run.allocation):
-            Job.objects.filter(pk=int(job_id), state=Job.State.RUNNING).update(
-                anchor_s=sim_now_s, anchor_progress_s=run.progress_at(sim_now_s)
-            )
+    rows = [
+        (int(job_id), Job.State.RUNNING, sim_now_s, run.progress_at(sim_now_s))
+        for job_id, run in loaded.state.running.items()
+        if job_id not in written
+        and sim_now_s > run.anchor_s
+        and any(node_id in loaded.throttled for node_id, _ in run.allocation)
+    ]
+    # One statement per thousand gangs, however many the failed nodes hold.
+    if rows_update_supported():
+        rows_update(Job, match=("id", "state"), assign=("anchor_s", "anchor_progress_s"), rows=rows)
+        return
+    for job_id, state, anchor_s, progress_s in rows:
+        Job.objects.filter(pk=job_id, state=state).update(anchor_s=anchor_s, anchor_progress_s=progress_s)
 
 
 def job_requeue_at(job: Job, at_s: float, *, cause: Cause | None = None, now_s: float | None = None) -> None:

@@ -291,6 +291,16 @@ _JOB_USAGE_ADDED = _SUMS_COLUMNS
 _JOB_USAGE_TYPES = ("bigint", "date", "bigint", "bigint", "varchar", *["double precision"] * len(_SUMS_COLUMNS))
 
 
+_NUMBERS = {"bigint", "double precision"}
+
+
+def _number_array(values: tuple[float | int, ...]) -> str:
+    """A column of numbers as one PostgreSQL array literal, spelled in C by ``repr`` (the shortest
+    text that reads back as the same float): a third of the CPU of handing the driver a list to
+    adapt one number at a time, at tens of thousands of running jobs a tick."""
+    return "{" + ",".join(map(repr, values)) + "}"
+
+
 def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
     """Add the tick to each job's row for ``day`` in one ``INSERT ... ON CONFLICT DO UPDATE``:
     on PostgreSQL over ``unnest`` of one array per column (the table keeps free space in its
@@ -313,7 +323,11 @@ def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             arrays = ", ".join(f"%s::{t}[]" for t in _JOB_USAGE_TYPES)
-            cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", [list(c) for c in zip(*values, strict=True)])
+            columns_values = [
+                _number_array(c) if t in _NUMBERS else list(c)
+                for c, t in zip(zip(*values, strict=True), _JOB_USAGE_TYPES, strict=True)
+            ]
+            cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", columns_values)
             return
         for at in range(0, len(values), _UPSERT_ROWS):
             chunk = values[at : at + _UPSERT_ROWS]

@@ -95,9 +95,16 @@ def test_two_leaders_ticking_at_once_never_double_book_a_gpu(
     for thread in threads:
         thread.join(timeout=120)
 
-    assert len(wins) == 8  # exactly one of the two leaders wrote each step
-    refused = [record for record in caplog.records if "stale tick refused" in record.getMessage()]
-    assert len(refused) == 8 and {record.levelno for record in refused} == {logging.WARNING}
+    # A claim commits before its leader plans, so the other leader may claim the next tick at the
+    # same wall time: each step one or both leaders write a tick, in turn; every other attempt is
+    # refused at its claim, or fenced out before writing its plan, and says so at WARNING.
+    assert set(wins) == set(range(8))
+    lost = [
+        record
+        for record in caplog.records
+        if "stale tick refused" in record.getMessage() or "fenced out" in record.getMessage()
+    ]
+    assert len(wins) + len(lost) == 16 and {record.levelno for record in lost} == {logging.WARNING}
     _booked_consistently()
     assert Job.objects.filter(state=Job.State.RUNNING).exists()
 
