@@ -425,3 +425,29 @@ def bounded_main(args: argparse.Namespace, run: Callable[[argparse.Namespace], d
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+
+
+# Goals and calibration ----------------------------------------------------------------------------
+
+
+def goal_check(figure: float | None, *, at_most: float | None = None, at_least: float | None = None) -> dict[str, Any]:
+    """A figure beside its goal (issue 46's figures) and whether it holds; a missing figure holds
+    no goal."""
+    if (at_most is None) == (at_least is None):
+        raise ValueError("a goal is either an upper or a lower bound")
+    if at_most is not None:
+        return {"figure": figure, "goal": f"<= {at_most:g}", "holds": figure is not None and figure <= at_most}
+    assert at_least is not None
+    return {"figure": figure, "goal": f">= {at_least:g}", "holds": figure is not None and figure >= at_least}
+
+
+def machine_calibration() -> dict[str, Any]:
+    """What the machine was like: a fixed pure-Python workload's best time (engine_cycle.py's
+    ``calibrate_ms``, comparable across the benchmarks), its CPUs and the load average now."""
+    from engine_cycle import calibrate_ms
+
+    return {
+        "calibration_ms": calibrate_ms(),
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }

@@ -57,9 +57,11 @@ from harness import (  # noqa: E402 - beside this script, found through the path
     bounded_main,
     cpu_spent,
     database_fresh,
+    goal_check,
     http_phase,
     latency_summary,
     log,
+    machine_calibration,
     measured,
     nodes_build,
     percentile,
@@ -517,6 +519,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine_calibration(),
     }
     if args.base_url:
         client = Client(loopback_only(args.base_url), token=args.token or "")
@@ -541,7 +544,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["placement_burst"] = placement_burst(
                 layout, jobs=args.burst_jobs, nodes=args.burst_nodes, timeout_s=args.burst_timeout_s
             )
+    report["goals"] = goals_of(report)
     return report
+
+
+def goals_of(report: dict[str, Any]) -> dict[str, Any]:
+    """Each figure of the run beside issue 46's goal for it, and whether it holds."""
+    web = report.get("web", {})
+    goals: dict[str, Any] = {}
+    for phase, rate, p99_ms in (("dashboard", 100, 300), ("jobs_page", 100, 300), ("api_job_list", 150, 200)):
+        if phase in web:
+            goals[f"{phase}_req_per_s"] = goal_check(web[phase]["req_per_s"], at_least=rate)
+            goals[f"{phase}_p99_ms"] = goal_check(web[phase]["p99_ms"], at_most=p99_ms)
+    sockets = web.get("websockets")
+    if sockets:
+        goals["websockets_lag_p99_ms"] = goal_check(sockets["lag"]["p99_ms"], at_most=1000)
+        goals["websockets_gap_max_s"] = goal_check(sockets["gap_max_s"], at_most=1.5)
+        goals["websockets_sockets"] = goal_check(sockets["opened"], at_least=5000)
+    burst = report.get("placement_burst")
+    if isinstance(burst, dict):
+        goals["placement_burst_placed_per_s"] = goal_check(burst["placed_per_s"], at_least=5000)
+    return goals
 
 
 def main() -> None:
