@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Sum
 
-from scheduling.engine.vocabulary import REASON_GUARANTEE, REASON_QUOTA, reason_text
+from scheduling.engine.vocabulary import REASON_GUARANTEE, REASON_POOL, REASON_QUOTA, reason_text
 from scheduling.live.waits import job_waits_for
 from scheduling.models import Allocation, Job
 from tenants.models import Membership, Quota
 from tenants.permissions import is_fleet_admin
 
-QUOTA_REASONS = (REASON_QUOTA, REASON_GUARANTEE)
+QUOTA_REASONS = (REASON_QUOTA, REASON_GUARANTEE, REASON_POOL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,9 @@ class QuotaView(Protocol):
     def unguaranteed(self, accelerator: str) -> tuple[int, int]: ...
     def kept_for(self, team: str, accelerator: str) -> tuple[str, float] | None: ...
     def lendable_to(self, team: str, accelerator: str) -> int: ...
+    def short_of_limit(self, team: str, accelerator: str, gpus: int) -> int: ...
+    def short_of_pool(self, team: str, accelerator: str, gpus: int) -> int: ...
+    def short_of_unguaranteed(self, team: str, accelerator: str, gpus: int) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +143,10 @@ def _ledger_blocker(job: Job, size: int, reason: str, ledger: QuotaView, free: i
 
 def _guarantee_blocker(job: Job, size: int, ledger: QuotaView) -> Blocker:
     """Work nobody may preempt, beyond its team's guarantee, runs only on the GPUs nobody is
-    guaranteed: how many of those it lacks."""
+    guaranteed: how many of those it lacks (the ledger's rule, `short_of_unguaranteed`)."""
     accelerator = job.accelerator
     unguaranteed, pinned = ledger.unguaranteed(accelerator)
-    used, guaranteed = ledger.used(job.team, accelerator), ledger.guaranteed(job.team, accelerator)
-    short = max(0, pinned + used + size - max(used, guaranteed) - unguaranteed)
+    short = ledger.short_of_unguaranteed(job.team, accelerator, size)
     return Blocker(BLOCKER_GUARANTEE, accelerator, size, short, pinned, unguaranteed, team=job.team)
 
 
@@ -169,17 +171,17 @@ def _quota_blocker(job: Job, size: int, ledger: QuotaView) -> Blocker:
     shown = None if limit == math.inf else int(limit)
     if size > limit:
         return Blocker(BLOCKER_TEAM_SIZE, accelerator, size, math.ceil(size - limit), used, shown, team)
-    if used + size > limit:
-        return Blocker(BLOCKER_TEAM_LIMIT, accelerator, size, math.ceil(used + size - limit), used, shown, team)
+    short = ledger.short_of_limit(team, accelerator, size)  # (the ledger's rules, asked, not restated)
+    if short:
+        return Blocker(BLOCKER_TEAM_LIMIT, accelerator, size, short, used, shown, team)
     kept = ledger.kept_for(team, accelerator)
     if kept is not None and kept[0] != job.id and used + size > kept[1]:
         holder, cap = kept
         short = math.ceil(used + size - cap)
         return Blocker(BLOCKER_QUOTA_HELD, accelerator, size, short, used, int(cap), team, holder)
-    guaranteed = ledger.guaranteed(team, accelerator)
-    lent = ledger.lendable_to(team, accelerator)
-    extra = used + size - max(used, guaranteed)
-    return Blocker(BLOCKER_BORROWING, accelerator, size, max(0, extra - lent), lent, guaranteed, team)
+    guaranteed, lent = ledger.guaranteed(team, accelerator), ledger.lendable_to(team, accelerator)
+    short = ledger.short_of_pool(team, accelerator, size)
+    return Blocker(BLOCKER_BORROWING, accelerator, size, short, lent, guaranteed, team)
 
 
 def _with_own_reservation(state: EndState, job_id: str) -> EndState:

@@ -404,14 +404,39 @@ class QuotaLedger:
         if new_used > account.limit:  # "borrow limit"
             return None
         extra = new_used - max(account.used, account.guaranteed)
-        # "lendable pool": the team's own unused guarantee is in the pool but is not a loan to itself.
+        # "lendable pool": the team's own unused guarantee is in the pool but is not a loan to itself
+        # (`short_of_pool`, stated here in the pool's terms).
         if ledger.borrowed + extra > ledger.pool - lendable:
             return None
-        if pinned and ledger.pinned + extra > ledger.unguaranteed:  # "pinned on unguaranteed"
+        if pinned and _short_of_unguaranteed(ledger, extra) > 0:  # "pinned on unguaranteed"
             return None
         if self.share < 1.0 and not self._within_shares(ledger, team, new_used):
             return None
         return _BORROWED
+
+    def short_of_limit(self, team: str, accelerator: str, gpus: int) -> int:
+        """Rule "borrow limit": how many GPUs beyond its guarantee plus borrow limit `team` would
+        hold with `gpus` more (0: within it)."""
+        account = self._ledger(accelerator).accounts.get(team)
+        if account is None or account.limit == math.inf:
+            return 0
+        return max(0, math.ceil(account.used + gpus - account.limit))
+
+    def short_of_pool(self, team: str, accelerator: str, gpus: int) -> int:
+        """Rule "lendable pool": how many of the GPUs `team` would borrow with `gpus` more (those
+        beyond its guarantee) other teams could not lend it now (`lendable_to`; 0: the pool lends
+        them all). `admit` refuses a loan exactly when this is above 0."""
+        ledger = self._ledger(accelerator)
+        account = ledger.accounts.get(team)
+        beyond = gpus if account is None else account.beyond(gpus)
+        return max(0, beyond - self.lendable_to(team, accelerator))
+
+    def short_of_unguaranteed(self, team: str, accelerator: str, gpus: int) -> int:
+        """Rule "pinned on unguaranteed": how many GPUs beyond those nobody is guaranteed work nobody
+        may preempt would hold with `gpus` more of `team`'s (those beyond its guarantee; 0: none)."""
+        ledger = self._ledger(accelerator)
+        account = ledger.accounts.get(team)
+        return _short_of_unguaranteed(ledger, gpus if account is None else account.beyond(gpus))
 
     def room(self, team: str, accelerator: str, most: int, pinned: bool = False) -> int:
         """The most GPUs, up to `most`, that `admit` lets `team` start now (0: none). Admission
@@ -438,7 +463,7 @@ class QuotaLedger:
         if account.used + gpus <= account.guaranteed:
             return REASON_CAPACITY
         extra = account.beyond(gpus)
-        if pinned and ledger.pinned + extra > ledger.unguaranteed:
+        if pinned and _short_of_unguaranteed(ledger, extra) > 0:
             return REASON_GUARANTEE
         if ledger.borrowed + extra <= ledger.pool - account.lendable():
             return REASON_QUOTA  # the pool lends it: only "share of a lender" refuses
@@ -511,6 +536,13 @@ class QuotaLedger:
         self.version += 1
         self.releases += 1
         self._ledger(accelerator).change(team, -gpus)
+
+
+def _short_of_unguaranteed(ledger: _AcceleratorLedger, beyond: int) -> int:
+    """Rule "pinned on unguaranteed" for `beyond` more GPUs of pinned work beyond its team's
+    guarantee: how many of them the GPUs nobody is guaranteed cannot hold beside the pinned work
+    already there (0: all, or none beyond the guarantee)."""
+    return max(0, ledger.pinned + beyond - ledger.unguaranteed) if beyond > 0 else 0
 
 
 def borrowers_rank(borrowed: int, guarantee_left: int, gpus: int) -> tuple[int, float]:

@@ -1407,6 +1407,27 @@ class _PlainLedger:
         own = self._lends(self.accounts[team, accelerator]) if (team, accelerator) in self.accounts else 0.0
         return max(0, math.floor(self._pool(accelerator) - own - self._loans(accelerator)))
 
+    def short_of_limit(self, team: str, accelerator: str, gpus: int) -> int:
+        """How many GPUs beyond its guarantee plus borrow limit `team` would hold with `gpus` more."""
+        if (team, accelerator) not in self.accounts:
+            return 0
+        account = self.accounts[team, accelerator]
+        return 0 if account.limit == math.inf else max(0, math.ceil(account.used + gpus - account.limit))
+
+    def short_of_pool(self, team: str, accelerator: str, gpus: int) -> int:
+        """How many of the GPUs `team` would borrow with `gpus` more other teams cannot lend it now."""
+        account = self._account(team, accelerator)
+        borrowing = account.used + gpus - max(account.used, account.guaranteed)
+        return max(0, max(0, borrowing) - self.lendable_to(team, accelerator))
+
+    def short_of_unguaranteed(self, team: str, accelerator: str, gpus: int) -> int:
+        """How many GPUs beyond those nobody is guaranteed pinned work would hold with `gpus` more
+        of `team`'s beyond its guarantee."""
+        account = self._account(team, accelerator)
+        beyond = max(0, account.used + gpus - max(account.used, account.guaranteed))
+        unguaranteed, pinned = self.unguaranteed(accelerator)
+        return max(0, pinned + beyond - unguaranteed) if beyond > 0 else 0
+
     def any_headroom(self) -> bool:
         """Whether some team uses less than its guarantee (of any accelerator)."""
         return any(account.used < account.guaranteed for account in self.accounts.values())

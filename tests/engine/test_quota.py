@@ -363,3 +363,39 @@ def test_the_share_rule_admits_exactly_the_loans_the_ledger_can_charge_to_lender
     for (lender, _), gpus in charged.items():
         if lender in lenders:
             assert gpus <= share * lenders[lender]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 16), st.integers(0, 16), st.integers(0, 16) | st.none()), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 12), st.booleans()), max_size=5),
+    st.integers(0, 3),
+    st.integers(1, 24),
+    st.booleans(),
+)
+def test_the_shortfalls_the_explanations_read_are_the_rules_admission_applies(
+    quotas: list[tuple[int, int, int | None]],
+    charges: list[tuple[int, int, bool]],
+    asking: int,
+    gpus: int,
+    pinned: bool,
+) -> None:
+    """`short_of_limit`, `short_of_pool` and `short_of_unguaranteed` (what blockers read) are above
+    0 exactly when `admit` refuses a loan for that rule (the reference engine's plain ledger states
+    them apart: `test_blockers.py` holds both engines' blockers equal)."""
+    teams = [f"t{index}" for index in range(4)]
+    rows = tuple(
+        Quota(teams[index], "a100", guaranteed, borrow, lend) for index, (guaranteed, borrow, lend) in enumerate(quotas)
+    )
+    ledger = QuotaLedger(rows, (), (), {"a100": 32})
+    for index, size, pin in charges:
+        ledger.charge(teams[index], "a100", size, pin)
+    team = teams[asking]
+    limit_short = ledger.short_of_limit(team, "a100", gpus)
+    pool_short = ledger.short_of_pool(team, "a100", gpus)
+    pinned_short = ledger.short_of_unguaranteed(team, "a100", gpus)
+    beyond = ledger.used(team, "a100") + gpus > ledger.guaranteed(team, "a100")
+    if beyond:  # a loan: the borrow limit, then the pool, then (pinned) the unguaranteed GPUs decide
+        admitted = ledger.admit(team, "a100", gpus, pinned) is not None
+        assert admitted == (limit_short == 0 and pool_short == 0 and (not pinned or pinned_short == 0))
+    else:
+        assert limit_short == pool_short == pinned_short == 0
