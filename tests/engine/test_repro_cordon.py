@@ -6,9 +6,12 @@ the fast engine plans it without failing, as the reference does."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduling.engine import (
     FleetState,
+    Grow,
     Job,
     Node,
     Plan,
@@ -18,6 +21,7 @@ from scheduling.engine import (
     Rejected,
     Reserve,
     Running,
+    Shrink,
     Snapshot,
     Started,
     Team,
@@ -134,3 +138,92 @@ def test_a_handover_evicting_a_victim_on_cordoned_nodes_plans_as_the_reference_d
         ("p", (("c", 1),), ("v",)),
     ]
     assert _cordoned(plan, snapshot) == []
+
+
+# The same contract on random fleets shaped like the reproducers: a few nodes, some cordoned under
+# running work (a cordoned node keeps its running jobs), elastic and spanning victims of low priority,
+# and heads that reserve because their class may not preempt, ahead of jobs that may. (The shared
+# strategies place no running work on a cordoned node.)
+SETTINGS = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def _run(draw: st.DrawFn, index: int, nodes: tuple[Node, ...], free: dict[str, int]) -> Running | None:
+    """A running job of low priority on one or two nodes with room (cordoned ones included)."""
+    spots = draw(st.lists(st.sampled_from([node.id for node in nodes]), min_size=1, max_size=2, unique=True))
+    allocation = tuple((node_id, draw(st.integers(1, free[node_id]))) for node_id in spots if free[node_id] > 0)
+    if not allocation:
+        return None
+    for node_id, gpus in allocation:
+        free[node_id] -= gpus
+    gpus = sum(on_node for _, on_node in allocation)
+    elastic = draw(st.booleans()) and gpus > 1
+    duration_s = draw(st.sampled_from((600.0, 3600.0)))
+    job = Job(
+        f"r{index}", draw(st.sampled_from(("t0", "t1"))), "training", draw(st.sampled_from((0, 1, 50))), True, "a100",
+        gpus, duration_s, 0.0, draw(st.sampled_from((None, duration_s * 2))), gpus // 2 if elastic else None,
+        gpus if elastic else None, draw(st.sampled_from((None, 300.0))),
+    )  # fmt: skip
+    progress_s = draw(st.sampled_from((0.01, 0.5, 0.98))) * duration_s
+    checkpoint_s = progress_s * draw(st.sampled_from((0.0, 0.9, 1.0)))
+    return Running(job, allocation, NOW - progress_s, progress_s, checkpoint_s, draw(st.booleans()))
+
+
+@st.composite
+def _cordoned_fleets(draw: st.DrawFn, least_cordoned: int = 1) -> Snapshot:
+    """Two to four nodes, at least `least_cordoned` of them cordoned (never all), up to four runs,
+    and up to four pending jobs of higher priority, some of which may not preempt."""
+    count = draw(st.integers(2, 4))
+    cordoned = draw(st.sets(st.integers(0, count - 1), min_size=least_cordoned, max_size=count - 1))
+    nodes = tuple(Node(f"n{i}", "p0", f"r{i // 2}", "a100", cordoned=i in cordoned) for i in range(count))
+    free = {node.id: 8 for node in nodes}
+    runs = [draw(_run(index, nodes, free)) for index in range(draw(st.integers(1, 4)))]
+    pending = tuple(
+        Job(
+            f"j{index}",
+            draw(st.sampled_from(("t0", "t1"))),
+            draw(st.sampled_from(("training", "training", "serving"))),
+            draw(st.sampled_from((5, 10, 100))),
+            True,
+            "a100",
+            draw(st.sampled_from((1, 4, 8, 16))),
+            600.0,
+            NOW - 100 + index,
+            1200.0,
+            may_preempt=draw(st.booleans()),
+        )
+        for index in range(draw(st.integers(1, 4)))
+    )
+    quotas = draw(st.sampled_from(((), (Quota("t0", "a100", 24, 10_000),), (Quota("t0", "a100", 16, 0),))))
+    policy = Policy(
+        preemption_grace_s=draw(st.sampled_from((0.0, 30.0))),
+        reservation_depth=draw(st.sampled_from((1, 2))),
+        topology_aware=draw(st.booleans()),
+    )
+    teams = (Team("t0", "d0"), Team("t1", "d0"))
+    return Snapshot(nodes, tuple(run for run in runs if run is not None), pending, teams, quotas, policy)
+
+
+@SETTINGS
+@given(_cordoned_fleets())
+def test_nothing_starts_grows_or_is_reserved_on_a_cordoned_node_and_both_engines_agree(snapshot: Snapshot) -> None:
+    plan = schedule(snapshot, NOW)
+
+    assert _cordoned(plan, snapshot) == []
+    cordoned = {node.id for node in snapshot.nodes if node.cordoned}
+    running_on = {run.job.id: dict(run.allocation) for run in snapshot.running}
+    for grow in plan.of_type(Grow):
+        added = {node for node, gpus in grow.allocation if gpus > running_on[grow.job_id].get(node, 0)}
+        assert not added & cordoned, grow
+    assert schedule_reference(snapshot, NOW, quirks=FAST_PATH_QUIRKS) == plan
+
+
+@SETTINGS
+@given(_cordoned_fleets(least_cordoned=0))
+def test_no_job_is_shrunk_on_a_node_reserved_earlier_in_the_plan(snapshot: Snapshot) -> None:
+    reserved: set[str] = set()
+    for action in schedule(snapshot, NOW).actions:
+        if isinstance(action, Reserve):
+            reserved |= set(action.node_ids)
+        elif isinstance(action, Shrink):
+            assert not reserved & {node for node, _ in action.allocation}, action
