@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from channels_redis.core import BoundedQueue, RedisChannelLayer
+from channels_redis.core import BoundedQueue, ChannelLock, RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 
 # Takes a message of its channel (True) or leaves it for the channel's inbox (False); must not block.
@@ -59,6 +59,7 @@ class FleetChannelLayer(RedisChannelLayer):
         self.sinks: dict[str, Sink] = {}
         self.waiting = 0
         self.reader: asyncio.Task[None] | None = None
+        self.reader_loop: asyncio.AbstractEventLoop | None = None
 
     def sink_add(self, channel: str, sink: Sink) -> None:
         """Hand the messages of a process-local ``channel`` to ``sink`` first, in the reader's
@@ -130,6 +131,13 @@ class FleetChannelLayer(RedisChannelLayer):
                 return
             if reader_loop.is_running():
                 raise RuntimeError("Two event loops are trying to receive() on one channel layer at once!")
+        if self.reader_loop is not loop:
+            # A loop that ended (a test's, an async_to_sync call's) may have left a backup queue's
+            # lock held, its cleaner never run: that lock belongs to the dead loop. The backup
+            # itself goes back to the queue at the next pop, so nothing is lost.
+            self.receive_clean_locks = ChannelLock()
+            self.receive_cleaners: list[asyncio.Task[Any]] = []
+            self.reader_loop = loop
         self.reader = loop.create_task(self._read(process_channel))
 
     def _reader_stop(self) -> None:
