@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from django.db.models import F, Q
@@ -42,6 +42,20 @@ from scheduling.services.jobs import fleet_now_s
 
 if TYPE_CHECKING:
     from scheduling.selectors import JobRow
+
+
+class EstimatedJob(Protocol):
+    """What an estimate's range reads of a job: a `Job` or a listed row (`scheduling.listed`)."""
+
+    @property
+    def pk(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def first_estimate_s(self) -> float | None: ...
+    @property
+    def first_estimate_at_s(self) -> float | None: ...
+
 
 CALIBRATION_KEY = "fleetline:estimate-calibration"
 BULK_BATCH = 500
@@ -146,7 +160,9 @@ class EstimateView:
         return self.estimated_start_s - self.first_estimate_s
 
 
-def estimate_view(*, job: Job, wait: JobWait | None, now_s: float, calibration: Calibration) -> EstimateView | None:
+def estimate_view(
+    *, job: EstimatedJob, wait: JobWait | None, now_s: float, calibration: Calibration
+) -> EstimateView | None:
     """The range and movement of a pending job's estimate (None without an estimate)."""
     if wait is None or wait.estimated_start_s is None:
         return None
@@ -161,7 +177,7 @@ def estimate_view(*, job: Job, wait: JobWait | None, now_s: float, calibration: 
 
 
 def estimate_views_for(
-    *, jobs: Iterable[Job], waits: Mapping[int, JobWait], now_s: float | None = None
+    *, jobs: Iterable[EstimatedJob], waits: Mapping[int, JobWait], now_s: float | None = None
 ) -> dict[int, EstimateView]:
     """`estimate_view` of each pending job with an estimate; the calibration (and the fleet clock
     when `now_s` is not given) read once, and only when some job has an estimate."""

@@ -17,6 +17,7 @@ from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
 from scheduling.engine.serving import DEFAULT_SLO_S, Attainment, ReplicaRecord, slo_attainment
+from scheduling.listed import ListedJob, listed_jobs, listed_values
 from scheduling.live.waits import JobWait, job_waits_for
 from scheduling.models import Allocation, FleetSample, Job, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
@@ -81,13 +82,13 @@ class JobRow:
     """A job as the pages list it: the row, and for a pending job why it waits and when it should
     start, as the latest cycle saw it (``None`` for a job in any other state)."""
 
-    job: Job
+    job: Job | ListedJob
     wait: JobWait | None
     # How far its estimate can be trusted, where a page shows it (`scheduling.estimates`).
     estimate: EstimateView | None = None
 
 
-def job_rows(*, jobs: Iterable[Job]) -> list[JobRow]:
+def job_rows(*, jobs: Iterable[Job | ListedJob]) -> list[JobRow]:
     """Each job with its wait, read in one Redis call for all the pending ones."""
     jobs = list(jobs)
     waits = job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
@@ -96,12 +97,8 @@ def job_rows(*, jobs: Iterable[Job]) -> list[JobRow]:
 
 def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[JobRow]:
     """The team's queued jobs, oldest first, each with its wait."""
-    jobs = (
-        Job.objects.filter(team=team, state=Job.State.PENDING)
-        .select_related("accelerator_type", "priority_class")
-        .order_by("submit_s", "id")[:limit]
-    )
-    return job_rows(jobs=jobs)
+    jobs = Job.objects.filter(team=team, state=Job.State.PENDING).order_by("submit_s", "id")
+    return job_rows(jobs=listed_jobs(listed_values(jobs)[:limit]))
 
 
 def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:
@@ -109,8 +106,8 @@ def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:
     return list(SchedulerEvent.objects.filter(job=job).select_related("node").order_by("-id")[:limit])
 
 
-def job_nodes(*, job: Job) -> list[tuple[str, int]]:
-    return list(Allocation.objects.filter(job=job).order_by("node__name").values_list("node__name", "gpus"))
+def job_nodes(*, job: Job | ListedJob) -> list[tuple[str, int]]:
+    return list(Allocation.objects.filter(job_id=job.pk).order_by("node__name").values_list("node__name", "gpus"))
 
 
 def fleet_samples_recent(*, limit: int = 300) -> list[FleetSample]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from core.charts import KindSeries, team_usage_figure, usage_summary_text
+from scheduling.listed import ListedJob
 from scheduling.models import Job
 from scheduling.selectors import (
     fairshare_standings,
@@ -29,7 +30,7 @@ from tenants.selectors import QuotaRow
 class QueuedJob:
     """A job in a team's queue, with why it waits and when it should start, in words."""
 
-    job: Job
+    job: Job | ListedJob
     why: str  # safe HTML: the job ahead is a link
     starts: str
     estimated_start_s: float | None = None  # for the page to count down to

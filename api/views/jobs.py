@@ -4,6 +4,7 @@ cancel, and the job's events."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, cast
 
 import redis
@@ -26,6 +27,7 @@ from core.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.estimates import EstimateView, estimate_views_for
 from scheduling.filters import JobFilter
 from scheduling.limits import MAX_COMMAND_CHARS
+from scheduling.listed import ListedJob, listed_from, listed_jobs, listed_values
 from scheduling.live.explanations import wait_text
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, AcceleratorType, Job, JobKind, Level, SchedulerEvent
@@ -129,18 +131,19 @@ class JobOutput(serializers.Serializer):
     first_estimate = serializers.SerializerMethodField()
     pending = serializers.SerializerMethodField()
 
-    def to_representation(self, job: Job) -> dict[str, Any]:
+    def to_representation(self, instance: Job | ListedJob) -> dict[str, Any]:
         """What the declared fields give (``tests/api/test_job_output.py`` holds the two to one
         answer), read straight off the row: DRF's walk over 27 field objects cost more CPU than
-        the rest of a job's detail request."""
+        the rest of a job's detail request. The list reads its rows lean (`ListedJob`)."""
+        job = instance if isinstance(instance, ListedJob) else listed_from(instance)
         return {
             "id": job.pk,
             "name": job.name,
-            "team": job.team.slug,
-            "submitted_by": self.get_submitted_by(job),
+            "team": job.team_slug,
+            "submitted_by": job.submitted_by_username,
             "kind": job.kind,
-            "priority_class": job.priority_class.name,
-            "accelerator": job.accelerator_type.name,
+            "priority_class": job.priority_class_name,
+            "accelerator": job.accelerator_name,
             "gpus": job.gpus,
             "min_gpus": job.min_gpus,
             "max_gpus": job.max_gpus,
@@ -171,7 +174,7 @@ class JobOutput(serializers.Serializer):
         return job.submitted_by.get_username() if job.submitted_by_id and job.submitted_by else None
 
     @extend_schema_field(FirstEstimateOutput(allow_null=True))
-    def get_first_estimate(self, job: Job) -> dict[str, Any] | None:
+    def get_first_estimate(self, job: Job | ListedJob) -> dict[str, Any] | None:
         """What the job was first told when it waited, for seeing how far its estimate moved."""
         if job.first_estimate_at_s is None:
             return None
@@ -183,7 +186,7 @@ class JobOutput(serializers.Serializer):
         }
 
     @extend_schema_field(PendingOutput(allow_null=True))
-    def get_pending(self, job: Job) -> dict[str, Any] | None:
+    def get_pending(self, job: Job | ListedJob) -> dict[str, Any] | None:
         info: JobWait | None = self.context.get("pending", {}).get(job.pk)
         if job.state != Job.State.PENDING or info is None:
             return None
@@ -252,17 +255,17 @@ class EventOutput(serializers.Serializer):
 class JobDetailOutput(JobOutput):
     nodes = serializers.SerializerMethodField()
 
-    def to_representation(self, job: Job) -> dict[str, Any]:
-        return {**super().to_representation(job), "nodes": self.get_nodes(job)}
+    def to_representation(self, instance: Job | ListedJob) -> dict[str, Any]:
+        return {**super().to_representation(instance), "nodes": self.get_nodes(instance)}
 
     @extend_schema_field(
         serializers.ListField(child=serializers.DictField(), help_text='[{"node": name, "gpus": n}, ...]')
     )
-    def get_nodes(self, job: Job) -> list[dict[str, Any]]:
+    def get_nodes(self, job: Job | ListedJob) -> list[dict[str, Any]]:
         return [{"node": name, "gpus": gpus} for name, gpus in job_nodes(job=job)]
 
 
-def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
+def pending_for(jobs: Sequence[Job | ListedJob]) -> dict[int, JobWait]:
     """Pending reasons live in Redis: without it the jobs are still listed, with no reason."""
     try:
         return job_waits_for(job_ids=[job.pk for job in jobs if job.state == Job.State.PENDING])
@@ -271,7 +274,7 @@ def pending_for(jobs: list[Job]) -> dict[int, JobWait]:
         return {}
 
 
-def estimates_for(jobs: list[Job], waits: dict[int, JobWait]) -> dict[int, EstimateView]:
+def estimates_for(jobs: Sequence[Job | ListedJob], waits: dict[int, JobWait]) -> dict[int, EstimateView]:
     """The likely range of each estimate: without Redis, none (the estimates are listed alone)."""
     try:
         return estimate_views_for(jobs=jobs, waits=waits)
@@ -386,15 +389,18 @@ class JobViewSet(ApiViewSet):
             return [ApiSubmitThrottle()]
         return super().get_throttles()
 
-    def _render(self, jobs: list[Job], *, output: type[JobOutput] = JobOutput, pending: Any = None) -> Any:
+    def _render(
+        self, jobs: Sequence[Job | ListedJob], *, output: type[JobOutput] = JobOutput, pending: Any = None
+    ) -> Any:
         waits = pending_for(jobs) if pending is None else pending
         context = {"pending": waits, "estimates": estimates_for(jobs, waits)}
         return output(jobs, many=True, context=context).data
 
     @extend_schema(responses=JobOutput(many=True), summary="Jobs you may see, newest first")
     def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(self._render(list(page or [])))
+        # Lean: the listed columns as values() rows, their related names joined (`scheduling.listed`).
+        page = self.paginate_queryset(listed_values(self.filter_queryset(self.get_queryset())))
+        return self.get_paginated_response(self._render(listed_jobs(page or [])))
 
     @extend_schema(responses=JobDetailOutput, summary="One job, with its pending reason and placement")
     def retrieve(self, request: Request, pk: str) -> Response:

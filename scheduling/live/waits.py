@@ -168,13 +168,13 @@ class _LatestDocument:
     """The latest waits document this process decoded, by its token (none without a token)."""
 
     def __init__(self) -> None:
-        self.kept: tuple[bytes, dict[str, Any]] | None = None
+        self.kept: tuple[bytes | str, dict[str, Any]] | None = None
 
-    def get(self, version: bytes | None) -> dict[str, Any] | None:
+    def get(self, version: bytes | str | None) -> dict[str, Any] | None:
         kept = self.kept
         return kept[1] if version is not None and kept is not None and kept[0] == version else None
 
-    def keep(self, version: bytes | None, document: dict[str, Any]) -> None:
+    def keep(self, version: bytes | str | None, document: dict[str, Any]) -> None:
         self.kept = None if version is None else (version, document)
 
 

@@ -1,0 +1,101 @@
+"""Jobs as the lists show them (the jobs page and the API's job list), read lean: the columns the
+lists print, their team's, priority class's, accelerator's and submitter's names joined in the
+same query, as ``values()`` rows made into `ListedJob` records, never model instances with four
+related instances each. A list of any length costs the same few queries (a page's rows, and one
+Redis read for the waits of the pending ones).
+
+Each field is the `Job` attribute of the same name (``priority_class_name`` for
+``job.priority_class.name`` and so on), so the pages' filters and the estimates read either.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.db.models import QuerySet
+
+from scheduling.models import Job
+
+# Related names, by the field of `ListedJob` that holds them.
+_RELATED = {
+    "team_name": "team__name",
+    "team_slug": "team__slug",
+    "priority_class_name": "priority_class__name",
+    "accelerator_name": "accelerator_type__name",
+    "submitted_by_username": "submitted_by__username",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    id: int
+    name: str
+    kind: str
+    state: str
+    team_id: int
+    gpus: int
+    min_gpus: int | None
+    max_gpus: int | None
+    duration_s: float
+    time_limit_s: float | None
+    checkpoint_interval_s: float | None
+    checkpoint_gb: float
+    checkpoint_on_preempt: bool
+    required_level: str
+    preferred_level: str
+    submit_s: float
+    started_s: float | None
+    finished_s: float | None
+    placement_level: str
+    borrowing: bool
+    restarts: int
+    command: str
+    cluster_account: str
+    exit_code: int | None
+    created_at: datetime.datetime
+    first_estimate_at_s: float | None
+    first_estimate_s: float | None
+    first_estimate_low_s: float | None
+    first_estimate_high_s: float | None
+    team_name: str
+    team_slug: str
+    priority_class_name: str
+    accelerator_name: str
+    submitted_by_username: str | None
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    def get_state_display(self) -> str:
+        return str(Job.State(self.state).label)
+
+
+LISTED_FIELDS = tuple(field.name for field in fields(ListedJob))
+# The ``values()`` names of those fields, in their order.
+LISTED_COLUMNS = tuple(_RELATED.get(name, name) for name in LISTED_FIELDS)
+
+
+def listed_values(jobs: QuerySet[Job]) -> QuerySet[Job, dict[str, Any]]:
+    """``jobs`` as ``values()`` rows of the listed columns (filter, order and slice them as ``jobs``)."""
+    return jobs.values(*LISTED_COLUMNS)
+
+
+def listed_jobs(rows: Any) -> list[ListedJob]:
+    """The ``listed_values`` rows as records."""
+    return [ListedJob(*(row[column] for column in LISTED_COLUMNS)) for row in rows]
+
+
+def listed_from(job: Job) -> ListedJob:
+    """The record of a job read as a model instance (with its related rows), as a list reads it."""
+    own = {name: getattr(job, name) for name in LISTED_FIELDS if name not in _RELATED}
+    return ListedJob(
+        **own,
+        team_name=job.team.name,
+        team_slug=job.team.slug,
+        priority_class_name=job.priority_class.name,
+        accelerator_name=job.accelerator_type.name,
+        submitted_by_username=job.submitted_by.get_username() if job.submitted_by_id and job.submitted_by else None,
+    )

@@ -1,0 +1,97 @@
+"""The pages and the API call that list jobs read them lean: each costs the same number of
+queries with 5 jobs as with 200, whoever asks (a member sees their team's jobs, a fleet admin
+everyone's), and shows the jobs it is asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from scheduling.models import Job
+from tests.api.conftest import People
+
+pytestmark = pytest.mark.django_db
+
+SMALL, LARGE = 5, 200
+
+
+def _jobs(people: People, count: int) -> None:
+    """``count`` jobs in all, of three sizes, more than the fleet holds: the first ticks' starts
+    run, the rest wait with their reasons stored; some submitted by the member."""
+    fleet = people.fleet
+    for i in range(Job.objects.count(), count):
+        fleet.submit(gpus=(8, 16, 4)[i % 3], name=f"job-{i}", time_limit_s=7200.0)
+    Job.objects.filter(name__endswith="0").update(submitted_by=people.member)
+    fleet.tick()
+
+
+def _queries(call: Callable[[], Any]) -> int:
+    call()  # anything cached per process (the waits document, the calibration) is read once
+    with CaptureQueriesContext(connection) as queries:
+        call()
+    return len(queries)
+
+
+def _page(people: People, who: str, path: str) -> Callable[[], Any]:
+    client = Client()
+    client.force_login(getattr(people, who))
+
+    def get() -> Any:
+        response = client.get(path, secure=True)
+        assert response.status_code == 200
+        return response
+
+    return get
+
+
+def _api(people: People, who: str, path: str) -> Callable[[], Any]:
+    client = people.client(who)
+
+    def get() -> Any:
+        response = client.get(path)
+        assert response.status_code == 200
+        return response
+
+    return get
+
+
+@pytest.mark.parametrize("who", ["member", "admin"])
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("dashboard", lambda people, who: _page(people, who, "/")),
+        ("jobs page", lambda people, who: _page(people, who, "/jobs/?show=all")),
+        ("jobs page sorted by team", lambda people, who: _page(people, who, "/jobs/?show=all&sort=team")),
+        ("jobs page rows", lambda people, who: _page(people, who, "/jobs/?part=rows")),
+        ("team page", lambda people, who: _page(people, "lead" if who == "member" else who, "/teams/fleet-team/")),
+        ("API job list", lambda people, who: _api(people, who, "/api/v1/jobs/?page_size=500")),
+    ],
+)
+def test_each_list_costs_the_same_queries_whatever_the_number_of_jobs(
+    people: People, name: str, make: Callable[[People, str], Callable[[], Any]], who: str
+) -> None:
+    people.fleet.team.slug = "fleet-team"
+    people.fleet.team.save()
+    call = make(people, who)
+    _jobs(people, SMALL)
+    small = _queries(call)
+    _jobs(people, LARGE)
+    large = _queries(call)
+
+    assert large == small, f"{name}: {small} queries with {SMALL} jobs, {large} with {LARGE}"
+
+
+def test_the_lean_lists_show_every_job_asked_for(people: People) -> None:
+    _jobs(people, 60)
+    listed = _api(people, "member", "/api/v1/jobs/?page_size=500")().json()["results"]
+    assert len(listed) == 60
+    assert {job["state"] for job in listed} >= {"running", "pending"}
+    assert any(job["pending"] for job in listed)
+    page = _page(people, "member", "/jobs/?show=all")().content.decode()
+    assert page.count('<tr id="job-') == 50  # a page of the list
+    assert 'href="/jobs/' in page and "job-59" in page
