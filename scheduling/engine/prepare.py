@@ -128,10 +128,7 @@ def running_totals(running: Iterable[Running], now: float, penalty: RunPenalty |
     counted into a fresh `RunningBook`; `FleetState` keeps one between cycles instead.
     """
     runs = tuple(running)
-    book = RunningBook()
-    for run in runs:
-        book.count(run.job, run.gpus, run.borrowing, run.grace_until_s is not None, 1)
-    return book.totals(runs, now, penalty)
+    return RunningBook.of(runs).totals(runs, now, penalty)
 
 
 class RunningBook:
@@ -201,6 +198,37 @@ class RunningBook:
                 _add(self.bounded, accelerator, delta)
             if not job.preemptible:
                 _add(self.pinned, key, delta)
+
+    @classmethod
+    def of(cls, runs: Iterable[Running]) -> RunningBook:
+        """A fresh book with `runs` counted in (`count` with `sign` 1 for each).
+
+        Fast path: one loop with the book's maps in local names, entries that sum to 0 dropped at
+        the end (a cycle on a snapshot without a kept book counts every running job: 24,000 calls
+        of `count` were a tenth of the 16,384-node cycle's preparation); plain: `count` per run
+        (`test_fast_paths.py::test_a_book_counted_in_one_loop_equals_one_counted_run_by_run`)."""
+        book = cls()
+        usage, runs_of, evicting, leaving = book.usage, book.runs, book.evicting, book.leaving
+        elastic, preemptible = book.elastic, book.preemptible
+        for run in runs:
+            job, gpus = run.job, run.gpus
+            key = (job.team, job.accelerator)
+            runs_of[key] = runs_of.get(key, 0) + 1
+            usage[key] = usage.get(key, 0) + gpus
+            accelerator = key[1]
+            if run.grace_until_s is not None:
+                evicting[key] = evicting.get(key, 0) + gpus
+                leaving[accelerator] = leaving.get(accelerator, 0) + gpus
+                continue
+            if job.max_gpus is not None:
+                elastic[accelerator] = elastic.get(accelerator, 0) + 1
+            if job.preemptible:
+                by_priority = preemptible.setdefault(accelerator, {})
+                by_priority[job.priority] = by_priority.get(job.priority, 0) + gpus
+            if run.borrowing:
+                _count_loan(book, job, key, gpus)
+        _drop_zeros(book)
+        return book
 
     def copy(self, running: tuple[Running, ...]) -> RunningBook:
         """A copy of the book for a snapshot whose running jobs are `running`."""
@@ -456,6 +484,28 @@ def _unline(
     for position, event in enumerate(events):
         at = bisect_left(keys, (event[0], place, position))
         del keys[at], line[at]
+
+
+def _count_loan(book: RunningBook, job: Job, key: Key, gpus: int) -> None:
+    """`RunningBook.of`: a loan of `gpus` GPUs of `job` (not leaving) counted in."""
+    accelerator = key[1]
+    book.borrowing[accelerator] = book.borrowing.get(accelerator, 0) + gpus
+    if bounded_loss(job):
+        book.bounded[accelerator] = book.bounded.get(accelerator, 0) + gpus
+    if not job.preemptible:
+        book.pinned[key] = book.pinned.get(key, 0) + gpus
+
+
+def _drop_zeros(book: RunningBook) -> None:
+    """The entries of `book` that sum to 0, which `count` never keeps, dropped (`RunningBook.of`)."""
+    for counts in (book.evicting, book.leaving, book.elastic, book.borrowing, book.bounded, book.pinned):
+        for key in [key for key, value in counts.items() if not value]:
+            del counts[key]
+    for accelerator, by_priority in list(book.preemptible.items()):
+        for priority in [priority for priority, value in by_priority.items() if not value]:
+            del by_priority[priority]
+        if not by_priority:
+            del book.preemptible[accelerator]
 
 
 def _add(counts: dict[_T, int], key: _T, delta: int) -> None:

@@ -52,7 +52,14 @@ from scheduling.engine.plan import (
     pending_status,
 )
 from scheduling.engine.preemption import Victims, candidate_of, partial_reclaim_takes
-from scheduling.engine.prepare import KeptReleases, KeptTotals, RunPenalty, prepare_cycle, running_totals
+from scheduling.engine.prepare import (
+    KeptReleases,
+    KeptTotals,
+    RunningBook,
+    RunPenalty,
+    prepare_cycle,
+    running_totals,
+)
 from scheduling.engine.quota import QuotaLedger
 from scheduling.engine.reclaim import Reclaimer, keeps_guarantees, spare_gpus
 from scheduling.engine.runs import all_running_at, anchored_release_s
@@ -95,6 +102,17 @@ def _plain_release_events(snapshot: Snapshot, now: float) -> list[tuple[float, s
 
 def _maps(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, str]]:
     return {node.id: node.rack_key for node in snapshot.nodes}, {node.id: node.pod for node in snapshot.nodes}
+
+
+@SETTINGS
+@given(gang_snapshots(max_running=12))
+def test_a_book_counted_in_one_loop_equals_one_counted_run_by_run(snapshot: Snapshot) -> None:
+    plain = RunningBook()
+    for run in snapshot.running:
+        plain.count(run.job, run.gpus, run.borrowing, run.grace_until_s is not None, 1)
+    fast = RunningBook.of(snapshot.running)
+    for part in ("usage", "runs", "evicting", "leaving", "preemptible", "borrowing", "bounded", "pinned", "elastic"):
+        assert getattr(fast, part) == getattr(plain, part), part
 
 
 @SETTINGS
