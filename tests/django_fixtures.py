@@ -144,27 +144,67 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class AsgiServers:
+    """Daphne serving the whole ASGI application (HTTP and websockets), kept running from one test
+    to the next while the environment asked for stays the same: a server's start and stop cost a
+    few seconds each on a busy two-core machine, and it keeps nothing of its own between requests
+    (sessions, the tables and the channel layer are the test's, flushed or emptied between tests).
+    A test asking for another environment gets a fresh server, the previous one stopped."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._env: dict[str, str] = {}
+        self._url = ""
+
+    def serving(self, env: dict[str, str]) -> str:
+        """The base URL of a running server started with ``env`` (but for the name of the test
+        that pytest keeps in PYTEST_CURRENT_TEST, which the server never reads)."""
+        env = {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}
+        if self._process is not None and (self._env != env or self._process.poll() is not None):
+            self.stop()
+        if self._process is None:
+            self._url = self._start(env)
+            self._env = dict(env)
+        return self._url
+
+    def _start(self, env: dict[str, str]) -> str:
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            cwd=ROOT,
+            env=env,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    _stop(process)
+                    pytest.fail("the ASGI server did not come up")
+                time.sleep(0.1)
+        self._process = process
+        return f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self._process is not None:
+            _stop(self._process)
+            self._process = None
+
+
+@pytest.fixture(scope="session")
+def asgi_servers(children_disconnected: None) -> Iterator[AsgiServers]:
+    """The session's Daphne, stopped at its end (before the test database's sessions are ended)."""
+    servers = AsgiServers()
+    yield servers
+    servers.stop()
+
+
 @pytest.fixture
-def asgi_server(subprocess_env: dict[str, str]) -> Iterator[str]:
-    """Daphne serving the whole ASGI application (HTTP and websockets); yields its base URL."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-        cwd=ROOT,
-        env=subprocess_env,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                _stop(process)
-                pytest.fail("the ASGI server did not come up")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    _stop(process)
+def asgi_server(subprocess_env: dict[str, str], asgi_servers: AsgiServers) -> str:
+    """Daphne serving the whole ASGI application on the test database; yields its base URL."""
+    return asgi_servers.serving(subprocess_env)
 
 
 @pytest.fixture(autouse=True)
