@@ -283,7 +283,7 @@ def reservation_start(  # noqa: PLR0913 (the last two: what the fast engine's cy
         max_level = gang_level_now(pool, held, profile, job, policy, now, owed)
     found = earliest(pool, held, profile, job.gpus, max_level=max_level, topology_aware=policy.topology_aware)
     narrow = None if found is None else ReservationStart(found.start_s, found.node_ids, max_level)
-    own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed)
+    own_level, spread_after_s = job.required_level or "fleet", patience_s(policy, owed, job.requeued_by_failure)
     if spread_after_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= pool.gpus_per_node:
         return narrow
     if max_level != gang_level(pool, job, policy, now, owed):  # held within one pod

@@ -1,4 +1,5 @@
-"""Queue order: priority class, then fair share with age, then the within-team policy, then job id."""
+"""Queue order: priority class, then the gangs requeued by a node failure, then fair share with age,
+then the within-team policy, then job id."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ def order_jobs(
     Without one (`age_weight` 0), a team's jobs share its score and the within-team order ranks
     them all, after the jobs that waited `max_age_s` (so that none starves behind shorter ones).
 
+    Whatever the order, the jobs a node failure requeued (`Job.requeued_by_failure`) go first
+    within their class, in that order among themselves (`failed_first`): work a failure
+    interrupted gets its place back before new work takes it, and nothing else moves.
+
     Class and score make one number per job, sorted by `sort_by_numbers`; without an age term, by
     `_sort_by_team_score`, or, given the queue `kept` in within-team order by whoever queued the
     jobs (`KeptQueue`, `FleetState`), from it (fast path; plain: sorting `jobs`).
@@ -41,16 +46,28 @@ def order_jobs(
     if kept is not None:
         ordered = kept.order(jobs, policy, priorities, now)
         if ordered is not None:
-            return ordered
+            return failed_first(ordered) if kept.queue.failed else ordered
     queue = list(jobs)
     if _aged_first(policy):
         _sort_by_team_score(queue, policy, priorities, now)
     else:
         sort_by_numbers(queue, _numbers(queue, policy, priorities, now), _tiebreak(policy), reverse=True)
+    return failed_first(queue) if True in map(_FAILED, queue) else queue
+
+
+def failed_first(queue: list[Job]) -> list[Job]:
+    """`queue` (in class order, highest first) with the jobs requeued by a node failure moved ahead
+    of the others of their class, each part in queue order (a stable sort: nothing else moves)."""
+    queue.sort(key=_class_then_failed)
     return queue
 
 
+def _class_then_failed(job: Job) -> tuple[int, bool]:
+    return (-job.priority, not job.requeued_by_failure)
+
+
 _SUBMIT, _PRIORITY, _TEAM = attrgetter("submit_s"), attrgetter("priority"), attrgetter("team")
+_FAILED = attrgetter("requeued_by_failure")
 
 
 def sort_by_number(
@@ -178,21 +195,24 @@ def kept_by_team(policy: Policy) -> bool | None:
 class KeptQueue:
     """The pending jobs of each priority class (and team, `by_team`) in within-team order
     (`tiebreak_fields`, all fixed while a job waits), kept as jobs join and leave the queue (by
-    `FleetState`), so that a cycle orders its queue without sorting it (`QueueView.order`).
+    `FleetState`), so that a cycle orders its queue without sorting it (`QueueView.order`), and how
+    many of them a node failure requeued (`failed`: only then does `order_jobs` move them).
 
     Fast path: sorting a queue of a few hundred jobs on tuples of its tie-break fields was the
     largest part of a cycle's order step; plain: `order_jobs` without it, which sorts
     (`test_ordering.py::test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does`)."""
 
-    __slots__ = ("fields", "by_team", "tiebreak", "groups", "version")
+    __slots__ = ("fields", "by_team", "tiebreak", "groups", "version", "failed")
 
     def __init__(self, fields: tuple[str, ...], by_team: bool, jobs: Iterable[Job]) -> None:
         self.fields, self.by_team = fields, by_team
         self.tiebreak = attrgetter(*fields)
         self.groups: dict[tuple[int, str], _Group] = {}
         self.version = 0  # bumped at every change, so that a view of an older queue is told apart
+        self.failed = 0
         for job in sorted(jobs, key=self.tiebreak):
             self._group_of(job).jobs.append(job)
+            self.failed += job.requeued_by_failure
         for group in self.groups.values():
             group.submits = sorted(map(_SUBMIT, group.jobs))
 
@@ -211,6 +231,7 @@ class KeptQueue:
         insort(group.jobs, job, key=self.tiebreak)
         insort(group.submits, job.submit_s)
         group.split = None
+        self.failed += job.requeued_by_failure
         self.version += 1
 
     def remove(self, job: Job) -> None:
@@ -220,6 +241,7 @@ class KeptQueue:
         del group.jobs[bisect_left(group.jobs, self.tiebreak(job), key=self.tiebreak)]  # (the id makes it unique)
         del group.submits[bisect_left(group.submits, job.submit_s)]
         group.split = None
+        self.failed -= job.requeued_by_failure
         if not group.jobs:
             del self.groups[key]
         self.version += 1

@@ -206,7 +206,7 @@ def gang_level(pool: AcceleratorPool, job: Job, policy: Policy, now: float, owed
     few switches before taking any. Serving is latency-sensitive: it takes the first placement it
     can get."""
     level = job.required_level or "fleet"
-    spread_after_s = patience_s(policy, owed)
+    spread_after_s = patience_s(policy, owed, job.requeued_by_failure)
     if not policy.topology_aware or job.kind == "serving":  # serving starts where it can: latency first
         return level
     if spread_after_s is not None and now - job.submit_s >= spread_after_s:
@@ -222,11 +222,15 @@ def narrowest_level(pool: AcceleratorPool, gpus: int, level: str) -> str:
     return narrower("pod", level) if count <= pool.pod_nodes_max else level
 
 
-def patience_s(policy: Policy, owed: bool) -> float | None:
-    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or for a gang
-    of a team below its guarantee (`owed`) the lower of it and `Policy.guarantee_spread_after_s`
-    (None: no bound)."""
-    bounds = [policy.gang_spread_after_s, policy.guarantee_spread_after_s if owed else None]
+def patience_s(policy: Policy, owed: bool, failed: bool = False) -> float | None:
+    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or the lowest of
+    it, `Policy.guarantee_spread_after_s` for a gang of a team below its guarantee (`owed`) and
+    `Policy.failure_spread_after_s` for a gang a node failure requeued (`failed`) (None: no bound)."""
+    bounds = [
+        policy.gang_spread_after_s,
+        policy.guarantee_spread_after_s if owed else None,
+        policy.failure_spread_after_s if failed else None,
+    ]
     return min((bound for bound in bounds if bound is not None), default=None)
 
 

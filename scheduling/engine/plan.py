@@ -73,6 +73,12 @@ class Reserve:
     start_s: float
 
 
+# The reasons a gang is requeued by a node failure: its node died, or lost the GPUs it used (or
+# was found slow, which the gang leaves). Such a gang is queued as `Job.requeued_by_failure`.
+NODE_FAILED, NODE_DEGRADED = "node-failed", "node-degraded"
+FAILURE_REASONS: frozenset[str] = frozenset({NODE_FAILED, NODE_DEGRADED})
+
+
 @dataclass(frozen=True, slots=True)
 class Requeue:
     job_id: str

@@ -54,7 +54,7 @@ from .backfill import (
 from .capacity import AcceleratorPool, CapacityIndex, level_of
 from .cycle_state import Budgets, Decisions, Fruitless, Memo, SearchKey, Statement, Walked
 from .model import Job, Policy, Running
-from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes
+from .placement import Fit, could_fit_by_shape, narrowest_level, pack_whole_nodes, patience_s
 from .plan import Allocation, Preempt, Shrink
 from .preemption import (
     Candidate,
@@ -332,7 +332,8 @@ class Reclaimer:
             if kept is None or kept[0] != version:
                 kept = self.memo.owed[key] = (version, self.owed(job))
             owed = kept[1]
-        spread_after_s = self.patience[owed]
+        # A gang a node failure requeued has a patience of its own (`patience_s`; rare: asked only then).
+        spread_after_s = patience_s(policy, owed, True) if job.requeued_by_failure else self.patience[owed]
         if spread_after_s is None or self.now - job.submit_s < spread_after_s:
             return narrowest_level(pool, job.gpus, level)
         if self.can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):

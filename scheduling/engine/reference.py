@@ -228,17 +228,25 @@ class _ReferenceCycle:
         return [run for run in running if run.job.id not in requeued]
 
     def queue(self) -> list[Job]:
-        """Step 3: higher priority class first. Shortest limit first (`queue_order`): then the jobs
-        that waited `max_age_s`, then the shortest time limit, submit time and id. Else (with fair
-        share) the higher score: the team's fair-share priority plus `age_weight` x the wait over
-        `max_age_s` (at most the weight); then, without an age weight, the jobs that waited
-        `max_age_s`; then the within-team order, submit time and id."""
+        """Step 3: higher priority class first; within it, the jobs a node failure requeued first.
+        Shortest limit first (`queue_order`): then the jobs that waited `max_age_s`, then the
+        shortest time limit, submit time and id. Else (with fair share) the higher score: the team's
+        fair-share priority plus `age_weight` x the wait over `max_age_s` (at most the weight); then,
+        without an age weight, the jobs that waited `max_age_s`; then the within-team order, submit
+        time and id."""
         policy, now, snapshot = self.policy, self.now, self.snapshot
         if policy.queue_order == "shortest_limit":
             oldest = now - policy.max_age_s
             return sorted(
                 snapshot.pending,
-                key=lambda job: (-job.priority, job.submit_s > oldest, job.estimate_s, job.submit_s, job.id),
+                key=lambda job: (
+                    -job.priority,
+                    not job.requeued_by_failure,
+                    job.submit_s > oldest,
+                    job.estimate_s,
+                    job.submit_s,
+                    job.id,
+                ),
             )
         priorities = _fairshare_priorities(snapshot) if policy.fairshare else {}
         weight = max(0.0, policy.age_weight)
@@ -264,7 +272,16 @@ class _ReferenceCycle:
             return aged_first and job.submit_s > now - policy.max_age_s
 
         return sorted(
-            snapshot.pending, key=lambda job: (-score(job), young(job), within_team(job), job.submit_s, job.id)
+            snapshot.pending,
+            key=lambda job: (
+                -job.priority,
+                not job.requeued_by_failure,
+                -score(job),
+                young(job),
+                within_team(job),
+                job.submit_s,
+                job.id,
+            ),
         )
 
     def keep_domains_for_gangs(self, queue: list[Job]) -> None:
@@ -374,7 +391,7 @@ class _ReferenceCycle:
         `owed`: its team uses less than its guarantee), as Slurm's `--switches=count@max-time`.
         Serving takes the first placement it can get (latency first)."""
         level = job.required_level or "fleet"
-        patience_s = _patience_s(self.policy, owed)
+        patience_s = _patience_s(self.policy, owed, job.requeued_by_failure)
         if not self.policy.topology_aware or job.kind == "serving":
             return level
         if patience_s is not None and self.now - job.submit_s >= patience_s:
@@ -1183,7 +1200,7 @@ class _ReferenceCycle:
         max_level = self._gang_level(job, can_reserve=True)
         found = self._earliest_start(accelerator, job.gpus, max_level, aware=policy.topology_aware)
         narrow = None if found is None else (found[0], found[1], max_level)
-        own_level, patience_s = job.required_level or "fleet", _patience_s(policy, owed)
+        own_level, patience_s = job.required_level or "fleet", _patience_s(policy, owed, job.requeued_by_failure)
         if patience_s is None or LEVEL_RANK[own_level] <= LEVEL_RANK[max_level] or job.gpus <= policy.gpus_per_node:
             return narrow
         if max_level != self._patient_level(job, owed):  # held within one pod
@@ -1964,11 +1981,15 @@ class _Reservation:
     start_s: float
 
 
-def _patience_s(policy: Policy, owed: bool) -> float | None:
-    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or for a gang of
-    a team below its guarantee (`owed`) the lower of it and `Policy.guarantee_spread_after_s`
-    (None: no bound)."""
-    bounds = [policy.gang_spread_after_s, policy.guarantee_spread_after_s if owed else None]
+def _patience_s(policy: Policy, owed: bool, failed: bool) -> float | None:
+    """How long a gang waits for its narrowest domain: `Policy.gang_spread_after_s`, or the lowest of
+    it, for a gang of a team below its guarantee (`owed`) `Policy.guarantee_spread_after_s`, and for
+    a gang a node failure requeued (`failed`) `Policy.failure_spread_after_s` (None: no bound)."""
+    bounds = [
+        policy.gang_spread_after_s,
+        policy.guarantee_spread_after_s if owed else None,
+        policy.failure_spread_after_s if failed else None,
+    ]
     return min((bound for bound in bounds if bound is not None), default=None)
 
 

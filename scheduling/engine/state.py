@@ -23,7 +23,7 @@ from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
 from .ordering import KeptQueue, kept_by_team, tiebreak_fields
-from .plan import Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
+from .plan import FAILURE_REASONS, Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
 from .prepare import KeptReleases, RunningBook
 from .progress import (
     kept_on_eviction,
@@ -418,7 +418,8 @@ class FleetState:
         self._kept.forget(run.job)
         run.version = -1
         attained = run.job.attained_gpu_s + max(0.0, time_s - run.start_s) * run.gpus
-        self._queue_job(replace(run.job, attained_gpu_s=attained))
+        failed = reason in FAILURE_REASONS
+        self._queue_job(replace(run.job, attained_gpu_s=attained, requeued_by_failure=failed))
         self.saved_progress[run.job.id] = kept
         return Evicted(run.job.id, time_s, reason, lost)
 

@@ -33,6 +33,7 @@ def jobs(draw: st.DrawFn, job_id: str, submit_s: float) -> Job:
         max_gpus=gpus * 2 if elastic else None,
         checkpoint_interval_s=draw(st.sampled_from((None, 50.0))),
         required_level=draw(st.sampled_from((None, None, "rack"))),
+        requeued_by_failure=draw(st.sampled_from((False, False, False, True))),
     )
 
 
@@ -116,6 +117,7 @@ def gang_snapshots(draw: st.DrawFn, max_running: int = 6) -> Snapshot:
         level_penalty=(("node", 1.0), ("rack", 1.1), ("pod", 1.3), ("fleet", 1.7)),
         gang_spread_after_s=draw(st.sampled_from((7 * 86400.0, None, 3600.0))),
         guarantee_spread_after_s=draw(st.sampled_from((0.0, None, 600.0))),
+        failure_spread_after_s=draw(st.sampled_from((0.0, None, 300.0))),
     )
     return replace(base, running=base.running + tuple(gangs), policy=policy)
 

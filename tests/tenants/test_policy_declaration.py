@@ -151,6 +151,7 @@ def test_the_policy_page_lists_every_engine_setting_admins_do_not_set() -> None:
         "max_preemption_attempts": "16",
         "preemption_scan_budget": "8,192",
         "fairshare": "on",
+        "failure_spread_after_s": "0.0",
     }
 
 
