@@ -1,7 +1,10 @@
 """The seam between the live cycle and what runs the jobs.
 
-A tick (``scheduling.cycle.tick``) calls its backend at three points, all inside the tick's
-transaction and so only under the fenced leader's claim of the fleet clock:
+A tick (``scheduling.cycle.tick``) calls its backend at three points, each inside a transaction
+that holds the fenced leader's claim of the fleet clock (the claim's own for ``fleet_sync``, and
+for the two others a short one that re-checks the claim first); the engine plans between them,
+outside any transaction. Every write to a job bumps its version: the leader keeps its fleet state
+between ticks and reconciles it by the versions (``scheduling.cycle.kept``):
 1. ``fleet_sync`` before failure detection and the snapshot: the nodes as the backend sees them
    (added, removed, up, down, drained), with incidents for the nodes that died;
 2. ``runs_observe`` after the snapshot, before planning: the runs that ended on their own (their

@@ -220,7 +220,7 @@ class SlurmBackend:
                 continue
             if started_s is not None and real_s > started_s:
                 Job.objects.filter(pk=job_id, state=Job.State.RUNNING, started_s=started_s).update(
-                    started_s=real_s, anchor_s=real_s
+                    started_s=real_s, anchor_s=real_s, version=F("version") + 1
                 )
 
     def _slow_detect(self, sim_now_s: float) -> set[int]:

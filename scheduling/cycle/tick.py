@@ -1,22 +1,32 @@
 """One scheduling cycle over the modelled fleet in the database.
 
-1. claim the tick: a guarded update of the fleet clock (expected tick, fencing token)
-2. the backend's fleet (``scheduling.backends``: nothing to do for the modelled fleet; on a real
-   cluster its nodes, their states and the incidents of the nodes that died); then serving
-   deployments reconciled with their demand curves
-3. failures_tick: heartbeats, the seeded failure model (settings.FLEET_FAILURES), dead/slow
-   detection and incidents, written before the snapshot so this tick's plan already reacts
-4. snapshot_build: the fleet, jobs, quotas, policy and usage, in a fixed number of queries
-5. the runs that ended on a real backend leave the FleetState at their real end; advance it to
-   the new fleet time (completions, time limits, grace)
-6. schedule(snapshot, now) -> Plan; FleetState applies it
-7. plan_apply: write what changed, each job under a guarded update, each gang in a savepoint; the
-   gangs a failed node slowed or stalled keep the progress the engine gave them; the backend
-   carries the plan out (held until commit); the jobs left waiting for the first time keep the
-   estimate they were shown (``scheduling.estimates``)
-8. record the usage ledger; after commit, the backend lets what it started run, and the tick
-   publishes to the live feed and tells the jobs' submitters (``notices``: one summary per user
-   per tick, mails by a worker)
+The engine never plans inside a database transaction: however long a plan takes, no session sits
+idle in a transaction and the fleet clock's row is locked only while the tick writes.
+
+1. claim the tick (a short transaction): a guarded update of the fleet clock (expected tick,
+   fencing token); the backend's fleet (``scheduling.backends``: nothing to do for the modelled
+   fleet; on a real cluster its nodes, their states and the incidents of the nodes that died);
+   serving deployments reconciled with their demand curves; failures_tick: heartbeats, the seeded
+   failure model (settings.FLEET_FAILURES), dead/slow detection and incidents, so this tick's plan
+   already reacts
+2. load the fleet (a read-only transaction of its own, locking nothing the next leader waits on):
+   the state the leader kept from its last tick, reconciled with the database by what changed, or
+   rebuilt from it (``scheduling.cycle.kept``); on a real backend, the runs that ended there leave
+   the FleetState at their real end (a short fenced transaction)
+3. outside any transaction: advance the FleetState to the new fleet time (completions, time
+   limits, grace); schedule(snapshot, now) -> Plan; FleetState applies it
+4. write the plan (a short transaction, fenced: the clock's row locked and the claim re-checked,
+   else nothing is written and the next tick plans again): what changed, each job under a guarded
+   update of the state and version the tick read, so a row changed meanwhile is skipped and
+   planned again next tick, never half-applied; the gangs a failed node slowed or stalled keep the
+   progress the engine gave them; the backend carries the plan out (held until commit); the jobs
+   left waiting for the first time keep the estimate they were shown (``scheduling.estimates``);
+   the usage ledger. After commit, the backend lets what it started run, and the tick publishes to
+   the live feed and tells the jobs' submitters (``notices``: one summary per user per tick,
+   mails by a worker)
+
+A leader frozen in any of these transactions is ended by PostgreSQL once it has sat idle in it for
+``FLEET_CYCLE_IDLE_TIMEOUT_S``, which releases the clock's row to the next leader.
 
 The fleet clock follows wall time × speed. ``FleetClock.wall_updated_at`` is the wall time the
 fleet clock has accounted for so far: in steady state the last tick's wall time, and behind it
@@ -143,34 +153,48 @@ def _tick_read(
     speed: float,
     sim: tuple[float, float],
 ) -> tuple[Loaded, Observed] | None:
-    """The tick's first, short transaction: claim the tick (the fenced update of the fleet clock),
-    sync the backend's fleet and the serving deployments, detect failures, load the fleet (the
-    kept state reconciled, or rebuilt) and take out the runs that ended on the backend. None when
-    the claim is refused."""
+    """The tick's first, short transaction claims the tick (the fenced update of the fleet clock),
+    syncs the backend's fleet and the serving deployments and detects failures. Then the fleet is
+    loaded (the kept state reconciled, or rebuilt) in a read-only transaction of its own, which
+    locks nothing the next leader waits on, so however long the state takes to build no session
+    holds the clock's row meanwhile; on a real backend a short fenced transaction then takes out
+    the runs that ended there. None when the claim is refused or fenced out."""
     sim_from, sim_to = sim
+    tick = clock.ticks + 1
     with transaction.atomic():
         _end_if_frozen()
         claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
             sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
         )
         if not claimed:
-            logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, clock.ticks + 1)
+            logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, tick)
             return None
         synced = backend.fleet_sync(sim_now_s=sim_to, wall_now=wall.accounted_to)
         deployments_reconcile(sim_now_s=sim_to)
-        failed = failures_tick(
-            tick=clock.ticks + 1, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed
-        )
+        failed = failures_tick(tick=tick, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now, speed=speed)
         changed_incidents = tuple(sorted(synced | set(failed.changed_incident_ids)))
         if changed_incidents:
             transaction.on_commit(lambda: incidents_publish(incident_ids=changed_incidents))
+    with transaction.atomic():
+        _one_snapshot()
         loaded = fleet_load(
-            sim_now_s=sim_from,
-            tick=clock.ticks + 1,
-            previous=(clock.ticks, clock.leader_token),
-            real_runs=backend.real,
+            sim_now_s=sim_from, tick=tick, previous=(clock.ticks, clock.leader_token), real_runs=backend.real
         )
+    if not backend.real:
+        return loaded, Observed()
+    with transaction.atomic():
+        _end_if_frozen()
+        if not _fence_holds(token=token, tick=tick):
+            return None
         return loaded, backend.runs_observe(loaded=loaded)
+
+
+def _one_snapshot() -> None:
+    """Read the fleet's tables as of one moment (a repeatable-read, read-only transaction on
+    PostgreSQL), when this is the outermost transaction."""
+    if connection.vendor == "postgresql" and not connection.savepoint_ids:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
 
 def _fence_holds(*, token: int, tick: int) -> bool:
