@@ -46,6 +46,7 @@ JOB_FIELDS = (
     "required_level",
     "preferred_level",
     "attained_gpu_s",
+    "requeued_by_failure",
     "state",
     "version",
     "started_s",
@@ -108,6 +109,7 @@ def job_from_row(row: Any) -> engine.Job:
         required_level=row.required_level or None,
         preferred_level=row.preferred_level or None,
         attained_gpu_s=row.attained_gpu_s,
+        requeued_by_failure=row.requeued_by_failure,
     )
 
 

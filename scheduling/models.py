@@ -202,6 +202,9 @@ class Job(models.Model):
     base_progress_s = models.FloatField(default=0.0, help_text="Progress this run restored from.")
     saved_progress_s = models.FloatField(default=0.0, help_text="Last checkpoint, for restarts.")
     attained_gpu_s = models.FloatField(default=0.0)
+    # Its last eviction was a node failure's (not a preemption's): the engine puts it back ahead of
+    # its class's new work and lets it spread at once (`engine.Job.requeued_by_failure`).
+    requeued_by_failure = models.BooleanField(default=False, editable=False)
     borrowing = models.BooleanField(default=False)
     placement_level = models.CharField(max_length=5, choices=Level.choices, blank=True)
     grace_until_s = models.FloatField(null=True, blank=True)

@@ -110,6 +110,7 @@ def _final_fields(loaded: Loaded, job_id: str, history: list[engine.Event], sim_
             "state": Job.State.PENDING,
             "saved_progress_s": kept_s,
             "attained_gpu_s": pending.attained_gpu_s,
+            "requeued_by_failure": pending.requeued_by_failure,
             "grace_until_s": None,
             "borrowing": False,
             "placement_level": "",
