@@ -19,7 +19,7 @@ victims give up GPUs by shrinking toward `min_gpus` (no work lost), only as many
 before anyone is evicted, except a victim that runs on a node held for a reservation this cycle:
 at a smaller size it would hold that node past the reservation's start (`stays_on_held`). Jobs
 already in their grace period are not taken again: their GPUs come back at its end, as the
-release profile says. Whether an eviction pays is `reclaim`'s question.
+release profile says. Whether an eviction pays is decided here too (`eviction_pays`).
 """
 
 from __future__ import annotations
