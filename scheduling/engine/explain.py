@@ -99,8 +99,7 @@ def explain_pending(
                 if reason == REASON_QUOTA:
                     estimate = curves.quota_estimate(job, estimate)
         if estimate is not None and estimate <= horizon_s:
-            limit_s = job.time_limit_s
-            ahead += gpus * (job.duration_s if limit_s is None else limit_s)
+            ahead += gpus * job.estimate_s  # (its time limit, else its duration)
             append(make(job_id, reason, estimate))
         else:
             append(blocked_status(job_id, reason, blockers.of(job, reason, estimate)))

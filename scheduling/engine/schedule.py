@@ -23,14 +23,18 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   with it on, which frees the same, since the cycle makes no reference cycles
   (`test_collector.py::test_a_cycle_leaves_no_cyclic_garbage_behind`).
 - `_scan` answers the cheap cases inline, with the working state in local names (unknown
-  accelerator, blocked, the admission memo, a settled verdict, `_worst_end_s` for jobs with a
-  time limit); plain: `reference._ReferenceCycle.consider`, and the scan without shortcuts,
-  `plain_scan.schedule_plain_scan` (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
+  accelerator, blocked, a settled verdict), and reads the admission memo inline, calling
+  `_Cycle._admission` (its plain definition, which the plain scan calls for every job) only when
+  the memo is stale; the smallest size and the worst-case end are the helpers' (`smallest_size`,
+  `_Cycle._worst_end_s`), called, not copied; plain: `reference._ReferenceCycle.consider`, and
+  the scan without shortcuts, `plain_scan.schedule_plain_scan`
+  (`test_queue_tail.py::test_the_shortcut_scan_plans_exactly_as_the_plain_scan`).
 - A job with the shape of the job before it (`_Cycle.shape_of`: all that an answer from a verdict
   reads of a job but its worst-case end), when that one was answered from a verdict and no full
   look has changed the working state since, gets the same answer if it ends no earlier than the
   verdict says, without the lookups (runs of one team's jobs alike in a long queue at overload);
-  plain: a shape equal to no other's, each job answered on its own
+  a job of another `Job.shape` object (most) is told apart by that identity alone, without its
+  `shape_of` tuple; plain: a shape equal to no other's, each job answered on its own
   (`test_fast_paths.py::test_jobs_answered_as_the_job_before_them_are_answered_as_on_their_own`).
 - The verdict of a job's shape also answers a job on an accelerator not yet settled when that job
   could not preempt (`Reclaimer.cannot_preempt`: a prefix of `try_preempt`'s early returns) and
@@ -483,24 +487,23 @@ class _Cycle:
         pools, reasons, admissions, ledger = self.index.pools, decided.reasons, memo.admissions, self.ledger
         verdicts, settled, waiting, elastic = memo.verdicts, memo.settled, decided.waiting, self.policy.elastic
         now, shape_of, topology_aware = self.now, self.shape_of, self.policy.topology_aware
+        worst_end_s = self._worst_end_s
         holding, hold = ledger.holds, ledger.hold  # (no call at all where no hold can matter)
         # The run: the shape of the last job answered from a verdict, with that verdict, its size
         # and level, while no full look has changed the working state since (None: no run).
         run_shape: object = None
+        # (the run's `Job.shape`: jobs of another one, most, are told apart without `shape_of`)
+        run_job_shape: object = None
         run_verdict, run_size, run_level = Verdict(0, ANY_END_S, ""), 0, None
         for position in positions:
             job = queue[position]
             if (
                 run_shape is not None
+                and job.shape is run_job_shape
                 and shape_of(job) == run_shape
                 and (
                     run_verdict.worst_end_s == ANY_END_S
-                    or (
-                        now + limit
-                        if (limit := job.time_limit_s) is not None
-                        else self._worst_end_s(job, run_size, run_level)
-                    )
-                    >= run_verdict.worst_end_s
+                    or worst_end_s(job, run_size, run_level) >= run_verdict.worst_end_s
                 )
             ):
                 reasons[position] = run_verdict.reason
@@ -518,11 +521,12 @@ class _Cycle:
                 # Unknown or no GPUs: capacity; a blocked accelerator stays blocked (and is already `waiting`).
                 reasons[position] = REASON_CAPACITY if pool is None or gpus <= 0 else REASON_PRIORITY
                 continue
-            low = job.min_gpus  # the smallest size the job may start at (`smallest_size`, inlined):
-            size = max(1, low) if elastic and low is not None and low < gpus else gpus
+            size = smallest_size(gpus, job.min_gpus, elastic)
             pinned = not job.preemptible
             admission_key = (job.team, accelerator, size, pinned)
-            cached = admissions.get(admission_key)  # fast path: `_admission`, inlined
+            # Fast path: `_admission`'s memo read inline, `_admission` itself (the plain definition, as
+            # the plain scan asks it) only when stale (`test_queue_tail.py`, shortcut scan = plain).
+            cached = admissions.get(admission_key)
             if cached is None or cached.ledger_version != ledger.version or cached.total_free != pool.total_free:
                 self._admission(job.team, accelerator, size, pool, pinned)
                 cached = admissions[admission_key]
@@ -549,12 +553,7 @@ class _Cycle:
                 verdict is not None
                 and verdict.generation == memo.generation
                 and (accelerator in settled or self._settled(accelerator) or self._passed_over(job, pool, size))
-                and (
-                    verdict.worst_end_s == ANY_END_S
-                    # fast path: `_worst_end_s`, inlined for jobs with a time limit
-                    or (now + limit if (limit := job.time_limit_s) is not None else self._worst_end_s(job, size, level))
-                    >= verdict.worst_end_s
-                )
+                and (verdict.worst_end_s == ANY_END_S or worst_end_s(job, size, level) >= verdict.worst_end_s)
             ):
                 reasons[position] = verdict.reason
                 waiting.add(accelerator)
@@ -564,6 +563,7 @@ class _Cycle:
                 if not held and (gpus <= pool.gpus_per_node or not topology_aware or job.kind == "serving"):
                     # (the level is the shape's: `Reclaimer.gang_level` reads a gang's wait only otherwise)
                     run_shape, run_verdict, run_size, run_level = shape_of(job), verdict, size, level
+                    run_job_shape = job.shape
                 continue
             run_shape = None
             decided.at = position
