@@ -71,6 +71,7 @@ def test_every_admin_setting_reaches_the_engine() -> None:
         "queue_order": "shortest_limit",
         "least_borrowed_first": False,
         "quota_hold_after_s": 7200.0,
+        "max_share_of_lender": 0.5,
         "within_team_order": "las",
         "topology_penalty_node": 1.01,
         "topology_penalty_rack": 1.05,
