@@ -4,8 +4,9 @@
 
 Each figure with a goal is printed with it and whether it holds (on stderr, and in the JSON's
 "goals"): the median cycle at 2,048 nodes within 50 ms, and the 16,384-node case within 8 times
-the 2,048-node one (the engine's work should grow with the fleet, not faster). `calibration_ms`
-says how fast the machine ran, to compare figures across machines.
+the 2,048-node one (the engine's work should grow with the fleet, not faster), by wall clock as the
+goals are stated and by CPU time, which a loaded machine inflates less. `calibration_ms` says how
+fast the machine ran, to compare figures across machines.
 
 Inputs are built here with a seeded RNG (never inside the engine): a fleet of 8-GPU nodes in
 racks of 16 and pods of 16 racks, running jobs filling it nearly full, and a long pending queue
@@ -148,13 +149,16 @@ GOAL_SCALING_16384 = 8.0
 
 def goals(results: list[dict[str, object]]) -> list[dict[str, object]]:
     """Each figure with a goal, the goal and whether it holds (cases not measured are left out)."""
-    median = {case["nodes"]: float(str(case["median_ms"])) for case in results}
     found: list[dict[str, object]] = []
-    if 2_048 in median:
-        found.append(_goal("median_ms at 2,048 nodes", median[2_048], GOAL_MEDIAN_2048_MS, "ms"))
+    # Wall clock as the goals are stated; CPU time beside it, which a loaded machine inflates less.
+    for key, clock in (("median_ms", "wall"), ("cpu_median_ms", "CPU")):
+        median = {case["nodes"]: float(str(case[key])) for case in results}
+        if 2_048 not in median:
+            continue
+        found.append(_goal(f"{key} at 2,048 nodes ({clock})", median[2_048], GOAL_MEDIAN_2048_MS, "ms"))
         if 16_384 in median:
             ratio = round(median[16_384] / median[2_048], 2)
-            found.append(_goal("16,384 nodes over 2,048 nodes (median)", ratio, GOAL_SCALING_16384, "x"))
+            found.append(_goal(f"16,384 nodes over 2,048 nodes ({clock})", ratio, GOAL_SCALING_16384, "x"))
     return found
 
 
