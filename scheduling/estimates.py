@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db.models import F, Q
 
 from core.redis_pools import shared_redis
+from scheduling.bulk_rows import rows_update, rows_update_supported
 from scheduling.engine import PendingStatus
 from scheduling.engine.estimate_range import (
     DEFAULT_CALIBRATION,
@@ -116,29 +117,51 @@ def estimate_calibration(*, now_s: float | None = None) -> Calibration:
     return calibration
 
 
-def first_estimates_record(*, statuses: Iterable[PendingStatus], sim_now_s: float) -> int:
-    """Keep the first estimate of each job this cycle left waiting that has none yet (inside the
-    tick's transaction); returns how many were written."""
+FirstEstimate = tuple[int, float, float | None, float | None, float | None]
+_FIRST_ESTIMATE_FIELDS = ("first_estimate_at_s", "first_estimate_s", "first_estimate_low_s", "first_estimate_high_s")
+
+
+def first_estimates_of(*, statuses: Iterable[PendingStatus], sim_now_s: float) -> list[FirstEstimate]:
+    """The first estimate of each job this cycle left waiting that has none yet: (job id, when,
+    the start, the range shown). Reads only; the tick works them out before its writing
+    transaction, so a burst of submissions costs that transaction a few statements."""
     by_id = {status.job_id: status for status in statuses}
     # The waiting jobs never shown an estimate: a partial index holds only them (`job_unestimated_idx`).
-    unseen = Job.objects.filter(state=Job.State.PENDING, first_estimate_at_s__isnull=True).only("pk", "gpus")
-    fresh = [job for job in unseen if str(job.pk) in by_id]
+    unseen = Job.objects.filter(state=Job.State.PENDING, first_estimate_at_s__isnull=True).values_list("pk", "gpus")
+    fresh = [(job_id, gpus) for job_id, gpus in unseen if str(job_id) in by_id]
     if not fresh:
-        return 0
+        return []
     calibration = estimate_calibration(now_s=sim_now_s)
-    for job in fresh:
-        estimate_s = by_id[str(job.pk)].estimated_start_s
-        job.first_estimate_at_s, job.first_estimate_s = sim_now_s, estimate_s
-        if estimate_s is not None:
-            shown = start_range(calibration, gpus=job.gpus, now_s=sim_now_s, estimated_start_s=estimate_s)
-            job.first_estimate_low_s, job.first_estimate_high_s = shown.low_s, shown.high_s
-    # In batches: a burst of submissions gets its first estimates in one tick.
-    Job.objects.bulk_update(
-        fresh,
-        ["first_estimate_at_s", "first_estimate_s", "first_estimate_low_s", "first_estimate_high_s"],
-        batch_size=BULK_BATCH,
-    )
-    return len(fresh)
+    rows: list[FirstEstimate] = []
+    for job_id, gpus in fresh:
+        estimate_s = by_id[str(job_id)].estimated_start_s
+        if estimate_s is None:
+            rows.append((job_id, sim_now_s, None, None, None))
+            continue
+        shown = start_range(calibration, gpus=gpus, now_s=sim_now_s, estimated_start_s=estimate_s)
+        rows.append((job_id, sim_now_s, estimate_s, shown.low_s, shown.high_s))
+    return rows
+
+
+def first_estimates_write(rows: list[FirstEstimate]) -> int:
+    """Keep the first estimates ``first_estimates_of`` worked out (inside the tick's writing
+    transaction), one statement per thousand jobs, to those still waiting; returns how many were
+    written."""
+    if rows_update_supported():
+        unseen = Job.State.PENDING
+        ids = rows_update(
+            Job, match=("id", "state"), assign=_FIRST_ESTIMATE_FIELDS, rows=[(row[0], unseen, *row[1:]) for row in rows]
+        )
+        return len(ids)
+    jobs = [Job(pk=row[0], **dict(zip(_FIRST_ESTIMATE_FIELDS, row[1:], strict=True))) for row in rows]
+    Job.objects.bulk_update(jobs, list(_FIRST_ESTIMATE_FIELDS), batch_size=BULK_BATCH)
+    return len(jobs)
+
+
+def first_estimates_record(*, statuses: Iterable[PendingStatus], sim_now_s: float) -> int:
+    """Keep the first estimate of each job this cycle left waiting that has none yet; returns how
+    many were written."""
+    return first_estimates_write(first_estimates_of(statuses=statuses, sim_now_s=sim_now_s))
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from scheduling.cycle.kept import fleet_load, kept_fleet_forget, kept_fleet_tick
 from scheduling.cycle.ledger import usage_record
 from scheduling.cycle.serving import deployments_reconcile
 from scheduling.cycle.snapshot import Loaded
-from scheduling.estimates import first_estimates_record
+from scheduling.estimates import first_estimates_of, first_estimates_write
 from scheduling.live.feed import incidents_publish, tick_publish
 from scheduling.live.notices import job_notices_send
 from scheduling.models import FleetClock
@@ -253,6 +253,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         snapshot = loaded.state.snapshot(sim_to, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
         plan = engine.schedule(snapshot, sim_to)
         events += loaded.state.apply(plan, sim_to)
+        first_estimates = first_estimates_of(statuses=plan.pending, sim_now_s=sim_to)
         watch.lap("engine")
         with transaction.atomic():
             _end_if_frozen()
@@ -265,7 +266,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
             backend.plan_carry_out(applied=applied, sim_now_s=sim_to, token=token)
             transaction.on_commit(backend.after_commit)
             throttled_progress_write(loaded=loaded, applied=applied, sim_now_s=sim_to)
-            first_estimates_record(statuses=plan.pending, sim_now_s=sim_to)
+            first_estimates_write(first_estimates)
             sample = usage_record(
                 loaded=loaded, applied=applied, sim_from_s=sim_from, sim_to_s=sim_to, wall_now=wall_now
             )
