@@ -95,7 +95,8 @@ def explain_pending(
                 last = len(areas) - 1
                 while walk < last and areas[walk + 1] <= ahead:
                     walk += 1
-                estimate = max(first, _served_s(times, levels, areas, walk, ahead))
+                served = _served_s(times, levels, areas, walk, ahead)
+                estimate = served if served > first else first  # (`max(first, served)`, without its call)
                 if reason == REASON_QUOTA:
                     estimate = curves.quota_estimate(job, estimate)
         if estimate is not None and estimate <= horizon_s:
