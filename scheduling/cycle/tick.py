@@ -4,7 +4,8 @@ The engine never plans inside a database transaction: however long a plan takes,
 idle in a transaction and the fleet clock's row is locked only while the tick writes.
 
 1. claim the tick (a short transaction): a guarded update of the fleet clock (expected tick,
-   fencing token); the backend's fleet (``scheduling.backends``: nothing to do for the modelled
+   fencing token; fleet time moves only when the plan is written, so a tick that dies leaves no
+   interval out of the ledger); the backend's fleet (``scheduling.backends``: nothing to do for the modelled
    fleet; on a real cluster its nodes, their states and the incidents of the nodes that died);
    serving deployments reconciled with their demand curves; failures_tick: heartbeats, the seeded
    failure model (settings.FLEET_FAILURES), dead/slow detection and incidents, so this tick's plan
@@ -164,7 +165,7 @@ def _tick_read(
     with transaction.atomic():
         _end_if_frozen()
         claimed = FleetClock.objects.filter(pk=1, ticks=clock.ticks, leader_token__lt=token).update(
-            sim_now_s=sim_to, wall_updated_at=wall.accounted_to, ticks=F("ticks") + 1, leader_token=token
+            ticks=F("ticks") + 1, leader_token=token
         )
         if not claimed:
             logger.warning("stale tick refused: token %d lost tick %d to another leader's tick", token, tick)
@@ -260,6 +261,9 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
             if not _fence_holds(token=token, tick=tick):
                 kept_fleet_forget()
                 return None
+            # Fleet time moves with the plan: a tick that dies after its claim, or is fenced out,
+            # leaves the clock where the ledger's last sample ends, and the next tick covers both.
+            FleetClock.objects.filter(pk=1).update(sim_now_s=sim_to, wall_updated_at=wall.accounted_to)
             applied = plan_apply(loaded=loaded, plan=plan, events=events, sim_now_s=sim_to)
             applied.changes[:0] = observed.changes
             applied.finished[:0] = observed.finished

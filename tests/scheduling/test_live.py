@@ -27,7 +27,7 @@ from django.utils import timezone
 from core.groups import FLEET_GROUP
 from scheduling.cycle.leader import LOCK_KEY, TOKEN_KEY, cycle_run_as_leader
 from scheduling.cycle.tick import cycle_tick
-from scheduling.models import Allocation, FleetClock, Job, Node
+from scheduling.models import Allocation, FleetClock, FleetSample, Job, Node
 from scheduling.tasks import fleet_cycle
 from tests.scheduling.conftest import T0, Fleet, build_fleet
 
@@ -113,7 +113,8 @@ def test_a_worker_killed_mid_tick_leaves_no_half_applied_gang(
     live_fleet: Fleet, subprocess_env: dict[str, str]
 ) -> None:
     gang = live_fleet.submit(gpus=32, name="gang")
-    clock_before = FleetClock.objects.get().ticks
+    clock = FleetClock.objects.get()
+    clock_before, sim_before = clock.ticks, clock.sim_now_s
     redis.Redis.from_url(settings.REDIS_URL).set(TOKEN_KEY, live_fleet.token + 10)
 
     child = subprocess.run(
@@ -128,8 +129,9 @@ def test_a_worker_killed_mid_tick_leaves_no_half_applied_gang(
     assert gang.state == Job.State.PENDING
     assert not Allocation.objects.exists()
     # Its claim of the tick committed before it planned; its plan never did, and no later leader
-    # writes under its token.
+    # writes under its token. Fleet time moves only with a written plan.
     assert FleetClock.objects.get().ticks == clock_before + 1
+    assert FleetClock.objects.get().sim_now_s == sim_before
     _booked_consistently()
 
     time.sleep(1.2)  # the dead leader's lock expires
@@ -139,6 +141,9 @@ def test_a_worker_killed_mid_tick_leaves_no_half_applied_gang(
     assert gang.state == Job.State.RUNNING
     assert Allocation.objects.filter(job=gang).aggregate(total=Sum("gpus"))["total"] == 32
     _booked_consistently()
+    # The next tick's ledger covers the dead tick's interval too: no fleet time goes unrecorded.
+    recorded = FleetSample.objects.filter(sim_time_s__gt=sim_before).aggregate(total=Sum("interval_s"))["total"] or 0.0
+    assert recorded == pytest.approx(FleetClock.objects.get().sim_now_s - sim_before)
 
 
 # A new leader ticks at most this long after the old one is killed mid-tick: the lock's expiry
