@@ -15,7 +15,7 @@ idle in a transaction and the fleet clock's row is locked only while the tick wr
    rebuilt from it (``scheduling.cycle.kept``); on a real backend, the runs that ended there leave
    the FleetState at their real end (a short fenced transaction)
 3. outside any transaction: advance the FleetState to the new fleet time (completions, time
-   limits, grace); schedule(snapshot, now) -> Plan; FleetState applies it
+   limits, grace); schedule(snapshot, now, kept=...) -> Plan; FleetState applies it
 4. write the plan (a short transaction, fenced: the clock's row locked and the claim re-checked,
    else nothing is written and the next tick plans again): what changed, each job under a guarded
    update of the state and version the tick read, so a row changed meanwhile is skipped and
@@ -252,7 +252,7 @@ def cycle_tick(*, token: int, wall_now: datetime, speed: float | None = None) ->
         # in a transaction and no row is locked meanwhile.
         events = loaded.state.advance(sim_to)
         snapshot = loaded.state.snapshot(sim_to, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
-        plan = engine.schedule(snapshot, sim_to)
+        plan = engine.schedule(snapshot, sim_to, kept=loaded.state.kept())
         events += loaded.state.apply(plan, sim_to)
         first_estimates = first_estimates_of(statuses=plan.pending, sim_now_s=sim_to)
         watch.lap("engine")

@@ -1,13 +1,15 @@
 """Fleetline's pure scheduling core: a frozen `Snapshot` in, a `Plan` out.
 
 No Django, no I/O, no clock, no randomness: the live cycle and the simulator both call
-`schedule(snapshot, now)` and advance the world with the same `FleetState`. `schedule_reference`
+`schedule(snapshot, now, kept=state.kept())` and advance the world with the same `FleetState`
+(`kept`: what the state keeps for the engine between cycles; optional). `schedule_reference`
 plans the same from the rules stated plainly (slowly), to check the fast path against.
 """
 
 from __future__ import annotations
 
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
+from .kept import Kept
 from .model import Job, Node, Policy, Quota, Running, Snapshot, Team
 from .plan import (
     Action,
@@ -37,6 +39,7 @@ __all__ = [
     "FleetState",
     "Grow",
     "Job",
+    "Kept",
     "Node",
     "PendingStatus",
     "Plan",

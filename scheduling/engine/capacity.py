@@ -248,8 +248,14 @@ class CapacityIndex:
 
     __slots__ = ("pools", "node_accelerator", "held", "gpus_per_node", "healthy")
 
-    def __init__(self, nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int):
-        node_accelerator, templates, healthy, _ = _empty_fleet(nodes, gpus_per_node)
+    def __init__(
+        self, nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node: int, fleet: EmptyFleet | None = None
+    ):
+        """`fleet`: the empty-fleet index of `nodes` with `gpus_per_node` kept by the caller
+        (`node_cache.NodeCache`); None: built from `nodes`."""
+        if fleet is None:
+            fleet = EmptyFleet.of(nodes, gpus_per_node)
+        node_accelerator, templates, healthy = fleet.node_accelerator, fleet.templates, fleet.healthy
         self.node_accelerator = node_accelerator
         # Healthy GPUs per node of the whole fleet (read-only, shared between cycles).
         self.healthy = healthy
@@ -304,7 +310,8 @@ def plain_pools(nodes: tuple[Node, ...], used: Mapping[str, int], gpus_per_node:
     """The pools of `CapacityIndex(nodes, used, gpus_per_node)` as defined: each empty-fleet pool
     cloned, then each used node's GPUs taken from it, one node at a time in `used` order (the
     index builds the same pools in one loop per pool, `AcceleratorPool.with_used`; tests check it)."""
-    node_accelerator, templates, _, _ = _empty_fleet(nodes, gpus_per_node)
+    fleet = EmptyFleet.of(nodes, gpus_per_node)
+    node_accelerator, templates = fleet.node_accelerator, fleet.templates
     pools = {name: template.clone() for name, template in templates.items()}
     for node_id, gpus in used.items():
         accelerator = node_accelerator.get(node_id)
@@ -334,43 +341,49 @@ class Topology:
 
 
 def fleet_topology(nodes: tuple[Node, ...], gpus_per_node: int) -> Topology:
-    """The topology of `nodes` (cached with the empty-fleet index, see `_empty_fleet`)."""
-    return _empty_fleet(nodes, gpus_per_node)[3]
+    """The topology of `nodes` (built with the empty-fleet index, see `EmptyFleet`)."""
+    return EmptyFleet.of(nodes, gpus_per_node).topology
 
 
-# The empty-fleet index of the last few node tuples seen. Building it is the fixed cost of every
-# cycle, and the live loop and the simulator pass the same tuple object while nodes don't change.
-# Keyed by identity (the tuple is kept alive in the value), so a lookup never hashes the nodes.
-_Fleet = tuple[dict[str, str], dict[str, AcceleratorPool], dict[str, int], Topology]
-# Fast path (listed in `schedule`'s docstring); plain: built afresh every cycle.
-_EMPTY_FLEETS: dict[int, tuple[tuple[Node, ...], int, _Fleet]] = {}
-# Node tuples kept: the live loop's and a simulator's, with room for a few what-if replays.
-_EMPTY_FLEETS_KEPT = 4
+class EmptyFleet:
+    """The fleet with nothing running: which accelerator each node has, one empty pool per
+    accelerator (the templates each cycle's pools are cloned from), each node's healthy GPUs and
+    the topology. Building it is the fixed cost of every cycle; whoever runs cycles on the same
+    nodes keeps it (`node_cache.NodeCache`, held by `FleetState`). Read-only once built."""
 
+    __slots__ = ("node_accelerator", "templates", "healthy", "topology")
 
-def _empty_fleet(nodes: tuple[Node, ...], gpus_per_node: int) -> _Fleet:
-    cached = _EMPTY_FLEETS.get(id(nodes))
-    if cached is not None and cached[0] is nodes and cached[1] == gpus_per_node:
-        return cached[2]
-    by_accelerator: dict[str, list[Node]] = {}
-    node_accelerator: dict[str, str] = {}
-    for node in nodes:
-        by_accelerator.setdefault(node.accelerator, []).append(node)
-        node_accelerator[node.id] = node.accelerator
-    templates = {
-        accelerator: AcceleratorPool(accelerator, members, {}, gpus_per_node)
-        for accelerator, members in sorted(by_accelerator.items())
-    }
-    healthy = {node_id: pool.healthy[node_id] for pool in templates.values() for node_id in pool.healthy}
-    topology = Topology(
-        {node_id: rack for pool in templates.values() for node_id, rack in pool.node_rack.items()},
-        {node_id: pod for pool in templates.values() for node_id, pod in pool.node_pod.items()},
-    )
-    if len(_EMPTY_FLEETS) >= _EMPTY_FLEETS_KEPT:
-        _EMPTY_FLEETS.pop(next(iter(_EMPTY_FLEETS)))
-    fleet = (node_accelerator, templates, healthy, topology)
-    _EMPTY_FLEETS[id(nodes)] = (nodes, gpus_per_node, fleet)
-    return fleet
+    def __init__(
+        self,
+        node_accelerator: dict[str, str],
+        templates: dict[str, AcceleratorPool],
+        healthy: dict[str, int],
+        topology: Topology,
+    ) -> None:
+        self.node_accelerator, self.templates, self.healthy, self.topology = (
+            node_accelerator,
+            templates,
+            healthy,
+            topology,
+        )
+
+    @classmethod
+    def of(cls, nodes: tuple[Node, ...], gpus_per_node: int) -> EmptyFleet:
+        by_accelerator: dict[str, list[Node]] = {}
+        node_accelerator: dict[str, str] = {}
+        for node in nodes:
+            by_accelerator.setdefault(node.accelerator, []).append(node)
+            node_accelerator[node.id] = node.accelerator
+        templates = {
+            accelerator: AcceleratorPool(accelerator, members, {}, gpus_per_node)
+            for accelerator, members in sorted(by_accelerator.items())
+        }
+        healthy = {node_id: pool.healthy[node_id] for pool in templates.values() for node_id in pool.healthy}
+        topology = Topology(
+            {node_id: rack for pool in templates.values() for node_id, rack in pool.node_rack.items()},
+            {node_id: pod for pool in templates.values() for node_id, pod in pool.node_pod.items()},
+        )
+        return cls(node_accelerator, templates, healthy, topology)
 
 
 def level_of(node_ids: Iterable[str], node_rack: Mapping[str, str], node_pod: Mapping[str, str]) -> str:

@@ -20,14 +20,17 @@ def triage_nodes(
     running: Iterable[Running],
     used: Mapping[str, int],
     index: CapacityIndex,
+    cordon: tuple[tuple[str, str], ...] | None = None,
 ) -> Triage:
     """Cordon nodes with no healthy GPU; requeue every job on a node using more GPUs than it has.
 
     Which job on a degraded node lost the GPU is not known from the snapshot, so all jobs on it
     restart from their checkpoints elsewhere (a gang is only as healthy as its worst member).
-    A cordoned node keeps its running jobs; it only takes no new ones.
+    A cordoned node keeps its running jobs; it only takes no new ones. `cordon`: `cordons_of(nodes)`
+    kept by the caller for these very nodes (`node_cache.NodeCache`); None: found from `nodes`.
     """
-    cordon = _cordons(nodes)
+    if cordon is None:
+        cordon = cordons_of(nodes)
     healthy = index.healthy
     degraded = {node_id for node_id, gpus in used.items() if gpus > healthy.get(node_id, -1)}
     if not degraded:
@@ -42,20 +45,6 @@ def triage_nodes(
     return Triage(cordon, requeue)
 
 
-# Cordons of the last node tuple seen: the live loop and the simulator pass the same tuple object
-# while nodes don't change (see `capacity._EMPTY_FLEETS`); keyed by identity, the tuple kept alive.
-# Fast path (listed in `schedule`'s docstring); plain: found afresh every cycle.
-_CORDONS: dict[int, tuple[Iterable[Node], tuple[tuple[str, str], ...]]] = {}
-
-
-def _cordons(nodes: Iterable[Node]) -> tuple[tuple[str, str], ...]:
-    cached = _CORDONS.get(id(nodes))
-    if cached is not None and cached[0] is nodes and isinstance(nodes, tuple):
-        return cached[1]
-    cordon = tuple(
-        sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned)
-    )
-    if isinstance(nodes, tuple):
-        _CORDONS.clear()
-        _CORDONS[id(nodes)] = (nodes, cordon)
-    return cordon
+def cordons_of(nodes: Iterable[Node]) -> tuple[tuple[str, str], ...]:
+    """(node id, reason) of each node to cordon: no healthy GPU left and not cordoned yet, by id."""
+    return tuple(sorted((node.id, "no-healthy-gpus") for node in nodes if node.healthy_gpus <= 0 and not node.cordoned))

@@ -7,11 +7,6 @@ be shared between the live cycle, the simulator and tests without anyone mutatin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .ordering import QueueView
-    from .prepare import RunningBook
 
 from .knobs import (
     COUNT,
@@ -621,6 +616,9 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """The fleet as one cycle sees it: plain data, equal snapshots plan alike. What the fast path
+    keeps from one cycle to the next travels beside it (`kept.Kept`, from `FleetState.kept()`)."""
+
     nodes: tuple[Node, ...]
     running: tuple[Running, ...]
     pending: tuple[Job, ...]
@@ -628,10 +626,3 @@ class Snapshot:
     quotas: tuple[Quota, ...]
     policy: Policy
     usage: tuple[tuple[str, float], ...] = ()
-    # What `running` adds up to apart from the time (kept by `FleetState` between cycles, see
-    # `prepare.RunningBook`); None: the cycle counts it from `running`. Derived from `running`, so
-    # snapshots compare (and hash) without it.
-    book: RunningBook | None = field(default=None, compare=False)
-    # `pending` in within-team order per class and team (kept by `FleetState` as jobs are queued
-    # and leave, see `ordering.KeptQueue`); None: the cycle sorts `pending`. Derived from it too.
-    queue: QueueView | None = field(default=None, compare=False)

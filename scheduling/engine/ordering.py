@@ -296,7 +296,7 @@ class QueueView:
         first (the score of a class and team: no age term), the jobs of a group (of groups of equal
         score, merged) that waited `max_age_s` first, each part in within-team order. None unless
         `jobs` are the very pending jobs the view was taken with and the queue has not changed since
-        (a snapshot made from another with other pending jobs carries its view along), or when the
+        (a view handed with a snapshot made from another with other pending jobs), or when the
         queue is kept for another order than `policy`'s."""
         queue = self.queue
         if jobs is not self.pending or queue.version != self.version:

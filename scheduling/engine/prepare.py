@@ -21,9 +21,10 @@ from itertools import chain
 from typing import TypeVar
 
 from .backfill import ReleaseEvent, ReleaseProfile, event_time
-from .capacity import CapacityIndex, Topology, fleet_topology
+from .capacity import CapacityIndex, EmptyFleet, Topology
 from .health import triage_nodes
 from .model import Job, Policy, Running, Snapshot
+from .node_cache import NodeCache
 from .plan import Action, Allocation, Cordon, Requeue
 from .preemption import bounded_loss
 from .quota import QuotaLedger
@@ -135,11 +136,11 @@ class RunningBook:
     """The parts of `running_totals` that depend only on which jobs run where, not on the time:
     GPUs per (team, accelerator) in use and leaving, and what preemption could take (`Takeable`,
     `pinned`). `FleetState` keeps one up to date as jobs start, end, resize and enter their grace
-    period (`count`), and a snapshot carries a copy of it (`copy`), so that a cycle sums per run
-    only what depends on the time: the releases and the GPUs in use per node (`totals`).
+    period (`count`), and hands a copy of it beside each snapshot (`copy`, `kept.Kept`), so that a cycle
+    sums per run only what depends on the time: the releases and the GPUs in use per node (`totals`).
 
     `totals(running, ...)` equals `running_totals(running, ...)` for the running jobs the book
-    counted (tests check it); a snapshot's book names its running tuple (`running`), and
+    counted (tests check it); a copy names the snapshot's running tuple (`running`), and
     `prepare_cycle` uses it only for that very tuple."""
 
     __slots__ = (
@@ -552,26 +553,35 @@ class Prepared:
     elastic: dict[str, int]
 
 
-def prepare_cycle(snapshot: Snapshot, now: float) -> Prepared:
+def prepare_cycle(
+    snapshot: Snapshot, now: float, book: RunningBook | None = None, nodes: NodeCache | None = None
+) -> Prepared:
     """Index free capacity, triage health against it (cordons, requeues), then charge the
-    surviving running work to quotas and build one release profile per accelerator."""
+    surviving running work to quotas and build one release profile per accelerator.
+
+    `book`: the running jobs' book kept by their `FleetState`, read when counted for this very
+    `snapshot.running` (else counted from it); `nodes`: the empty-fleet index and cordons kept for
+    the node tuple (else built from `snapshot.nodes`). Fast paths, see `kept.Kept`."""
     gpus_per_node = snapshot.policy.gpus_per_node
     running = list(snapshot.running)
-    penalty = RunPenalty(fleet_topology(snapshot.nodes, gpus_per_node), snapshot.policy)
-    book = snapshot.book
+    if nodes is None:
+        fleet, cordon = EmptyFleet.of(snapshot.nodes, gpus_per_node), None
+    else:
+        fleet, cordon = nodes.empty_fleet(snapshot.nodes, gpus_per_node), nodes.cordons(snapshot.nodes)
+    penalty = RunPenalty(fleet.topology, snapshot.policy)
     if book is not None and book.running is snapshot.running:
         totals = book.totals(running, now, penalty)
     else:
         totals = running_totals(running, now, penalty)
-    index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
-    triage = triage_nodes(snapshot.nodes, running, totals.used, index)
+    index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node, fleet)
+    triage = triage_nodes(snapshot.nodes, running, totals.used, index, cordon)
     actions: list[Action] = [Cordon(node_id, reason) for node_id, reason in triage.cordon]
     actions.extend(Requeue(job_id, reason) for job_id, reason in triage.requeue)
     if triage.requeue:
         requeued = {job_id for job_id, _ in triage.requeue}
         running = [run for run in running if run.job.id not in requeued]
         totals = running_totals(running, now, penalty)
-        index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node)
+        index = CapacityIndex(snapshot.nodes, totals.used, gpus_per_node, fleet)
     capacity = {accelerator: pool.capacity for accelerator, pool in index.pools.items()}
     ledger = QuotaLedger(
         snapshot.quotas, snapshot.teams, (), capacity, usage=totals.usage, pinned=totals.pinned, policy=snapshot.policy

@@ -125,8 +125,9 @@ with its plain definition and the test that proves the two equal (`tests/engine/
 - Growth passes over accelerators without elastic runs (`RunningTotals.elastic`); plain: every
   accelerator's runs looked at
   (`test_fast_paths.py::test_growth_that_passes_over_accelerators_without_elastic_runs_grows_as_looking_at_every_run`).
-- The empty-fleet index and the cordons of the last node tuples seen, kept by identity
-  (`capacity._EMPTY_FLEETS`, `health._CORDONS`); plain: built afresh
+- The empty-fleet index and the cordons of a node tuple, kept for it by the `FleetState` that
+  shows it while the nodes stay the same (`node_cache.NodeCache`, handed in `kept.Kept`); plain:
+  built afresh, as for a bare snapshot
   (`test_fast_paths.py::test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one`).
 """
 
@@ -163,6 +164,7 @@ from .cycle_state import (
 from .elastic import grow_actions, reduced_sizes
 from .explain import STARTED, end_state_of, explain_pending, topology_waits
 from .fairshare import fairshare_factors, fairshare_priorities
+from .kept import Kept
 from .model import Job, Policy, Running, Snapshot
 from .ordering import order_jobs
 from .placement import Fit, classify_misfit, could_fit_by_shape, fit_gang, kept_for_gangs, narrower, patience_s
@@ -220,7 +222,7 @@ def smallest_size(gpus: int, low: int | None, elastic: bool) -> int:
     return max(1, low) if elastic and low is not None and low < gpus else gpus
 
 
-def schedule(snapshot: Snapshot, now: float, *, explain: bool | Set[str] = True) -> Plan:
+def schedule(snapshot: Snapshot, now: float, *, explain: bool | Set[str] = True, kept: Kept | None = None) -> Plan:
     """Decide what to start, preempt, resize and reserve; explain every job left pending.
 
     With `explain=False` (for replays that read no estimates) the actions are the same, but
@@ -230,9 +232,12 @@ def schedule(snapshot: Snapshot, now: float, *, explain: bool | Set[str] = True)
     them in the queue (an estimate follows the queue ahead), and the rest listed as without
     explanations: the same statuses as a full explanation for those jobs. Runs with the cyclic
     collector paused (fast path, see `collector`): the cycle makes no reference cycles.
+
+    `kept`: what the `FleetState` the snapshot came from keeps between cycles (`FleetState.kept()`,
+    see `kept.Kept`); the plan is the same without it, only computed from the snapshot alone.
     """
     with collector_paused():
-        return _Cycle(snapshot, now, explain).run()
+        return _Cycle(snapshot, now, explain, kept).run()
 
 
 class _Cycle:
@@ -264,8 +269,11 @@ class _Cycle:
         )
     )
 
-    def __init__(self, snapshot: Snapshot, now: float, explain: bool | Set[str] = True) -> None:
+    def __init__(
+        self, snapshot: Snapshot, now: float, explain: bool | Set[str] = True, kept_state: Kept | None = None
+    ) -> None:
         self.snapshot, self.now, self.explain = snapshot, now, explain
+        self.kept_state = Kept() if kept_state is None else kept_state
         self.policy: Policy = snapshot.policy
         self.memo = Memo()
         self.budgets = Budgets.of(snapshot.policy)
@@ -277,7 +285,9 @@ class _Cycle:
 
     def run(self) -> Plan:
         try:
-            self._prepare(prepare_cycle(self.snapshot, self.now))  # Steps 1-2: health, the index.
+            kept = self.kept_state
+            # Steps 1-2: health, the index.
+            self._prepare(prepare_cycle(self.snapshot, self.now, kept.book, kept.nodes))
             queue = self._order()  # Step 3.
             self._keep_domains_for_gangs(queue)
             self._consider_all(queue)  # Step 4.
@@ -304,7 +314,8 @@ class _Cycle:
         # Fair-share priorities only rank the fair-share order.
         by_share = self.policy.fairshare and self.policy.queue_order == "fair_share"
         factors = fairshare_factors(snapshot.usage, snapshot.teams, snapshot.quotas) if by_share else {}
-        queue = order_jobs(snapshot.pending, self.policy, fairshare_priorities(factors), self.now, snapshot.queue)
+        priorities = fairshare_priorities(factors)
+        queue = order_jobs(snapshot.pending, self.policy, priorities, self.now, self.kept_state.queue)
         self.decided.reasons = [None] * len(queue)
         return queue
 

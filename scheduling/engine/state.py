@@ -21,7 +21,9 @@ from dataclasses import replace
 
 from .capacity import level_of
 from .events import Checkpointed, Completed, Event, Evicted, Rejected, Resized, Started, TimedOut, Withdrawn
+from .kept import Kept
 from .model import DEFAULT_LEVEL_PENALTY, Job, Node, Policy, Quota, Snapshot, Team
+from .node_cache import NodeCache
 from .ordering import KeptQueue, kept_by_team, tiebreak_fields
 from .plan import FAILURE_REASONS, Cordon, Grow, Plan, Preempt, Requeue, Shrink, Start
 from .prepare import KeptReleases, RunningBook
@@ -81,6 +83,10 @@ class FleetState:
         self._kept = KeptReleases()
         self._kept_at = now
         self._node_tuple: tuple[Node, ...] | None = None
+        # The empty-fleet index and cordons of `_node_tuple`, kept for the engine while nodes stay
+        # the same (bound: one node tuple), and what the latest snapshot's cycle may read (`kept`).
+        self._node_cache = NodeCache()
+        self._handed = Kept(nodes=self._node_cache)
         # The time of the latest snapshot, which the running jobs it shows read their progress at.
         self._clock = SnapshotClock(now)
 
@@ -261,7 +267,15 @@ class FleetState:
         elif self._queue is None or self._queue.fields != fields or self._queue.by_team is not by_team:
             self._queue = KeptQueue(fields, by_team, pending)
         queue = None if self._queue is None else self._queue.view(pending)
-        return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage, book, queue)
+        self._handed = Kept(book, queue, self._node_cache)
+        return Snapshot(self._node_tuple, running, pending, teams, quotas, policy, usage)
+
+    def kept(self) -> Kept:
+        """What this state keeps for the engine's cycle on its latest snapshot, passed as
+        `schedule(snapshot, now, kept=state.kept())`: the running jobs' book, the queue in
+        within-team order and the node tuple's empty-fleet index and cordons (`kept.Kept`). Each
+        part is read only with the snapshot it was made for; with any other it is passed over."""
+        return self._handed
 
     # Failures ----------------------------------------------------------------------------------
     def set_node_health(self, node_id: str, healthy_gpus: int, now: float | None = None) -> list[Event]:

@@ -69,7 +69,11 @@ def job_start_preview(*, team: Team, spec: JobSpec) -> StartPreview:
     )
     loaded = snapshot_build(sim_now_s=now_s)
     snapshot = loaded.state.snapshot(now_s, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
-    plan = engine.schedule(replace(snapshot, pending=(*snapshot.pending, job)), now_s, explain={PREVIEW_JOB_ID})
+    # The state's kept book still holds for the running jobs; its kept queue, taken without the
+    # previewed job, is passed over (`kept.Kept`).
+    plan = engine.schedule(
+        replace(snapshot, pending=(*snapshot.pending, job)), now_s, explain={PREVIEW_JOB_ID}, kept=loaded.state.kept()
+    )
     if any(start.job_id == PREVIEW_JOB_ID for start in plan.starts()):
         return StartPreview(now_s=now_s, starts_now=True, estimated_start_s=now_s)
     status = plan.status_of(PREVIEW_JOB_ID)

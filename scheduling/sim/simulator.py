@@ -42,6 +42,7 @@ from scheduling.engine import (
     Evicted,
     FleetState,
     Job,
+    Kept,
     Node,
     Plan,
     Policy,
@@ -74,18 +75,20 @@ MAX_REPEATS_WITHOUT_COMPLETION = 100
 MAX_NAMED_JOBS = 10
 ESTIMATE_SAMPLE_JOBS = 2000
 
-# `schedule(snapshot, now, explain=...)` with the jobs to explain (none: no explanations), or a
+# `schedule(snapshot, now, explain=..., kept=...)` with the jobs to explain (none: no
+# explanations) and what the replay's `FleetState` keeps for the engine (`FleetState.kept()`), or a
 # stand-in with the same contract (tests).
-Scheduler = Callable[[Snapshot, float, AbstractSet[str]], Plan]
+Scheduler = Callable[[Snapshot, float, AbstractSet[str], Kept], Plan]
 
 
-def engine_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
-    return schedule(snapshot, now, explain=explain)
+def engine_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
+    return schedule(snapshot, now, explain=explain, kept=kept)
 
 
-def reference_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
+def reference_scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
     """The engine's rules stated plainly (`engine.reference`), keeping the fast engine's quirks: the
-    same plans, slowly (it explains every job when asked for any)."""
+    same plans, slowly (it explains every job when asked for any; it keeps nothing between cycles,
+    so `kept` is not read)."""
     return schedule_reference(snapshot, now, explain=bool(explain), quirks=FAST_PATH_QUIRKS)
 
 
@@ -209,7 +212,8 @@ class _Loop:
         # Explanations only for the jobs waiting for their first estimate; otherwise the recorder
         # only reads whether some job waits on topology.
         explain = frozenset(self.recorder.awaiting)
-        plan = self.scheduler(self.state.snapshot(now, self.teams, self.quotas, self.policy), now, explain)
+        snapshot = self.state.snapshot(now, self.teams, self.quotas, self.policy)
+        plan = self.scheduler(snapshot, now, explain, self.state.kept())
         self.cycles += 1
         self.watchdog.planned(plan, now)
         self.recorder.planned(plan, now, explained=bool(explain))

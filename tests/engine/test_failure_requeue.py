@@ -89,7 +89,7 @@ def test_the_kept_queue_and_the_sorted_queue_put_the_failed_first_as_one_sort_on
         state.submit(replace(queued, time_limit_s=limit, requeued_by_failure=action == "fail"))
         now = 100.0
         snapshot = state.snapshot(now, (), (), policy)
-        kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
+        kept = order_jobs(snapshot.pending, policy, priorities, now, state.kept().queue)
         alone = order_jobs(snapshot.pending, policy, priorities, now)
         without = order_jobs([replace(j, requeued_by_failure=False) for j in snapshot.pending], policy, priorities, now)
         failed = {j.id for j in snapshot.pending if j.requeued_by_failure}

@@ -41,7 +41,9 @@ from scheduling.engine.explain import (
     shape_fits_s,
 )
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
+from scheduling.engine.kept import Kept
 from scheduling.engine.model import Job, Node, Quota
+from scheduling.engine.node_cache import NodeCache
 from scheduling.engine.ordering import order_jobs
 from scheduling.engine.plan import (
     REASON_CAPACITY,
@@ -262,15 +264,16 @@ def test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do(
         if throttle is not None and index == 1:
             state.throttle_node(snapshot.nodes[0].id, throttle, now)
         shown = state.snapshot(now, snapshot.teams, snapshot.quotas, snapshot.policy)
-        assert shown.book is not None and shown.book.running is shown.running
+        book = state.kept().book
+        assert book is not None and book.running is shown.running
         penalty = _penalty(shown)
-        kept, counted = shown.book.totals(shown.running, now, penalty), running_totals(shown.running, now, penalty)
+        kept, counted = book.totals(shown.running, now, penalty), running_totals(shown.running, now, penalty)
         for part in ("used", "usage", "releases", "evicting", "team_releases", "pinned", "elastic"):
             assert getattr(kept, part) == getattr(counted, part)
         for part in ("preemptible", "leaving", "borrowing"):
             assert getattr(kept.takeable, part) == getattr(counted.takeable, part)
-        plan = schedule(shown, now)
-        assert plan == schedule(replace(shown, book=None), now)
+        plan = schedule(shown, now, kept=state.kept())
+        assert plan == schedule(shown, now)
         state.apply(plan, now)
         now += step
         state.advance(now)
@@ -349,8 +352,9 @@ def test_a_fleet_state_keeps_the_anchored_releases_of_its_running_jobs_between_c
         0.0,
     )
     shown = state.snapshot(500.0, (), (), Policy())
-    assert shown.book is not None and shown.book.kept is not None
-    kept = shown.book.totals(shown.running, 500.0)
+    book = state.kept().book
+    assert book is not None and book.kept is not None
+    kept = book.totals(shown.running, 500.0)
     assert kept.releases == running_totals(shown.running, 500.0).releases
     assert kept.releases == {"a100": [(2_000.0, "p0-r0-n1", 2), (4_000.0, "p0-r0-n1", 4), (8_000.0, "p0-r0-n0", 8)]}
     assert kept.used == {"p0-r0-n0": 8, "p0-r0-n1": 6}
@@ -358,13 +362,21 @@ def test_a_fleet_state_keeps_the_anchored_releases_of_its_running_jobs_between_c
 
 @SETTINGS
 @given(st.one_of(snapshots(), gang_snapshots()), st.floats(0.0, 1e5))
-def test_a_cycle_on_the_same_node_tuple_plans_as_on_a_fresh_one(snapshot: Snapshot, now: float) -> None:
-    first = schedule(snapshot, now)
-    again = schedule(snapshot, now)  # the empty-fleet index and the cordons kept for this very tuple
-    fresh = schedule(replace(snapshot, nodes=tuple(list(snapshot.nodes))), now)  # another tuple: built afresh
+def test_a_cycle_on_the_node_tuple_s_kept_index_and_cordons_plans_as_on_them_built_afresh(
+    snapshot: Snapshot, now: float
+) -> None:
+    cache = NodeCache()
+    kept = Kept(nodes=cache)
+    plain = schedule(snapshot, now)  # no cache: built afresh
+    first = schedule(snapshot, now, kept=kept)  # built and kept for this very tuple
+    fleet = cache.empty_fleet(snapshot.nodes, snapshot.policy.gpus_per_node)
+    again = schedule(snapshot, now, kept=kept)  # read from the cache
+    assert cache.empty_fleet(snapshot.nodes, snapshot.policy.gpus_per_node) is fleet
+    other = replace(snapshot, nodes=tuple(list(snapshot.nodes)))
+    fresh = schedule(other, now, kept=kept)  # another tuple: the cache forgets the first, builds afresh
+    assert cache.nodes is other.nodes and cache.empty_fleet(other.nodes, other.policy.gpus_per_node) is not fleet
 
-    assert again == first
-    assert fresh == first
+    assert first == again == fresh == plain
 
 
 @st.composite

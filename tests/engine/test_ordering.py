@@ -239,8 +239,9 @@ def test_the_queue_kept_in_within_team_order_orders_as_sorting_the_queue_does(
             )
         for now in (100.0, 60.0, 100.0, 130.0):
             snapshot = state.snapshot(now, (), (), policy)
-            assert (snapshot.queue is None) == (kept_by_team(policy) is None)  # (an age term: sorted)
-            kept = order_jobs(snapshot.pending, policy, priorities, now, snapshot.queue)
+            view = state.kept().queue
+            assert (view is None) == (kept_by_team(policy) is None)  # (an age term: sorted)
+            kept = order_jobs(snapshot.pending, policy, priorities, now, view)
             assert _ids(kept) == _ids(order_jobs(snapshot.pending, policy, priorities, now))
 
 
@@ -249,17 +250,18 @@ def test_a_snapshot_taken_before_the_queue_changed_is_ordered_by_sorting_its_own
     policy = Policy(age_weight=0.0)
     state.submit(job("early", submit_s=0.0))
     older = state.snapshot(10.0, (), (), policy)
+    view = state.kept().queue
     state.submit(job("later", submit_s=5.0))
-    assert older.queue is not None and older.queue.order(older.pending, policy, {}, 10.0) is None
-    assert _ids(order_jobs(older.pending, policy, {}, 10.0, older.queue)) == ["early"]
+    assert view is not None and view.order(older.pending, policy, {}, 10.0) is None
+    assert _ids(order_jobs(older.pending, policy, {}, 10.0, view)) == ["early"]
 
 
 def test_a_snapshot_made_from_another_with_one_more_job_orders_that_job_too() -> None:
     """As the start preview does: the snapshot's pending jobs and one more, with the view of the
-    queue the first snapshot carried along."""
+    queue the state kept for the first snapshot handed along."""
     state = FleetState([Node("n0", "p0", "r0", "a100")])
     policy = Policy(age_weight=0.0)
     state.submit(job("queued", submit_s=0.0, time_limit_s=600.0))
     snapshot = state.snapshot(10.0, (), (), policy)
     more = replace(snapshot, pending=(*snapshot.pending, job("preview", submit_s=10.0, time_limit_s=60.0)))
-    assert _ids(order_jobs(more.pending, policy, {}, 10.0, more.queue)) == ["preview", "queued"]
+    assert _ids(order_jobs(more.pending, policy, {}, 10.0, state.kept().queue)) == ["preview", "queued"]

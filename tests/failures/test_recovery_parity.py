@@ -189,7 +189,7 @@ def _simulate(loaded: Loaded, hook: FailureHook, times: list[float]) -> None:
             hook.on_time(sim, when)
         state.advance(tick_s)
         snapshot = state.snapshot(tick_s, loaded.teams, loaded.quotas, loaded.policy)
-        state.apply(engine.schedule(snapshot, tick_s), tick_s)
+        state.apply(engine.schedule(snapshot, tick_s, kept=state.kept()), tick_s)
 
 
 def _same(live: Incident, simulated: SimIncident) -> None:

@@ -42,7 +42,7 @@ def _plan_next_tick(step_s: float = 60.0) -> PlannedTick:
     loaded = snapshot_build(sim_now_s=sim_from)
     events = loaded.state.advance(sim_to)
     snapshot = loaded.state.snapshot(sim_to, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
-    plan = engine.schedule(snapshot, sim_to)
+    plan = engine.schedule(snapshot, sim_to, kept=loaded.state.kept())
     events += loaded.state.apply(plan, sim_to)
     return PlannedTick(loaded, plan, events, sim_to)
 

@@ -47,7 +47,7 @@ def _digest(loaded: Loaded) -> dict[str, Any]:
     """What the engine sees of a FleetState, and the plan it makes from it."""
     state = loaded.state
     snapshot = state.snapshot(state.now, loaded.teams, loaded.quotas, loaded.policy, loaded.usage)
-    plan = engine.schedule(snapshot, state.now)
+    plan = engine.schedule(snapshot, state.now, kept=state.kept())
     return {
         "now": state.now,
         "nodes": dict(state.nodes),

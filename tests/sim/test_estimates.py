@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.engine import Plan, Policy, Snapshot, schedule
+from scheduling.engine import Kept, Plan, Policy, Snapshot, schedule
 from scheduling.sim.fleet import parse_fleet
 from scheduling.sim.formulas import estimate_error
 from scheduling.sim.simulator import run_simulation
@@ -56,8 +56,8 @@ def test_both_waits_are_floored_at_one_cycle_interval() -> None:
 
 
 def test_jobs_shown_no_estimate_are_counted_apart_and_left_out_of_the_ratios() -> None:
-    def without_estimates(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
-        plan = schedule(snapshot, now, explain=explain)
+    def without_estimates(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
+        plan = schedule(snapshot, now, explain=explain, kept=kept)
         return Plan(plan.actions, tuple(replace(status, estimated_start_s=None) for status in plan.pending))
 
     metrics = _run(QUEUE, scheduler=without_estimates).metrics

@@ -103,8 +103,8 @@ def _replay(
     Without estimates the gate may skip arrivals too (they need no explanation)."""
     plans: list[tuple[float, tuple]] = []
 
-    def scheduler(snapshot, now, explain):
-        plan = schedule(snapshot, now, explain=explain)
+    def scheduler(snapshot, now, explain, kept):
+        plan = schedule(snapshot, now, explain=explain, kept=kept)
         acted = tuple(action for action in plan.actions if not isinstance(action, Reserve))
         if acted:
             plans.append((now, acted))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.engine import Plan, Policy, Preempt, Snapshot, Start
+from scheduling.engine import Kept, Plan, Policy, Preempt, Snapshot, Start
 from scheduling.sim.fleet import parse_fleet
 from scheduling.sim.simulator import MAX_CYCLES_PER_INSTANT, SimulationStalled, run_simulation
 
@@ -22,7 +22,7 @@ def rotating(grace_s: float):
     """A stand-in scheduler that never lets a job finish: each cycle preempts whatever runs on the
     one node and starts the pending job that follows it in id order (a deliberate livelock)."""
 
-    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
+    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
         node_id = snapshot.nodes[0].id
         pending = sorted(job.id for job in snapshot.pending)
         if not pending:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from scheduling.engine import Job, Plan, Quota, Snapshot
+from scheduling.engine import Job, Kept, Plan, Quota, Snapshot
 from scheduling.sim.cli import build_parser, run
 from scheduling.sim.fleet import parse_fleet
 from scheduling.sim.runner import compare_policies
@@ -60,9 +60,9 @@ def test_jobs_submitted_within_one_tick_are_planned_together_in_one_cycle() -> N
 def test_a_replay_on_ticks_plans_only_on_ticks_and_ends(policy: str, jobs: list[Job]) -> None:
     planned_at: list[float] = []
 
-    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str]) -> Plan:
+    def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
         planned_at.append(now)
-        return engine_scheduler(snapshot, now, explain)
+        return engine_scheduler(snapshot, now, explain, kept)
 
     quotas = (Quota("alpha", "gpu", 8, 32), Quota("beta", "gpu", 16, 32))
     nodes = parse_fleet("1x2x2x8").nodes()
