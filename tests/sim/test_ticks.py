@@ -62,6 +62,9 @@ def test_a_replay_on_ticks_plans_only_on_ticks_and_ends(policy: str, jobs: list[
 
     def scheduler(snapshot: Snapshot, now: float, explain: AbstractSet[str], kept: Kept) -> Plan:
         planned_at.append(now)
+        # The replay hands the engine what its FleetState keeps for this very snapshot.
+        assert kept.book is not None and kept.book.running is snapshot.running
+        assert kept.nodes is not None
         return engine_scheduler(snapshot, now, explain, kept)
 
     quotas = (Quota("alpha", "gpu", 8, 32), Quota("beta", "gpu", 16, 32))
