@@ -499,14 +499,21 @@ def _count_loan(book: RunningBook, job: Job, key: Key, gpus: int) -> None:
 
 def _drop_zeros(book: RunningBook) -> None:
     """The entries of `book` that sum to 0, which `count` never keeps, dropped (`RunningBook.of`)."""
-    for counts in (book.evicting, book.leaving, book.elastic, book.borrowing, book.bounded, book.pinned):
-        for key in [key for key, value in counts.items() if not value]:
-            del counts[key]
+    _drop_zero_entries(book.evicting)
+    _drop_zero_entries(book.leaving)
+    _drop_zero_entries(book.elastic)
+    _drop_zero_entries(book.borrowing)
+    _drop_zero_entries(book.bounded)
+    _drop_zero_entries(book.pinned)
     for accelerator, by_priority in list(book.preemptible.items()):
-        for priority in [priority for priority, value in by_priority.items() if not value]:
-            del by_priority[priority]
+        _drop_zero_entries(by_priority)
         if not by_priority:
             del book.preemptible[accelerator]
+
+
+def _drop_zero_entries(counts: dict[_T, int]) -> None:
+    for key in [key for key, value in counts.items() if not value]:
+        del counts[key]
 
 
 def _add(counts: dict[_T, int], key: _T, delta: int) -> None:
