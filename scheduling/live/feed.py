@@ -97,14 +97,14 @@ def waits_publish_events(*, plan: Plan, jobs: Sequence[engine.Job]) -> list[tupl
     """Store the plan's waits with each explained job's blocker and the names they name; the
     ``waits`` events of what changed since the stored ones, one per team with changes and one
     with all of them for fleet admins."""
-    team_of = {job.id: int(job.team) for job in jobs}
+    team_ids = {job.id: str(job.team) for job in jobs}
     blockers = plan.blockers(jobs)
     names = wait_names_for(statuses=plan.pending, blockers=blockers)
     by_team: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    team_ids = {job_id: str(team) for job_id, team in team_of.items()}
     for change in job_waits_store(statuses=plan.pending, blockers=blockers, names=names, team_ids=team_ids):
-        team = team_of.get(str(change.job_id))
-        if team is not None:
+        team_id = team_ids.get(str(change.job_id))
+        if team_id is not None:
+            team = int(team_id)
             by_team[team].append(_wait_payload(change, team))
     events = [(team_group(team), live_event("waits", jobs=changes)) for team, changes in sorted(by_team.items())]
     if by_team:

@@ -84,6 +84,7 @@ def _client() -> redis.Redis:
 
 
 def _entry(status: engine.PendingStatus, blocker: list[Any] | None, team: str | None) -> list[Any]:
+    """A job's stored entry (`job_waits_store` builds it inline; a test holds the two alike)."""
     estimate = None if status.estimated_start_s is None else round(status.estimated_start_s)
     return [status.reason, estimate, status.waits_for, blocker, team]
 
@@ -121,22 +122,109 @@ def job_waits_store(
 ) -> list[WaitChange]:
     """Replace the waits document with the latest plan's (and the names its blockers name, and
     each job's team by `team_ids`); the jobs whose wait changed since the document it replaces, in
-    job id order."""
-    facts = _facts(blockers or {})
-    teams = team_ids or {}
-    document = {
-        status.job_id: _entry(status, facts.get(status.job_id), teams.get(status.job_id)) for status in statuses
-    }
-    pipe = _client().pipeline(transaction=True)
-    pipe.get(WAITS_KEY)
-    pipe.set(WAITS_KEY, json.dumps(document, separators=(",", ":")))
-    kept = [names.teams, names.jobs, names.nodes, names.job_teams]
-    pipe.set(NAMES_KEY, json.dumps(kept, separators=(",", ":")))
-    pipe.set(WAITS_VERSION_KEY, uuid.uuid4().hex)
-    raw, *_ = pipe.execute()
-    before: dict[str, list[Any]] = json.loads(raw) if raw else {}
-    changed = sorted((int(job_id), entry) for job_id, entry in document.items() if not _same(before.get(job_id), entry))
-    return [WaitChange(job_id, _wait(entry, names)) for job_id, entry in changed]
+    job id order.
+
+    The process keeps the document it stored last (`_Published`): while the stored token is still
+    its own, only the jobs whose entry changed are encoded and compared, and the complete document
+    is written in one command without reading the old one back. Otherwise (another writer, a
+    deleted or rewritten document, a new process) the old document is read and compared whole."""
+    kept = _published.kept
+    document, encoded = _encoded(statuses, _facts(blockers or {}), team_ids or {}, kept)
+    token = uuid.uuid4().hex
+    kept_names = [names.teams, names.jobs, names.nodes, names.job_teams]
+    matched, raw = _store_script()(
+        keys=[WAITS_KEY, NAMES_KEY, WAITS_VERSION_KEY],
+        args=["" if kept is None else kept.token, encoded.text, json.dumps(kept_names, separators=(",", ":")), token],
+        client=_client(),
+    )
+    _published.kept = _Document(token=token, entries=document, fragments=encoded.fragments)
+    if matched and kept is not None:
+        changed = [
+            (job_id, document[job_id])
+            for job_id in encoded.changed
+            if not _same(kept.entries.get(job_id), document[job_id])
+        ]
+    else:
+        before: dict[str, list[Any]] = json.loads(raw) if raw else {}
+        changed = [(job_id, entry) for job_id, entry in document.items() if not _same(before.get(job_id), entry)]
+    return [WaitChange(job_id, _wait(entry, names)) for job_id, entry in sorted((int(j), e) for j, e in changed)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Document:
+    """A waits document this process stored: its token, entries and each entry's encoded text."""
+
+    token: str
+    entries: dict[str, list[Any]]
+    fragments: dict[str, str]
+
+
+class _Published:
+    """The waits document this process stored last (the leader's, between its ticks)."""
+
+    def __init__(self) -> None:
+        self.kept: _Document | None = None
+
+
+_published = _Published()
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    text: str  # the whole document, exactly as ``json.dumps(document, separators=(",", ":"))``
+    fragments: dict[str, str]  # each job's ``"id":[...]``
+    changed: list[str]  # the jobs whose entry differs from the kept document's (all without one)
+
+
+def _encoded(
+    statuses: Iterable[engine.PendingStatus],
+    facts: Mapping[str, list[Any]],
+    teams: Mapping[str, str],
+    kept: _Document | None,
+) -> tuple[dict[str, list[Any]], _Encoded]:
+    """Each status's entry (`_entry`, inline: this runs for every job of the queue each tick) and
+    the document encoded, re-encoding only the entries that differ from `kept`'s."""
+    dumps = _ENCODER.encode
+    old_entries = {} if kept is None else kept.entries
+    old_fragments = {} if kept is None else kept.fragments
+    document: dict[str, list[Any]] = {}
+    fragments: dict[str, str] = {}
+    changed: list[str] = []
+    for status in statuses:
+        job_id = status.job_id
+        estimate = status.estimated_start_s
+        entry = [
+            status.reason,
+            None if estimate is None else round(estimate),
+            status.waits_for,
+            facts.get(job_id),
+            teams.get(job_id),
+        ]
+        document[job_id] = entry
+        if old_entries.get(job_id) == entry:
+            fragments[job_id] = old_fragments[job_id]
+        else:
+            fragments[job_id] = f"{dumps(job_id)}:{dumps(entry)}"
+            changed.append(job_id)
+    return document, _Encoded(text="{" + ",".join(fragments.values()) + "}", fragments=fragments, changed=changed)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+# Writes the document, its names and a fresh token in one command. When the stored token is not
+# the one this process wrote last, it also returns the document it replaces, to compare against.
+_STORE_LUA = """
+local matched = ARGV[1] ~= '' and redis.call('GET', KEYS[3]) == ARGV[1]
+local old = false
+if not matched then old = redis.call('GET', KEYS[1]) end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[4])
+return {matched and 1 or 0, old}
+"""
+
+
+def _store_script() -> Any:
+    return _client().register_script(_STORE_LUA)
 
 
 def _wait(entry: list[Any], names: WaitNames) -> JobWait:
