@@ -5,14 +5,20 @@ that hands each message to the channels it names."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels_redis.core import BoundedQueue, ChannelLock, RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 
+logger = logging.getLogger(__name__)
+
 # Takes a message of its channel (True) or leaves it for the channel's inbox (False); must not block.
 Sink = Callable[[dict[str, Any]], bool]
+# Makes the message every channel with a sink gets at each beat (`FleetChannelLayer.beat_set`).
+Beat = Callable[[], Awaitable[dict[str, Any]]]
 
 # Connections per process and Redis host, and how long a group operation waits for one.
 POOL_CONNECTIONS = 50
@@ -49,7 +55,11 @@ class FleetChannelLayer(RedisChannelLayer):
     messages while anyone waits and puts each into the inbox of every channel it names (the same
     decoded message, shared: receivers must not change it); a ``receive`` waits on its inbox only.
     A channel may take its messages in the reader's turn instead (``sink_add``): a socket queues an
-    event to write without a task switch per socket and message."""
+    event to write without a task switch per socket and message.
+
+    Beside the reader, while it reads, a beat (``beat_set``) hands every channel with a sink the
+    message it makes, on the clock's whole multiples of its interval: the fleet's heartbeat is made
+    and encoded once per process and beat, and never queues behind ticks or messages in Redis."""
 
     brpop_timeout = 1
 
@@ -60,6 +70,8 @@ class FleetChannelLayer(RedisChannelLayer):
         self.waiting = 0
         self.reader: asyncio.Task[None] | None = None
         self.reader_loop: asyncio.AbstractEventLoop | None = None
+        self.beat: tuple[Beat, float] | None = None
+        self.beater: asyncio.Task[None] | None = None
 
     def sink_add(self, channel: str, sink: Sink) -> None:
         """Hand the messages of a process-local ``channel`` to ``sink`` first, in the reader's
@@ -69,6 +81,45 @@ class FleetChannelLayer(RedisChannelLayer):
 
     def sink_discard(self, channel: str) -> None:
         self.sinks.pop(channel, None)
+
+    def beat_set(self, beat: Beat, interval_s: float) -> None:
+        """Every ``interval_s`` seconds while the process reads, hand every channel with a sink the
+        message ``beat`` makes (one message for all of them)."""
+        if not interval_s > 0:
+            raise ValueError(f"a beat's interval must be above 0 seconds, not {interval_s!r}")
+        if self.beat != (beat, interval_s):
+            self.beat = (beat, interval_s)
+            if self.beater is not None and not self.beater.done():
+                self.beater.cancel()
+            self.beater = None
+        if self.reader is not None and not self.reader.done():
+            self._beater_ensure(self.reader.get_loop())
+
+    def beat_stop(self) -> None:
+        """No more beats until the next ``beat_set``."""
+        self.beat = None
+        if self.beater is not None and not self.beater.done():
+            self.beater.cancel()
+        self.beater = None
+
+    def _beater_ensure(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.beat is None:
+            return
+        if self.beater is not None and not self.beater.done() and self.beater.get_loop() is loop:
+            return
+        self.beater = loop.create_task(self._beat_every(*self.beat))
+
+    async def _beat_every(self, beat: Beat, interval_s: float) -> None:
+        """A message that cannot be made at a beat (the database away) is logged and skipped."""
+        while True:
+            await asyncio.sleep(interval_s - time.time() % interval_s)
+            try:
+                message = await beat()
+            except Exception:  # noqa: BLE001 - the next second tries again
+                logger.warning("The beat's message could not be made", exc_info=True)
+                continue
+            for sink in list(self.sinks.values()):
+                sink(message)
 
     def create_pool(self, index: int) -> Any:
         host = dict(self.hosts[index])
@@ -139,11 +190,15 @@ class FleetChannelLayer(RedisChannelLayer):
             self.receive_cleaners: list[asyncio.Task[Any]] = []
             self.reader_loop = loop
         self.reader = loop.create_task(self._read(process_channel))
+        self._beater_ensure(loop)
 
     def _reader_stop(self) -> None:
         if self.reader is not None and not self.reader.done():
             self.reader.cancel()
         self.reader = None
+        if self.beater is not None and not self.beater.done():
+            self.beater.cancel()
+        self.beater = None
 
     async def _read(self, process_channel: str) -> None:
         """Pop the process's messages one after another and hand each to the channels it names

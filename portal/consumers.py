@@ -12,6 +12,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
@@ -25,6 +26,7 @@ from portal.socket_access import (
     socket_access_for_token,
     socket_text_for,
 )
+from scheduling.live.feed import fleet_heartbeat_message
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,9 @@ class FleetConsumer(AsyncJsonWebsocketConsumer):
         sink_add = getattr(self.channel_layer, "sink_add", None)
         if sink_add is not None:
             sink_add(self.channel_name, self._take)
+            if settings.FLEET_SOCKET_HEARTBEAT_S > 0:
+                # The process's own heartbeat reaches every socket it serves (no group message).
+                self.channel_layer.beat_set(fleet_heartbeat_message, settings.FLEET_SOCKET_HEARTBEAT_S)
         self.access = await database_sync_to_async(socket_access_for)(user=user)
         if not await self._join(self._groups(self.access)):
             await self._end(CLOSE_TRY_AGAIN)

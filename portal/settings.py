@@ -366,12 +366,13 @@ FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO and FLEETL
 # the demo only (a test may turn them on).
 FLEET_FAILURES = _env_bool("FLEET_FAILURES", FLEETLINE_DEMO and FLEETLINE_BACKEND == "modelled")
 
+# The sockets' heartbeat is made by each web process for its own sockets, this often (seconds; 0:
+# none) on the whole seconds of the clock (``FleetChannelLayer.beat_set``), not by Celery beat: a
+# task on the cycle queue waited behind ticks, and sockets went over a second without one.
+FLEET_SOCKET_HEARTBEAT_S = float(os.environ.get("FLEET_SOCKET_HEARTBEAT_S", "1.0"))
+if not FLEET_SOCKET_HEARTBEAT_S >= 0.0:
+    raise ImproperlyConfigured(f"FLEET_SOCKET_HEARTBEAT_S must be 0 or more seconds, not {FLEET_SOCKET_HEARTBEAT_S!r}")
 CELERY_BEAT_SCHEDULE = {
-    "fleet-heartbeat": {
-        "task": "scheduling.tasks.fleet_heartbeat",
-        "schedule": float(os.environ.get("FLEET_HEARTBEAT_INTERVAL_S", "1.0")),
-        "options": {"expires": 5},
-    },
     "fleet-cycle": {
         "task": "scheduling.tasks.fleet_cycle",
         "schedule": FLEET_CYCLE_INTERVAL_S,

@@ -21,3 +21,7 @@ FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", 
 # checks. The tests prove that passwords are checked, not how slowly: every process of the test
 # session (this one and the servers it starts, which inherit these settings) hashes with MD5.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Sockets get no heartbeat of their web process's own unless a test asks for one: tests that wait
+# for a socket's next message, or for none, would otherwise get a heartbeat each second.
+FLEET_SOCKET_HEARTBEAT_S = float(os.environ.get("FLEET_SOCKET_HEARTBEAT_S", "0"))

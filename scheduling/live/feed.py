@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
@@ -25,13 +27,15 @@ from scheduling.fleet_calendar import fleet_clock_text
 from scheduling.live.explanations import ahead_is_private, wait_names_for, wait_text
 from scheduling.live.waits import JobWait, WaitChange, job_waits_store
 from scheduling.models import Incident
-from scheduling.selectors import fleet_summary
+from scheduling.selectors import FleetSummary, fleet_summary
 
 if TYPE_CHECKING:
     from scheduling.tick_outcome import AppliedTick, TickSample
 
 HEARTBEAT_SEQUENCE_KEY = "fleetline:heartbeat:seq"
 PUBLISH_CONCURRENCY = 8
+# A web process's heartbeat tells the fleet's size as read at most this long ago.
+HEARTBEAT_SUMMARY_MAX_AGE_S = 5.0
 
 
 def fleet_events_publish(events: list[tuple[str, dict[str, Any]]]) -> None:
@@ -66,6 +70,34 @@ def fleet_heartbeat_publish() -> dict[str, Any]:
     )
     fleet_event_publish(group=FLEET_GROUP, payload=payload)
     return payload
+
+
+class _KeptSummary:
+    """The fleet's size as this process read it last, and when (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.summary: FleetSummary | None = None
+        self.read_at = 0.0
+
+    async def get(self) -> FleetSummary:
+        if self.summary is None or time.monotonic() - self.read_at >= HEARTBEAT_SUMMARY_MAX_AGE_S:
+            self.summary = await database_sync_to_async(fleet_summary)()
+            self.read_at = time.monotonic()
+        return self.summary
+
+
+_kept_summary = _KeptSummary()
+
+
+async def fleet_heartbeat_message() -> dict[str, Any]:
+    """The heartbeat a web process hands its own sockets each second (`FleetChannelLayer.beat_set`),
+    made and encoded once for all of them, whatever the ticks and the Celery queues are doing. Its
+    sequence number is the second of the clock it is sent in: every process numbers a second
+    alike, and a socket sees one number a second."""
+    now = timezone.now()
+    summary = await _kept_summary.get()
+    payload = live_event("heartbeat", seq=int(now.timestamp()), sent_at=now.isoformat(), **dataclasses.asdict(summary))
+    return fleet_event_message(payload)
 
 
 def tick_publish(*, sample: TickSample, applied: AppliedTick, plan: Plan, jobs: Sequence[engine.Job]) -> None:
