@@ -16,7 +16,7 @@ Phases, one after another, each bounded by ``--duration-s`` (the whole run by ``
 1. the API: job submission with a token (one 1-GPU job per request, each with its own
    Idempotency-Key), ``--clients`` concurrent clients; first, so that what follows has jobs to show;
 2. pages: the dashboard and ``/jobs/`` with a session; the API: job listing and job detail;
-3. websockets: ``--sockets`` sockets on ``/ws/fleet/`` receiving beat's heartbeat (1 Hz), with
+3. websockets: ``--sockets`` sockets on ``/ws/fleet/`` receiving the web processes' heartbeat (1 Hz), with
    the lag from the heartbeat's ``sent_at`` to its arrival, and the gaps between arrivals;
 4. the placement burst: ``--burst-jobs`` jobs into an idle ``--burst-nodes``-node fleet on a
    fresh database, through the submission service directly (``job_submit``), not the API, so
