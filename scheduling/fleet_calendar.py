@@ -23,9 +23,12 @@ from django.utils.dateparse import parse_datetime
 
 from scheduling.models import FleetClock
 
-# A fresh fleet without a recorded tick yet: its calendar starts now.
 _CACHE_TTL_S = 30.0
+# A fresh fleet without a recorded tick yet: its calendar starts now, a guess kept this long only,
+# so that a page listing many times asks the database once, not twice per time.
+_GUESS_TTL_S = 1.0
 _cache: tuple[datetime, float] | None = None
+_guess: tuple[datetime, float] | None = None
 
 
 def _configured_epoch() -> datetime | None:
@@ -41,7 +44,10 @@ def _configured_epoch() -> datetime | None:
 def fleet_epoch_record(*, wall_now: datetime, sim_now_s: float) -> datetime:
     """The epoch, fixing it on the clock row the first time the ledger records a tick: the wall
     time at which fleet second 0 would have been had the fleet run at speed 1 (on a fresh
-    fleet, the first tick's wall time). One query once it is fixed."""
+    fleet, the first tick's wall time). One query once it is fixed. A guess this process made before
+    (`fleet_epoch`) is dropped: the calendar is the recorded one from now on."""
+    global _guess
+    _guess = None
     configured = _configured_epoch()
     if configured is not None:
         return configured
@@ -55,25 +61,28 @@ def fleet_epoch_record(*, wall_now: datetime, sim_now_s: float) -> datetime:
 
 def fleet_epoch() -> datetime:
     """The fleet epoch for reading (pages, reports); cached for a few seconds per process."""
-    global _cache
+    global _cache, _guess
     configured = _configured_epoch()
     if configured is not None:
         return configured
-    if _cache is not None and time.monotonic() - _cache[1] < _CACHE_TTL_S:
+    now = time.monotonic()
+    if _cache is not None and now - _cache[1] < _CACHE_TTL_S:
         return _cache[0]
-    stored = FleetClock.objects.filter(pk=1).values_list("epoch", flat=True).first()
+    if _guess is not None and now - _guess[1] < _GUESS_TTL_S:
+        return _guess[0]
+    stored, clock = FleetClock.objects.filter(pk=1).values_list("epoch", "sim_now_s").first() or (None, 0.0)
     if stored is None:
-        # No tick recorded yet: the calendar would start now; do not remember a guess.
-        clock = FleetClock.objects.filter(pk=1).values_list("sim_now_s", flat=True).first() or 0.0
-        return timezone.now() - timedelta(seconds=clock)
-    _cache = (stored, time.monotonic())
+        # No tick recorded yet: the calendar would start now; the guess is not remembered for long.
+        _guess = (timezone.now() - timedelta(seconds=clock), now)
+        return _guess[0]
+    _cache = (stored, now)
     return stored
 
 
 def fleet_epoch_forget() -> None:
     """Drop the cached epoch (tests that build a new fleet)."""
-    global _cache
-    _cache = None
+    global _cache, _guess
+    _cache = _guess = None
 
 
 def fleet_datetime(sim_s: float, *, epoch: datetime | None = None) -> datetime:

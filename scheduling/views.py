@@ -25,6 +25,7 @@ from scheduling.filters import JobFilter
 from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows
+from scheduling.job_rows_html import job_rows_html
 from scheduling.listed import listed_jobs, listed_values
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
@@ -114,11 +115,12 @@ def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     # Lean: the listed columns as values() rows, their related names joined (`scheduling.listed`).
     page = Paginator(listed_values(jobs), 50).get_page(request.GET.get("page"))
     now_s = fleet_now_s()
+    rows = job_rows_estimated(rows=job_rows(jobs=listed_jobs(page)), now_s=now_s)
     context = {
         "page": page,
-        "rows": job_rows_estimated(rows=job_rows(jobs=listed_jobs(page)), now_s=now_s),
+        "rows": rows,
         # Each row links its job: the path built once, not reversed twice per row.
-        "job_path": reverse("job-detail", args=[0]).removesuffix("0/"),
+        "rows_html": job_rows_html(rows, job_path=reverse("job-detail", args=[0]).removesuffix("0/"), now_s=now_s),
         "show": show,
         "sort": sort,
         "query": request.GET.get("q", ""),

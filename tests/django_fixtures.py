@@ -216,3 +216,13 @@ def kept_fleet_dropped() -> Iterator[None]:
     kept_fleet_forget()
     yield
     kept_fleet_forget()
+
+
+@pytest.fixture(autouse=True)
+def fleet_epoch_dropped() -> Iterator[None]:
+    """Nor the fleet epoch a web process keeps for a few seconds (``scheduling.fleet_calendar``)."""
+    from scheduling.fleet_calendar import fleet_epoch_forget
+
+    fleet_epoch_forget()
+    yield
+    fleet_epoch_forget()

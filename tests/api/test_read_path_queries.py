@@ -95,3 +95,19 @@ def test_the_lean_lists_show_every_job_asked_for(people: People) -> None:
     page = _page(people, "member", "/jobs/?show=all")().content.decode()
     assert page.count('<tr id="job-') == 50  # a page of the list
     assert 'href="/jobs/' in page and "job-59" in page
+
+
+def test_the_jobs_page_before_the_first_tick_costs_the_same_queries_whatever_the_number_of_jobs(
+    people: People,
+) -> None:
+    """Before a tick has fixed the fleet epoch, each time on the page is shown on a calendar that
+    starts now: worked out once, not asked of the database for every row."""
+    call = _page(people, "admin", "/jobs/?show=all")
+    for i in range(SMALL):
+        people.fleet.submit(gpus=1, name=f"early-{i}")
+    small = _queries(call)
+    for i in range(SMALL, 40):
+        people.fleet.submit(gpus=1, name=f"early-{i}")
+    large = _queries(call)
+
+    assert large == small, f"{small} queries with {SMALL} jobs, {large} with 40"
