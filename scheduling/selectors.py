@@ -41,15 +41,20 @@ class FleetSummary:
 
 
 def fleet_summary() -> FleetSummary:
-    """Size and health of the whole fleet, in four queries."""
-    totals = Node.objects.aggregate(nodes=Count("id"), gpus=Sum("gpus"), healthy_gpus=Sum("healthy_gpus"))
+    """Size and health of the whole fleet, in three queries."""
+    totals = Node.objects.aggregate(
+        nodes=Count("id"),
+        gpus=Sum("gpus"),
+        healthy_gpus=Sum("healthy_gpus"),
+        nodes_up=Count("id", filter=Q(state=Node.State.UP)),
+    )
     return FleetSummary(
         pods=Pod.objects.count(),
         racks=Rack.objects.count(),
         nodes=totals["nodes"] or 0,
         gpus=totals["gpus"] or 0,
         healthy_gpus=totals["healthy_gpus"] or 0,
-        nodes_up=Node.objects.filter(state=Node.State.UP).count(),
+        nodes_up=totals["nodes_up"] or 0,
     )
 
 
