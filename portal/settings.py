@@ -155,10 +155,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Parameters bound by the server, so that psycopg prepares a statement a connection runs often
-    # (its fifth time): PostgreSQL then plans the lists' five-table join once per connection, not
-    # at every request (planning took 8 ms of a list query's 10).
+# Parameters bound by the server, so that psycopg prepares a statement a connection runs often (its
+# fifth time): PostgreSQL then plans the lists' five-table join once per connection, not at every
+# request (planning took 8 ms of a list query's 10). Off for a transaction-pooling PgBouncer.
+DATABASE_PREPARED_STATEMENTS = os.environ.get("DATABASE_PREPARED_STATEMENTS", "1") == "1"
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_PREPARED_STATEMENTS:
     DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses a pool with persistent connections

@@ -29,9 +29,16 @@ VENV_BIN = Path(sys.executable).parent
 PROBE = (
     "import json, django; django.setup(); from django.conf import settings as s; "
     "d = s.DATABASES['default']; print(json.dumps({k: d.get(k) for k in ('CONN_MAX_AGE', 'CONN_HEALTH_CHECKS')}"
-    " | {'pool': d.get('OPTIONS', {}).get('pool')}))"
+    " | {'pool': d.get('OPTIONS', {}).get('pool')}"
+    " | {k: v for k, v in d.get('OPTIONS', {}).items() if k in ('server_side_binding', 'prepare_threshold')}))"
 )
-SETTINGS_VARIABLES = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_POOL_MAX_SIZE", "DATABASE_CONN_MAX_AGE")
+SETTINGS_VARIABLES = (
+    "DATABASE_URL",
+    "DJANGO_SETTINGS_MODULE",
+    "DATABASE_POOL_MAX_SIZE",
+    "DATABASE_CONN_MAX_AGE",
+    "DATABASE_PREPARED_STATEMENTS",
+)
 
 
 def _database_settings(**env: str) -> dict[str, Any]:
@@ -60,7 +67,21 @@ def test_the_production_profile_pools_postgresql_connections_with_health_checks(
         "CONN_MAX_AGE": 0,  # Django pools or keeps connections, not both
         "CONN_HEALTH_CHECKS": True,
         "pool": {"min_size": 1, "max_size": 8, "timeout": 10.0},
+        "server_side_binding": True,
+        "prepare_threshold": 5,
     }
+
+
+def test_postgresql_statements_are_prepared_unless_a_transaction_pooler_asks_otherwise() -> None:
+    production = {
+        "DJANGO_SETTINGS_MODULE": "portal.settings_production",
+        "DATABASE_URL": "postgres://fleetline@db.internal:5432/fleetline",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+    }
+
+    found = _database_settings(**production, DATABASE_PREPARED_STATEMENTS="0")
+
+    assert "server_side_binding" not in found and "prepare_threshold" not in found
 
 
 def test_the_embedded_default_opens_its_sqlite_file_per_request_as_before() -> None:
