@@ -257,6 +257,11 @@ def _report(
             for k in (done[0]["result"].timings_ms if done else {})
         },
         "queries_median": statistics.median(tick["queries"] for tick in done) if done else None,
+        # Each steady tick in order, with its steps: a slow one among them is told apart.
+        "steady_ticks": [
+            {"ms": round(tick["ms"], 1), "step_ms": {k: round(v, 1) for k, v in tick["result"].timings_ms.items()}}
+            for tick in done
+        ],
         "state_rebuilds": _rebuilds(),
         "goals": goals,
         "machine": {**calibration, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
