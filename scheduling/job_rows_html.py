@@ -47,8 +47,8 @@ def _row(row: JobRow, path: str, now_s: float) -> str:
         f"      <td>{_calendar(job.submit_s)}</td>\n"
         f"      <td>{job.gpus} × {_escape(job.accelerator_name)}</td>\n"
         f'      <td class="state state-{state}" data-field="state">{_escape(job.get_state_display())}</td>\n'
-        f'      <td data-field="reason">{_reason(row)}</td>\n'
-        f'      <td data-field="when">{_when(row, now_s)}</td>\n'
+        f'      <td data-field="reason">{_reason(job, row)}</td>\n'
+        f'      <td data-field="when">{_when(job, row, now_s)}</td>\n'
         "    </tr>\n"
     )
 
@@ -63,8 +63,7 @@ def _whole(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}"
 
 
-def _reason(row: JobRow) -> str:
-    job = row.job
+def _reason(job: ListedJob, row: JobRow) -> str:
     if job.state == "pending":
         return _escape(wait_reason(row.wait))
     if job.state == "running":
@@ -72,8 +71,8 @@ def _reason(row: JobRow) -> str:
     return ""
 
 
-def _when(row: JobRow, now_s: float) -> str:
-    job, wait = row.job, row.wait
+def _when(job: ListedJob, row: JobRow, now_s: float) -> str:
+    wait = row.wait
     if job.state == "pending":
         starts = wait.estimated_start_s if wait is not None else None
         attribute = "" if starts is None else f' data-fleet-starts="{_whole(starts)}"'
@@ -83,12 +82,12 @@ def _when(row: JobRow, now_s: float) -> str:
         limit = ""
         if job.time_limit_s:
             limit = (
-                f', limit in <span data-fleet-until="{_whole(limit_at_s(job))}">'  # type: ignore[arg-type]
-                f"{_escape(duration(limit_left_s(job, now_s)))}</span>"  # type: ignore[arg-type]
+                f', limit in <span data-fleet-until="{_whole(limit_at_s(job))}">'
+                f"{_escape(duration(limit_left_s(job, now_s)))}</span>"
             )
         return (
             f'started {_calendar(job.started_s)}<div class="hint"><span data-fleet-since="{_whole(job.started_s)}">'
-            f"{_escape(duration(elapsed_s(job, now_s)))}</span> elapsed{limit}</div>"  # type: ignore[arg-type]
+            f"{_escape(duration(elapsed_s(job, now_s)))}</span> elapsed{limit}</div>"
         )
     if job.finished_s is not None:
         return f"ended {_calendar(job.finished_s)}"
