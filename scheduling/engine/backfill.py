@@ -9,9 +9,11 @@ nodes only if its worst-case end is no later than the start of every reservation
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -187,13 +189,16 @@ def earliest_start(
     *,
     max_level: str,
     topology_aware: bool,
+    until_s: float = math.inf,
 ) -> EarliestStart | None:
-    """The first time along the release profile at which the job fits, and the nodes it gets."""
+    """The first time along the release profile at which the job fits, and the nodes it gets; None
+    also when it fits only after `until_s` (the sweep stops there)."""
     if gpus <= pool.gpus_per_node:
-        return _earliest_single(pool, held, profile, gpus)
+        return _earliest_single(pool, held, profile, gpus, until_s)
     if LEVEL_RANK[max_level] < LEVEL_RANK["rack"]:
         return None
-    return _earliest_gang(pool, held, profile, nodes_needed(gpus, pool.gpus_per_node), max_level, topology_aware)
+    count = nodes_needed(gpus, pool.gpus_per_node)
+    return _earliest_gang(pool, held, profile, count, max_level, topology_aware, until_s)
 
 
 # `earliest_start`, or a stand-in that answers as it does (the cycle's, which keeps its answers while
@@ -215,10 +220,11 @@ def within_pod_start(
     profile: ReleaseProfile,
     gpus: int,
     earliest: EarliestFinder = earliest_start,
+    until_s: float = math.inf,
 ) -> tuple[float, str] | None:
     """When a gang of `gpus` GPUs starts earliest within one pod along the release profile, and the
-    level it gets there (a rack or the pod); `earliest` sweeps the profile."""
-    found = earliest(pool, held, profile, gpus, max_level="pod", topology_aware=True)
+    level it gets there (a rack or the pod); `earliest` sweeps the profile, up to `until_s`."""
+    found = earliest(pool, held, profile, gpus, max_level="pod", topology_aware=True, until_s=until_s)
     if found is None:
         return None
     return found.start_s, level_of(found.node_ids, pool.node_rack, pool.node_pod)
@@ -232,6 +238,16 @@ def sooner_within_pod(job: Job, policy: Policy, now: float, within_pod: tuple[fl
         return False
     start_s, level = within_pod
     return start_s + job.estimate_s * policy.penalty(level) < now + job.estimate_s * policy.penalty("fleet")
+
+
+def within_pod_horizon_s(job: Job, policy: Policy, now: float) -> float:
+    """A time after which no start within one pod is `sooner_within_pod` for `job`: the estimate
+    slowed by the fleet's penalty, less it slowed by the smallest penalty within a pod, from now (a
+    second later, so that rounding cannot cut off a start that is sooner). A sweep for the start
+    within one pod may stop there (fast path; plain: sweeping the whole profile,
+    `test_fast_paths.py::test_gang_levels_from_kept_patiences_and_debts_are_gang_level`)."""
+    narrow = min(policy.penalty(level) for level in LEVELS if LEVEL_RANK[level] < LEVEL_RANK["fleet"])
+    return now + job.estimate_s * (policy.penalty("fleet") - narrow) + 1.0
 
 
 def gang_level_now(
@@ -312,17 +328,23 @@ def fit_domains(pool: AcceleratorPool, gpus: int, level: str) -> bool:
     return gpus <= domain_gpus(pool.shape, level)
 
 
+def _until(events: list[ReleaseEvent], until_s: float) -> int:
+    """How many of the sorted `events` come at `until_s` or before."""
+    return len(events) if until_s == math.inf else bisect_right(events, until_s, key=event_time)
+
+
 def _earliest_single(
-    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int
+    pool: AcceleratorPool, held: dict[str, int], profile: ReleaseProfile, gpus: int, until_s: float
 ) -> EarliestStart | None:
     extra: dict[str, int] = {}
     events = profile.sorted_events()
     touched: list[str] = []
-    for position, (end_s, node_id, released) in enumerate(events):
+    cut = _until(events, until_s)
+    for position, (end_s, node_id, released) in enumerate(islice(events, cut)):
         if node_id in pool.free and node_id not in held:
             extra[node_id] = extra.get(node_id, 0) + released
             touched.append(node_id)
-        if position + 1 < len(events) and events[position + 1][0] == end_s:
+        if position + 1 < cut and events[position + 1][0] == end_s:
             continue
         best: tuple[int, str] | None = None
         for candidate in touched:
@@ -342,8 +364,10 @@ def _earliest_gang(
     count: int,
     max_level: str,
     topology_aware: bool,
+    until_s: float = math.inf,
 ) -> EarliestStart | None:
-    """The first release time after which `count` whole nodes fit the gang, and those nodes.
+    """The first release time (up to `until_s`) after which `count` whole nodes fit the gang, and
+    those nodes.
 
     One pass over the release events: a node becomes whole once the GPUs released on it cover
     what it lacks; a choice is tried at the end of each release time once enough nodes are whole.
@@ -380,7 +404,7 @@ def _earliest_gang(
         )
     )
     at_s: float | None = None
-    for end_s, node_id, released in profile.sorted_events():
+    for end_s, node_id, released in islice(events := profile.sorted_events(), _until(events, until_s)):
         if end_s != at_s:
             if (
                 at_s is not None

@@ -146,8 +146,8 @@ class Memo:
     # Fits that failed, by the generation they failed in.
     misses: dict[FitKey, int] = field(default_factory=dict, metadata=stale_when(Until.STATE))
     # `backfill.earliest_start` answers by (accelerator, size, level, topology-aware), with the
-    # generation they were found in (`Reclaimer.earliest`).
-    earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None]] = field(
+    # generation they were found in and the time their sweep stopped at (`Reclaimer.earliest`).
+    earliest: dict[tuple[str, int, str, bool], tuple[int, EarliestStart | None, float]] = field(
         default_factory=dict, metadata=stale_when(Until.STATE)
     )
     fruitless: dict[SearchKey, Fruitless] = field(default_factory=dict, metadata=stale_when(Until.STATE))

@@ -49,6 +49,7 @@ from .backfill import (
     expected_end_s,
     sooner_within_pod,
     spreads_across_pods,
+    within_pod_horizon_s,
     within_pod_start,
 )
 from .capacity import AcceleratorPool, CapacityIndex, level_of
@@ -338,7 +339,8 @@ class Reclaimer:
             return narrowest_level(pool, job.gpus, level)
         if self.can_reserve(job.accelerator) and spreads_across_pods(pool, job, policy, level):
             profile = self.profiles[job.accelerator]
-            within_pod = within_pod_start(pool, self.index.held, profile, job.gpus, self.earliest)
+            until_s = within_pod_horizon_s(job, policy, self.now)
+            within_pod = within_pod_start(pool, self.index.held, profile, job.gpus, self.earliest, until_s)
             if sooner_within_pod(job, policy, self.now, within_pod):
                 return "pod"
         return level
@@ -556,19 +558,28 @@ class Reclaimer:
         *,
         max_level: str,
         topology_aware: bool,
+        until_s: float = math.inf,
     ) -> EarliestStart | None:
         """`earliest_start` on the cycle's working state (`held` and `profile` are the index's and
         `pool`'s accelerator's), kept per size, level and topology awareness until the working
-        state changes (`generation`): blocked gangs of one size sweep the profile once (fast path;
-        plain: sweeping again,
+        state changes (`generation`): blocked gangs of one size sweep the profile once. A sweep
+        that stopped at its `until_s` answers a later one up to the same time or sooner, or
+        whatever its start was found (fast path; plain: sweeping again,
         `test_fast_paths.py::test_earliest_starts_kept_while_the_working_state_stays_the_same_are_found_again`)."""
         memo = self.memo
         key = (pool.accelerator, gpus, max_level, topology_aware)
         kept = memo.earliest.get(key)
-        if kept is None or kept[0] != memo.generation:
-            found = earliest_start(pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware)
-            kept = memo.earliest[key] = (memo.generation, found)
-        return kept[1]
+        if kept is not None and kept[0] == memo.generation:
+            found, swept_until_s = kept[1], kept[2]
+            if found is not None:
+                return found if found.start_s <= until_s else None
+            if swept_until_s >= until_s:
+                return None
+        found = earliest_start(
+            pool, held, profile, gpus, max_level=max_level, topology_aware=topology_aware, until_s=until_s
+        )
+        memo.earliest[key] = (memo.generation, found, until_s)
+        return found
 
     def _hand_over(
         self,

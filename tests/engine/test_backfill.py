@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from scheduling.engine import Policy, Reserve
 
 from .builders import Scenario, fleet, job, reason_of, running, started
@@ -84,3 +86,19 @@ def test_a_running_job_without_a_time_limit_is_expected_to_end_when_its_work_is_
     plan = scenario.pending(job("next", 8)).plan(now=50.0)
 
     assert plan.of_type(Reserve) == (Reserve("next", ("p0-r0-n0",), 250.0),)
+
+
+@pytest.mark.parametrize(("frees_after", "waits"), [(0.39, True), (0.41, False)])
+def test_a_gang_waits_for_one_pod_only_while_that_finishes_it_sooner(frees_after: float, waits: bool) -> None:
+    """A 16-GPU gang that may spread (its patience is over) fits across two pods now; one pod frees
+    a node at `frees_after` × its estimate. Within that pod it runs at the rack's speed (1.0), across
+    pods at the fleet's (1.4): waiting pays only while the node frees before 0.4 × the estimate."""
+    estimate = 10_000.0
+    nodes = fleet("2x1x2x8")
+    busy = job("busy", 8, time_limit_s=frees_after * estimate)
+    other = job("other", 8, time_limit_s=10 * estimate)
+    gang = job("gang", 16, time_limit_s=estimate)
+    scenario = Scenario(nodes).pending(gang).with_running(running(busy, on="p0-r0-n0"), running(other, on="p1-r0-n0"))
+    plan = scenario.policy(gang_spread_after_s=0.0).plan(now=0.0)
+
+    assert ("gang" not in started(plan)) is waits

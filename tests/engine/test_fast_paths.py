@@ -869,7 +869,13 @@ def test_gang_levels_from_kept_patiences_and_debts_are_gang_level(snapshot: Snap
         assert level == gang_level_now(pool, self.index.held, profile, job, self.policy, self.now, owed, can_reserve)
         return level
 
-    for policy in (snapshot.policy, replace(snapshot.policy, guarantee_spread_after_s=3600.0)):
+    # Penalties close together: the sweep for a start within one pod stops soon (`within_pod_horizon_s`).
+    close = (("node", 1.0), ("rack", 1.2), ("pod", 1.25), ("fleet", 1.3))
+    for policy in (
+        snapshot.policy,
+        replace(snapshot.policy, guarantee_spread_after_s=3600.0),
+        replace(snapshot.policy, guarantee_spread_after_s=0.0, level_penalty=close),
+    ):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(Reclaimer, "gang_level", checked)
             schedule(replace(snapshot, policy=policy), now)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,15 +57,24 @@ def _plain_earliest_gang(
     st.integers(1, 7),
     st.sampled_from(("rack", "pod", "fleet")),
     st.booleans(),
+    st.one_of(st.just(math.inf), st.floats(0.0, 20000.0)),
     st.data(),
 )
 def test_the_gang_sweep_matches_the_plain_definition(
-    snapshot: Snapshot, now: float, count: int, max_level: str, topology_aware: bool, data: st.DataObject
+    snapshot: Snapshot,
+    now: float,
+    count: int,
+    max_level: str,
+    topology_aware: bool,
+    until_s: float,
+    data: st.DataObject,
 ) -> None:
+    """Also when the sweep stops at `until_s`: it finds what the whole sweep finds up to then."""
     prepared = prepare_cycle(snapshot, now)
     pool, profile = prepared.index.pools["a100"], prepared.profiles["a100"]
     held = {node_id: 0 for node_id in data.draw(st.sets(st.sampled_from(sorted(pool.free))))}
 
-    assert _earliest_gang(pool, held, profile, count, max_level, topology_aware) == _plain_earliest_gang(
-        pool, held, profile, count, max_level, topology_aware
-    )
+    plain = _plain_earliest_gang(pool, held, profile, count, max_level, topology_aware)
+    if plain is not None and plain[0] > until_s:
+        plain = None
+    assert _earliest_gang(pool, held, profile, count, max_level, topology_aware, until_s) == plain
