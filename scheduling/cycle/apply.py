@@ -32,7 +32,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduling import engine
-from scheduling.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update, rows_update_supported
+from scheduling.bulk_rows import by_ids, rows_insert, rows_update, rows_update_supported
 from scheduling.cycle import causes
 from scheduling.cycle.causes import Cause
 from scheduling.cycle.failures import STEP_S
@@ -298,8 +298,8 @@ def _group_in_bulk(writes: Sequence[JobWrite]) -> set[int]:
     updated = _guarded_update(writes)
     moved = [w for w in writes if w.job_id in updated and w.old != w.new]
     released = [w.job_id for w in moved if w.old]
-    for start in range(0, len(released), ROWS_PER_STATEMENT):
-        Allocation.objects.filter(job_id__in=released[start : start + ROWS_PER_STATEMENT]).delete()
+    for chunk in by_ids(Allocation.objects.all(), released, field="job_id"):
+        chunk.delete()
     rows_insert(
         Allocation,
         columns=("job", "node", "gpus"),

@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q
 
 from scheduling import engine
-from scheduling.bulk_rows import ROWS_PER_STATEMENT
+from scheduling.bulk_rows import by_ids
 from scheduling.convert import (
     JOB_FIELDS,
     NODE_FIELDS,
@@ -94,8 +94,7 @@ def job_rows(*, ids: list[int] | None = None) -> dict[str, Any]:
     if ids is None:
         return {str(row.id): row for row in active.order_by("id").values_list(*JOB_FIELDS, named=True)}
     rows: dict[str, Any] = {}
-    for at in range(0, len(ids), ROWS_PER_STATEMENT):
-        chunk = active.filter(id__in=ids[at : at + ROWS_PER_STATEMENT]).order_by("id")
+    for chunk in by_ids(active.order_by("id"), sorted(ids)):
         rows.update((str(row.id), row) for row in chunk.values_list(*JOB_FIELDS, named=True))
     return rows
 
@@ -104,15 +103,7 @@ def running_allocations(*, ids: list[int] | None = None) -> dict[str, tuple[tupl
     """The allocations of the running jobs (or of those of ``ids`` that run), by job id."""
     allocations: dict[str, list[tuple[str, int]]] = {}
     running = Allocation.objects.filter(job__state=Job.State.RUNNING).order_by("job_id", "node_id")
-    chunks = (
-        [running]
-        if ids is None
-        else [
-            running.filter(job_id__in=ids[at : at + ROWS_PER_STATEMENT])
-            for at in range(0, len(ids), ROWS_PER_STATEMENT)
-        ]
-    )
-    for chunk in chunks:
+    for chunk in [running] if ids is None else by_ids(running, ids, field="job_id"):
         for job_id, node_id, gpus in chunk.values_list("job_id", "node_id", "gpus"):
             allocations.setdefault(str(job_id), []).append((str(node_id), gpus))
     return {job_id: tuple(alloc) for job_id, alloc in allocations.items()}

@@ -28,7 +28,7 @@ from django.urls import reverse
 from core.live_events import live_event
 from core.socket_events import user_events_publish
 from core.tasks import enqueue, enqueue_on_commit
-from scheduling.bulk_rows import ROWS_PER_STATEMENT
+from scheduling.bulk_rows import by_ids
 from scheduling.models import Job, SchedulerEvent
 from scheduling.tick_outcome import JobChange
 from tenants.models import NoticeKind, Notification
@@ -155,13 +155,9 @@ def _by_submitter(changes: Iterable[JobChange]) -> dict[int, list[JobNotice]]:
     }
     ids = sorted(kinds)
     by_user: dict[int, list[JobNotice]] = defaultdict(list)
-    for start in range(0, len(ids), ROWS_PER_STATEMENT):
-        rows = (
-            Job.objects.filter(pk__in=ids[start : start + ROWS_PER_STATEMENT], submitted_by__is_active=True)
-            .order_by("pk")
-            .values_list("pk", "name", "submitted_by_id", "submitted_by__username")
-        )
-        for job_id, name, user_id, username in rows:
+    active = Job.objects.filter(submitted_by__is_active=True).order_by("pk")
+    for chunk in by_ids(active.values_list("pk", "name", "submitted_by_id", "submitted_by__username"), ids):
+        for job_id, name, user_id, username in chunk:
             kind, message, word, says = kinds[job_id]
             by_user[user_id].append(JobNotice(user_id, username, job_id, name, kind, message, word, says))
     return by_user

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
 
-from scheduling.bulk_rows import ROWS_PER_STATEMENT, rows_insert, rows_update
+from scheduling.bulk_rows import ROWS_PER_STATEMENT, by_ids, rows_insert, rows_update
 from scheduling.models import Node, Pod, Rack, SchedulerEvent
 from tests.factories import AcceleratorTypeFactory
 
@@ -32,6 +33,17 @@ def test_a_guarded_update_changes_only_the_rows_whose_guard_holds_and_returns_th
     assert all(after[node.pk] == (3 if i % 2 == 0 else 1) for i, node in enumerate(nodes))
     assert set(Node.objects.filter(pk__in=updated).values_list("state", flat=True)) == {"cordoned"}
     assert not Node.objects.exclude(pk__in=updated).filter(state="cordoned").exists()
+
+
+def test_a_query_narrowed_to_many_ids_finds_those_rows_in_one_statement_on_postgresql(nodes: list[Node]) -> None:
+    wanted = [node.pk for i, node in enumerate(nodes) if i % 7]  # more than a statement spells out elsewhere
+
+    chunks = list(by_ids(Node.objects.order_by("id").values_list("id", flat=True), wanted))
+    found = [pk for chunk in chunks for pk in chunk]
+
+    assert found == wanted
+    assert len(chunks) == (1 if connection.vendor == "postgresql" else 2)
+    assert list(by_ids(Node.objects.all(), [])) == []
 
 
 def test_inserted_rows_take_whole_numbers_among_fractions_nulls_and_aware_times(db: None) -> None:
