@@ -85,6 +85,7 @@ class _Held:
     job_id: int
     key: Key
     allocation: tuple[tuple[str, int], ...]
+    gpus: int  # the allocation's
     start_s: float
     useful_from_s: float
     end_s: float
@@ -106,7 +107,7 @@ def _charge(held: _Held, sim_from_s: float, borrowed_gpu_s: float) -> _Sums:
     was counted useful in the ticks that did it and moves to lost in the tick that loses it, so
     useful + lost = allocated on every row of every tick (a tick's useful can be below zero
     when it rolls back more than it ran), and lost is exactly the sum of its parts."""
-    gpus = sum(g for _, g in held.allocation)
+    gpus = held.gpus
     seconds = max(0.0, held.end_s - max(sim_from_s, held.start_s))
     working = max(0.0, held.end_s - max(sim_from_s, held.start_s, held.useful_from_s))
     allocated = gpus * seconds
@@ -127,7 +128,7 @@ def _borrowed(loaded: Loaded, runs: list[_Held], sim_from_s: float) -> list[floa
     spans = [
         Span(
             (held.key[0], held.key[1]),
-            sum(g for _, g in held.allocation),
+            held.gpus,
             max(sim_from_s, held.start_s),
             held.end_s,
             held.borrowing,
@@ -150,6 +151,7 @@ def _runs(loaded: Loaded, applied: AppliedTick, sim_to_s: float) -> list[_Held]:
                 int(job_id),
                 (int(job.team), job.accelerator, job.kind),
                 run.allocation,
+                run.gpus,
                 run.start_s,
                 run.anchor_s,
                 sim_to_s,
@@ -161,11 +163,13 @@ def _runs(loaded: Loaded, applied: AppliedTick, sim_to_s: float) -> list[_Held]:
         row = loaded.jobs[finished.job_id]
         if row.started_s is None:
             continue
+        allocation = loaded.allocations.get(finished.job_id, ())
         runs.append(
             _Held(
                 int(finished.job_id),
                 (row.team_id, row.accelerator_type__name, row.kind),
-                loaded.allocations.get(finished.job_id, ()),
+                allocation,
+                sum(gpus for _, gpus in allocation),
                 row.started_s,
                 row.anchor_s or row.started_s,
                 finished.end_s,
@@ -209,14 +213,12 @@ def usage_record(
     by_job: dict[int, tuple[Key, _Sums]] = {}
     held_by_node: dict[str, float] = defaultdict(float)
     gpus_by_kind: dict[str, int] = defaultdict(int)
-    for job_id in state.running:
-        run = state.run_view(job_id)
-        assert run is not None
-        gpus_by_kind[run.job.kind] += sum(g for _, g in run.allocation)
     runs = _runs(loaded, applied, sim_to_s)
+    for held in runs[: len(state.running)]:  # those still running come first
+        gpus_by_kind[held.key[2]] += held.gpus
     for held, borrowed_gpu_s in zip(runs, _borrowed(loaded, runs, sim_from_s), strict=True):
         sums = _charge(held, sim_from_s, borrowed_gpu_s)
-        seconds = sums.allocated / max(1, sum(g for _, g in held.allocation))
+        seconds = sums.allocated / max(1, held.gpus)
         for node_id, gpus in held.allocation:
             held_by_node[node_id] += gpus * seconds
         if held.job_id in by_job:

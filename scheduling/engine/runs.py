@@ -59,6 +59,7 @@ class RunView:
     anchor_s: float
     anchor_progress_s: float
     base_progress_s: float
+    gpus: int  # the allocation's
 
 
 class RunRecord:

@@ -139,6 +139,7 @@ class FleetState:
             run.anchor_s,
             run.anchor_progress,
             run.base_progress,
+            run.gpus,
         )
 
     def cancel(self, job_id: str) -> bool:
