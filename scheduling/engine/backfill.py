@@ -10,7 +10,7 @@ nodes only if its worst-case end is no later than the start of every reservation
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -35,6 +35,9 @@ event_time = itemgetter(0)  # a release event's time
 # Beyond this many events added since the last sort, `ReleaseProfile.move` sorts the profile and
 # searches it by time rather than look through the unsorted ones one by one.
 _UNSORTED_SEARCH_LIMIT = 64
+# Up to this many events added since the last sort, `ReleaseProfile.sorted_events` puts them in
+# place one by one rather than sort the whole profile again.
+_INSORT_LIMIT = 32
 
 
 class EarliestStart(NamedTuple):
@@ -84,10 +87,23 @@ class ReleaseProfile:
             self._curve = None
 
     def sorted_events(self) -> list[ReleaseEvent]:
+        """The events in time order, those of one time in the order they were added.
+
+        Fast path: the few added since the last sort (a start between two sweeps adds one per
+        node) are put in place one by one, each after those of its time already there, which is
+        where a stable sort puts it (plain: sorting all of them by time,
+        `test_fast_paths.py::test_a_profile_sorted_as_it_grows_is_sorted_as_a_whole`)."""
         if self._dirty:
-            self.events.sort(key=event_time)
+            events = self.events
+            if len(events) - self._sorted <= _INSORT_LIMIT:
+                added = events[self._sorted :]
+                del events[self._sorted :]
+                for event in added:
+                    insort_right(events, event, key=event_time)
+            else:
+                events.sort(key=event_time)
             self._dirty = False
-            self._sorted = len(self.events)
+            self._sorted = len(events)
         return self.events
 
     def move(self, end_s: float, allocation: Allocation, events: list[ReleaseEvent]) -> None:

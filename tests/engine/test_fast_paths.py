@@ -107,6 +107,25 @@ def _maps(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @SETTINGS
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 20).map(float), st.sampled_from("abc"), st.integers(1, 8)), max_size=40),
+        max_size=8,
+    )
+)
+def test_a_profile_sorted_as_it_grows_is_sorted_as_a_whole(batches: list[list[tuple[float, str, int]]]) -> None:
+    """Events added a few or many at a time between sorts come out as one stable sort by time of
+    all of them in the order they were added (ties among equal events told apart by a serial)."""
+    profile, added = ReleaseProfile(0.0), []
+    for batch in batches:
+        for time_s, node_id, gpus in batch:
+            event = (time_s, f"{node_id}{len(added)}", gpus)
+            added.append(event)
+            profile.extend([event])
+        assert profile.sorted_events() == sorted(added, key=lambda event: event[0])
+
+
+@SETTINGS
 @given(gang_snapshots(max_running=12))
 def test_a_book_counted_in_one_loop_equals_one_counted_run_by_run(snapshot: Snapshot) -> None:
     plain = RunningBook()
