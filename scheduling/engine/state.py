@@ -480,8 +480,7 @@ class FleetState:
             self._accrue(now)
             self._take(run, +1)
             self._unqueue(job.id)
-            self.running[job.id] = run
-            self._keep(run, now)
+            self.running[job.id] = run  # its release is kept once it is launched (`_schedule_events`)
             valid.append((action, job))
         restoring_gb = sum(job.checkpoint_gb for _, job in valid if self.saved_progress.get(job.id, 0.0) > 0)
         for action, job in valid:
