@@ -4,6 +4,7 @@ policy and priority class changes and changes of leader (run on PostgreSQL too).
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.test import override_settings
 
 from scheduling import engine
 from scheduling.cycle import kept
-from scheduling.cycle.kept import fleet_load, kept_fleet_rebuilds, kept_fleet_ticked
+from scheduling.cycle.kept import fleet_load, kept_fleet_forget, kept_fleet_rebuilds, kept_fleet_ticked
 from scheduling.cycle.snapshot import Loaded, snapshot_build
 from scheduling.cycle.tick import clock_get
 from scheduling.job_release import nodes_shift
@@ -151,3 +152,16 @@ def test_drift_between_the_kept_state_and_the_database_rebuilds(fleet: Fleet) ->
     fleet.tick()
     assert kept_fleet_rebuilds().get(kept.DRIFT, 0) == drift + 1
     assert _kept_equals_fresh(fleet)
+
+
+def test_the_kept_state_is_frozen_between_ticks_and_unfrozen_when_dropped(fleet: Fleet) -> None:
+    """Out of the cyclic collector's sight between ticks (its full collections would traverse it
+    every tick), and back in it once dropped, so that its cycles are collected."""
+    fleet.submit(gpus=8)
+    fleet.tick()
+    assert gc.get_freeze_count() > 0
+    kept_fleet_forget()
+    assert gc.get_freeze_count() == 0
+    fleet.tick()  # rebuilds, and freezes what it keeps
+    assert gc.get_freeze_count() > 0
+    assert fleet.tick() is not None  # reconciles the frozen state
