@@ -17,6 +17,7 @@ from datetime import date, datetime
 
 from django.db import connection
 
+from scheduling.bulk_rows import pg_array
 from scheduling.cycle.borrowed import Group, Span, borrowed_split
 from scheduling.cycle.snapshot import Loaded
 from scheduling.engine.fairshare import decay_usage
@@ -293,16 +294,6 @@ _JOB_USAGE_ADDED = _SUMS_COLUMNS
 _JOB_USAGE_TYPES = ("bigint", "date", "bigint", "bigint", "varchar", *["double precision"] * len(_SUMS_COLUMNS))
 
 
-_NUMBERS = {"bigint", "double precision"}
-
-
-def _number_array(values: tuple[float | int, ...]) -> str:
-    """A column of numbers as one PostgreSQL array literal, spelled in C by ``repr`` (the shortest
-    text that reads back as the same float): a third of the CPU of handing the driver a list to
-    adapt one number at a time, at tens of thousands of running jobs a tick."""
-    return "{" + ",".join(map(repr, values)) + "}"
-
-
 def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
     """Add the tick to each job's row for ``day`` in one ``INSERT ... ON CONFLICT DO UPDATE``:
     on PostgreSQL over ``unnest`` of one array per column (the table keeps free space in its
@@ -325,10 +316,7 @@ def _job_usage_write(by_job: dict[int, tuple[Key, _Sums]], day: date) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             arrays = ", ".join(f"%s::{t}[]" for t in _JOB_USAGE_TYPES)
-            columns_values = [
-                _number_array(c) if t in _NUMBERS else list(c)
-                for c, t in zip(zip(*values, strict=True), _JOB_USAGE_TYPES, strict=True)
-            ]
+            columns_values = [pg_array(c, t) for c, t in zip(zip(*values, strict=True), _JOB_USAGE_TYPES, strict=True)]
             cursor.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", columns_values)
             return
         for at in range(0, len(values), _UPSERT_ROWS):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from scheduling.bulk_rows import ROWS_PER_STATEMENT, by_ids, rows_insert, rows_update
+from scheduling.bulk_rows import ROWS_PER_STATEMENT, by_ids, pg_array, rows_insert, rows_update
 from scheduling.models import Node, Pod, Rack, SchedulerEvent
 from tests.factories import AcceleratorTypeFactory
 
@@ -59,3 +59,24 @@ def test_inserted_rows_take_whole_numbers_among_fractions_nulls_and_aware_times(
         ("started", 0.0, at),
         ("completed", 60.5, at),
     ]
+
+
+@pytest.mark.parametrize(
+    ("db_type", "values"),
+    [
+        ("bigint", [1, 2**40, -3, None, 0]),
+        ("smallint", [8, 0]),
+        ("double precision", [0.1, 1e-300, 2.0**60, -0.0, float("inf"), float("-inf"), None, 3]),
+        ("varchar", ["a", "b,c", '"', None]),
+    ],
+)
+def test_a_column_handed_to_postgresql_as_one_array_reads_back_the_same(
+    db: None, db_type: str, values: list[object]
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's arrays")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT %s::{db_type}[]", [pg_array(values, db_type)])
+        (read,) = cursor.fetchone()
+
+    assert read == values
