@@ -67,7 +67,8 @@ def test_inserted_rows_take_whole_numbers_among_fractions_nulls_and_aware_times(
         ("bigint", [1, 2**40, -3, None, 0]),
         ("smallint", [8, 0]),
         ("double precision", [0.1, 1e-300, 2.0**60, -0.0, float("inf"), float("-inf"), None, 3]),
-        ("varchar", ["a", "b,c", '"', None]),
+        ("varchar(100)", ["a", "b,c", '"', "\\", '\\"', "{x}", "", "NULL", " spaced ", None, "é ✓"]),
+        ("text", ["line\nbreak", "tab\there", "'quoted'"]),
     ],
 )
 def test_a_column_handed_to_postgresql_as_one_array_reads_back_the_same(
