@@ -10,6 +10,7 @@ into the most-used rack that fits).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from heapq import heapify, heappop, heappush
 
 from .model import Node
 from .packing import RackPacking
@@ -34,6 +35,40 @@ def domain_gpus(shape: Shape, level: str) -> int:
     return max(min(gpus_per_node, largest), room * gpus_per_node)
 
 
+class RacksByWhole:
+    """The racks of a pool by how many whole nodes each has, to find the rack with the fewest
+    whole nodes that still has `count` (and the least key among those) without looking at every
+    rack: per count of whole nodes, a heap of rack keys, an entry stale once its rack's count moved
+    (left in place, dropped when it comes to the top). Built by the first gang placement of a
+    cycle that looks for one (`placement._whole_nodes_in_smallest_domain`), then kept up to date by
+    the pool as nodes become whole or stop being whole."""
+
+    __slots__ = ("count", "heaps", "most")
+
+    def __init__(self, whole_by_rack: Mapping[str, Mapping[str, None]], most: int) -> None:
+        self.count = {rack: len(whole) for rack, whole in whole_by_rack.items()}
+        self.heaps: list[list[str]] = [[] for _ in range(most + 1)]
+        for rack, whole in self.count.items():
+            self.heaps[whole].append(rack)
+        for heap in self.heaps:
+            heapify(heap)
+
+    def moved(self, rack: str, whole: int) -> None:
+        self.count[rack] = whole
+        heappush(self.heaps[whole], rack)
+
+    def fewest(self, count: int) -> str | None:
+        """The rack with at least `count` whole nodes, the fewest beyond them, then the least key."""
+        counts = self.count
+        for whole in range(max(count, 0), len(self.heaps)):
+            heap = self.heaps[whole]
+            while heap and counts[heap[0]] != whole:
+                heappop(heap)
+            if heap:
+                return heap[0]
+        return None
+
+
 class AcceleratorPool:
     """Free capacity of one accelerator type."""
 
@@ -47,6 +82,7 @@ class AcceleratorPool:
         "capacity",
         "whole_by_rack",
         "packing",
+        "racks_by_whole",
         "rack_usable_max",
         "pod_whole",
         "whole_count",
@@ -81,6 +117,8 @@ class AcceleratorPool:
         # Free GPUs per rack and racks ordered by them, built by the first single-node placement
         # of a cycle (see `packing`), then kept up to date here.
         self.packing: RackPacking | None = None
+        # Racks by their whole nodes, built by the first gang placement that looks (`RacksByWhole`).
+        self.racks_by_whole: RacksByWhole | None = None
         self.pod_whole: dict[str, int] = {}
         self.whole_count = 0
         racks_of_pod: dict[str, list[str]] = {}
@@ -148,6 +186,7 @@ class AcceleratorPool:
         twin.buckets = {key: dict(bucket) for key, bucket in self.buckets.items()}
         twin.whole_by_rack = {rack: dict(whole) for rack, whole in self.whole_by_rack.items()}
         twin.packing = None
+        twin.racks_by_whole = None
         twin.pod_whole = dict(self.pod_whole)
         twin.over = dict(self.over)
         return twin
@@ -205,7 +244,8 @@ class AcceleratorPool:
             self.packing.moved(node_id, old, new_free)
         gpn = self.gpus_per_node
         if (old >= gpn) != (new_free >= gpn):
-            rack = self.whole_by_rack[self.node_rack[node_id]]
+            rack_key = self.node_rack[node_id]
+            rack = self.whole_by_rack[rack_key]
             pod = self.node_pod[node_id]
             if new_free >= gpn:
                 rack[node_id] = None
@@ -215,6 +255,8 @@ class AcceleratorPool:
                 del rack[node_id]
                 self.pod_whole[pod] -= 1
                 self.whole_count -= 1
+            if self.racks_by_whole is not None:
+                self.racks_by_whole.moved(rack_key, len(rack))
 
     def take(self, node_id: str, gpus: int) -> None:
         """`gpus` more GPUs are in use on `node_id`; those beyond its free ones are counted `over`."""

@@ -26,7 +26,7 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 
-from .capacity import AcceleratorPool, level_of
+from .capacity import AcceleratorPool, RacksByWhole, level_of
 from .model import LEVEL_RANK, Job, Policy
 from .packing import best_node
 from .plan import REASON_CAPACITY, REASON_TOPOLOGY, Allocation
@@ -151,14 +151,30 @@ def kept_for_gangs(pool: AcceleratorPool, gangs: Iterable[Job]) -> frozenset[str
     return frozenset(kept)
 
 
-def _whole_nodes_in_smallest_domain(pool: AcceleratorPool, count: int, max_level: str) -> list[str] | None:
+def smallest_rack(pool: AcceleratorPool, count: int) -> str | None:
+    """The rack with at least `count` whole nodes and the fewest beyond them (then the least key).
+
+    Fast path: from the racks kept by their whole nodes (`capacity.RacksByWhole`), built on the
+    first call of a cycle (plain: `plain_smallest_rack`, every rack looked at;
+    `test_placement.py::test_the_smallest_rack_kept_by_whole_nodes_is_the_one_every_rack_gives`)."""
+    if pool.racks_by_whole is None:
+        pool.racks_by_whole = RacksByWhole(pool.whole_by_rack, pool.rack_nodes_max)
+    return pool.racks_by_whole.fewest(count)
+
+
+def plain_smallest_rack(pool: AcceleratorPool, count: int) -> str | None:
     best_rack: tuple[int, str] | None = None
     for rack_key, whole in pool.whole_by_rack.items():
         spare = len(whole) - count
         if spare >= 0 and (best_rack is None or (spare, rack_key) < best_rack):
             best_rack = (spare, rack_key)
-    if best_rack is not None:
-        return list(pool.whole_by_rack[best_rack[1]])[:count]
+    return None if best_rack is None else best_rack[1]
+
+
+def _whole_nodes_in_smallest_domain(pool: AcceleratorPool, count: int, max_level: str) -> list[str] | None:
+    rack = smallest_rack(pool, count)
+    if rack is not None:
+        return list(pool.whole_by_rack[rack])[:count]
     if LEVEL_RANK[max_level] < LEVEL_RANK["pod"]:
         return None
     best_pod: tuple[int, str] | None = None

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.engine import Node, Policy, Reserve
 from scheduling.engine.capacity import CapacityIndex, Shape, domain_gpus
 from scheduling.engine.explain import _short_of
 from scheduling.engine.model import LEVELS
+from scheduling.engine.placement import plain_smallest_rack, smallest_rack
 from scheduling.engine.vocabulary import WAITS_DOMAIN, WAITS_HARDWARE
 
 from .builders import Scenario, fleet, job, quota, reason_of, running, started
@@ -284,3 +287,21 @@ def test_the_largest_gang_each_level_holds_follows_the_fleets_healthy_shape(
     for level, gpus in most.items():  # the explanation says the same of one more GPU
         assert _short_of(shape, gpus, level) is None
         assert _short_of(shape, gpus + 1, level) in (WAITS_HARDWARE, f"{WAITS_DOMAIN}{level}")
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(st.tuples(st.integers(0, 47), st.integers(-8, 8), st.integers(1, 6)), max_size=120))
+def test_the_smallest_rack_kept_by_whole_nodes_is_the_one_every_rack_gives(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    """GPUs taken and given back node by node, and asked for a rack between: the racks kept by their
+    whole nodes give the rack the plain look at every rack gives."""
+    nodes = fleet("2x3x8x8")
+    pool = CapacityIndex(nodes, {}, 8).pools["a100"]
+    for position, delta, count in steps:
+        node_id = nodes[position].id
+        if delta < 0:
+            pool.take(node_id, min(-delta, pool.free[node_id]))
+        else:
+            pool.give(node_id, min(delta, 8 - pool.free[node_id]))
+        assert smallest_rack(pool, count) == plain_smallest_rack(pool, count)
