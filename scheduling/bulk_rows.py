@@ -81,7 +81,7 @@ def _prepared(model: type[Model], columns: Sequence[str], rows: Sequence[Row]) -
     return [[prepare(row[i]) for row in rows] for i, prepare in enumerate(preparers)]
 
 
-# PostgreSQL column types whose values `pg_arrays` spells as one array literal.
+# PostgreSQL number types whose values `pg_array` spells with `repr` (text is quoted).
 _INTEGERS = {"smallint", "integer", "bigint"}
 _FLOATS = {"real", "double precision"}
 

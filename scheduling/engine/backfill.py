@@ -420,7 +420,8 @@ def _earliest_gang(
         )
     )
     at_s: float | None = None
-    for end_s, node_id, released in islice(events := profile.sorted_events(), _until(events, until_s)):
+    events = profile.sorted_events()
+    for end_s, node_id, released in islice(events, _until(events, until_s)):
         if end_s != at_s:
             if (
                 at_s is not None

@@ -43,7 +43,7 @@ class RacksByWhole:
     cycle that looks for one (`placement._whole_nodes_in_smallest_domain`), then kept up to date by
     the pool as nodes become whole or stop being whole."""
 
-    __slots__ = ("count", "heaps", "most")
+    __slots__ = ("count", "heaps")
 
     def __init__(self, whole_by_rack: Mapping[str, Mapping[str, None]], most: int) -> None:
         self.count = {rack: len(whole) for rack, whole in whole_by_rack.items()}
