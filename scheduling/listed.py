@@ -1,8 +1,13 @@
 """Jobs as the lists show them (the jobs page and the API's job list), read lean: the columns the
 lists print, their team's, priority class's, accelerator's and submitter's names joined in the
 same query, as ``values()`` rows made into `ListedJob` records, never model instances with four
-related instances each. A list of any length costs the same few queries (a page's rows, and one
-Redis read for the waits of the pending ones).
+related instances each. A list of any length costs the same few queries (a page's ids, its rows,
+and one Redis read for the waits of the pending ones).
+
+A page is picked on the job table alone (its ids: filtered, ordered and sliced), and only its rows
+are read with their names (`listed_by_id`). Joined in one statement, the planner may join every
+row the filter keeps before it sorts and cuts the page: on a job table not yet analysed after a
+burst of submissions, 1,800 rows joined four times for a page of 51, 20-30 ms of PostgreSQL's CPU.
 
 Each field is the `Job` attribute of the same name (``priority_class_name`` for
 ``job.priority_class.name`` and so on), so the pages' filters and the estimates read either.
@@ -11,6 +16,7 @@ Each field is the `Job` attribute of the same name (``priority_class_name`` for
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -86,6 +92,12 @@ def listed_values(jobs: QuerySet[Job]) -> QuerySet[Job, dict[str, Any]]:
 def listed_jobs(rows: Any) -> list[ListedJob]:
     """The ``listed_values`` rows as records."""
     return [ListedJob(*(row[column] for column in LISTED_COLUMNS)) for row in rows]
+
+
+def listed_by_id(ids: Sequence[int]) -> list[ListedJob]:
+    """The jobs ``ids`` names, as records in that order (a job gone since is left out)."""
+    rows = {row["id"]: row for row in listed_values(Job.objects.filter(pk__in=ids))}
+    return listed_jobs(rows[job_id] for job_id in ids if job_id in rows)
 
 
 def listed_from(job: Job) -> ListedJob:

@@ -17,7 +17,7 @@ from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
 from scheduling.engine.fairshare import decay_usage, entitlements, fairshare_factors, fairshare_priorities
 from scheduling.engine.serving import DEFAULT_SLO_S, Attainment, ReplicaRecord, slo_attainment
-from scheduling.listed import ListedJob, listed_jobs, listed_values
+from scheduling.listed import ListedJob, listed_by_id
 from scheduling.live.waits import JobWait, job_waits_for
 from scheduling.models import Allocation, FleetSample, Job, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
@@ -103,7 +103,7 @@ def job_rows(*, jobs: Iterable[Job | ListedJob]) -> list[JobRow]:
 def pending_jobs_for_team(*, team: Team, limit: int = 50) -> list[JobRow]:
     """The team's queued jobs, oldest first, each with its wait."""
     jobs = Job.objects.filter(team=team, state=Job.State.PENDING).order_by("submit_s", "id")
-    return job_rows(jobs=listed_jobs(listed_values(jobs)[:limit]))
+    return job_rows(jobs=listed_by_id(list(jobs.values_list("pk", flat=True)[:limit])))
 
 
 def job_events(*, job: Job, limit: int = 200) -> list[SchedulerEvent]:

@@ -26,7 +26,7 @@ from scheduling.fleet_calendar import fleet_epoch
 from scheduling.forms import JobSubmitForm
 from scheduling.incidents import incident_rows
 from scheduling.job_rows_html import job_rows_html
-from scheduling.listed import listed_jobs, listed_values
+from scheduling.listed import listed_by_id
 from scheduling.models import Incident, Job, Node
 from scheduling.selectors import (
     QuotaLeft,
@@ -112,10 +112,10 @@ def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     jobs, show, sort, filters = _jobs_listed(request)
     if request.GET.get("format") == "csv":
         return _jobs_csv(jobs)
-    # Lean: the listed columns as values() rows, their related names joined (`scheduling.listed`).
-    page = Paginator(listed_values(jobs), 50).get_page(request.GET.get("page"))
+    # Lean: the page's ids, then its rows with their related names joined (`scheduling.listed`).
+    page = Paginator(jobs.values_list("pk", flat=True), 50).get_page(request.GET.get("page"))
     now_s = fleet_now_s()
-    rows = job_rows_estimated(rows=job_rows(jobs=listed_jobs(page)), now_s=now_s)
+    rows = job_rows_estimated(rows=job_rows(jobs=listed_by_id(list(page))), now_s=now_s)
     context = {
         "page": page,
         "rows": rows,

@@ -27,7 +27,7 @@ from core.compiled_queries import CompiledQuery, attnames, instance_from
 from scheduling.estimates import EstimateView, estimate_views_for
 from scheduling.filters import JobFilter
 from scheduling.limits import MAX_COMMAND_CHARS
-from scheduling.listed import ListedJob, listed_from, listed_jobs, listed_values
+from scheduling.listed import ListedJob, listed_by_id, listed_from
 from scheduling.live.explanations import wait_text
 from scheduling.live.waits import NEW_JOB_REASON, JobWait, job_waits_for
 from scheduling.models import IDEMPOTENCY_KEY_MAX_LENGTH, AcceleratorType, Job, JobKind, Level, SchedulerEvent
@@ -398,9 +398,9 @@ class JobViewSet(ApiViewSet):
 
     @extend_schema(responses=JobOutput(many=True), summary="Jobs you may see, newest first")
     def list(self, request: Request) -> Response:
-        # Lean: the listed columns as values() rows, their related names joined (`scheduling.listed`).
-        page = self.paginate_queryset(listed_values(self.filter_queryset(self.get_queryset())))
-        return self.get_paginated_response(self._render(listed_jobs(page or [])))
+        # Lean: the page's ids, then its rows with their related names joined (`scheduling.listed`).
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()).values("id"))
+        return self.get_paginated_response(self._render(listed_by_id([row["id"] for row in page or []])))
 
     @extend_schema(responses=JobDetailOutput, summary="One job, with its pending reason and placement")
     def retrieve(self, request: Request, pk: str) -> Response:
