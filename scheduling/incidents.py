@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser, User
 
 from scheduling.models import Incident
-from tenants.models import Membership
-from tenants.permissions import is_fleet_admin
+from tenants.permissions import is_fleet_admin, member_team_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +32,7 @@ def incident_rows(*, user: User | AnonymousUser, incidents: Iterable[Incident]) 
     """``incidents`` (with their jobs prefetched) as rows for ``user``: one query for the user's
     teams besides the user's roles."""
     admin = is_fleet_admin(user)
-    own: set[int] = set()
-    if not admin and user.is_authenticated:
-        own = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+    own = frozenset() if admin else member_team_ids(user)
     rows = []
     for incident in incidents:
         caught = sorted(incident.jobs.all(), key=lambda job: job.pk)

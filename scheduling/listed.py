@@ -1,6 +1,6 @@
 """Jobs as the lists show them (the jobs page and the API's job list), read lean: the columns the
 lists print, their team's, priority class's, accelerator's and submitter's names joined in the
-same query, as ``values()`` rows made into `ListedJob` records, never model instances with four
+same query, as ``values_list()`` rows made into `ListedJob` records, never model instances with four
 related instances each. A list of any length costs the same few queries (a page's ids, its rows,
 and one Redis read for the waits of the pending ones).
 
@@ -84,19 +84,19 @@ LISTED_FIELDS = tuple(field.name for field in fields(ListedJob))
 LISTED_COLUMNS = tuple(_RELATED.get(name, name) for name in LISTED_FIELDS)
 
 
-def listed_values(jobs: QuerySet[Job]) -> QuerySet[Job, dict[str, Any]]:
-    """``jobs`` as ``values()`` rows of the listed columns (filter, order and slice them as ``jobs``)."""
-    return jobs.values(*LISTED_COLUMNS)
+def listed_values(jobs: QuerySet[Job]) -> QuerySet[Job, tuple[Any, ...]]:
+    """``jobs`` as ``values_list()`` rows of the listed columns (filter, order and slice them as ``jobs``)."""
+    return jobs.values_list(*LISTED_COLUMNS)
 
 
 def listed_jobs(rows: Any) -> list[ListedJob]:
     """The ``listed_values`` rows as records."""
-    return [ListedJob(*(row[column] for column in LISTED_COLUMNS)) for row in rows]
+    return [ListedJob(*row) for row in rows]
 
 
 def listed_by_id(ids: Sequence[int]) -> list[ListedJob]:
     """The jobs ``ids`` names, as records in that order (a job gone since is left out)."""
-    rows = {row["id"]: row for row in listed_values(Job.objects.filter(pk__in=ids))}
+    rows = {row[0]: row for row in listed_values(Job.objects.filter(pk__in=ids))}
     return listed_jobs(rows[job_id] for job_id in ids if job_id in rows)
 
 

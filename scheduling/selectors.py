@@ -21,7 +21,7 @@ from scheduling.listed import ListedJob, listed_by_id
 from scheduling.live.waits import JobWait, job_waits_for
 from scheduling.models import Allocation, FleetSample, Job, SchedulerEvent, TeamUsage, UsageSample
 from tenants.models import FleetPolicy, Membership, Quota, Team
-from tenants.permissions import is_fleet_admin
+from tenants.permissions import is_fleet_admin, member_team_ids
 from tenants.selectors import QuotaRow
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
     admin = is_fleet_admin(user)
     own_teams: set[int] = set()
     if not admin:
-        own_teams = set(_memberships_of(user).values_list("team_id", flat=True))
+        own_teams = member_team_ids(user)
     jobs_on: dict[int, list[str]] = {}
     own_on: dict[int, int] = {}
     for node_id, name, team_id, gpus in Allocation.objects.order_by("job_id").values_list(
@@ -425,7 +425,7 @@ def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
     teams by name and every other team merged as one, so team names do not leak. Two queries
     besides the user's roles."""
     admin = is_fleet_admin(user)
-    own_teams = set(_memberships_of(user).values_list("team_id", flat=True))
+    own_teams = member_team_ids(user)
     named: list[TeamGpus] = []
     others = 0
     for team_id, name, gpus in (

@@ -16,8 +16,8 @@ from django.db.models import Sum
 from scheduling.engine.vocabulary import REASON_GUARANTEE, REASON_POOL, REASON_QUOTA, reason_text
 from scheduling.live.waits import job_waits_for
 from scheduling.models import Allocation, Job
-from tenants.models import Membership, Quota
-from tenants.permissions import is_fleet_admin
+from tenants.models import Quota
+from tenants.permissions import is_fleet_admin, member_team_ids
 
 QUOTA_REASONS = (REASON_QUOTA, REASON_GUARANTEE, REASON_POOL)
 
@@ -50,9 +50,7 @@ class BlockedServing:
 def serving_blocked(*, user: User | AnonymousUser) -> list[BlockedServing]:
     """Every deployment with replicas waiting now, most GPUs first. A few queries."""
     admin = is_fleet_admin(user)
-    own: set[int] = set()
-    if not admin and user.is_authenticated:
-        own = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+    own = frozenset() if admin else member_team_ids(user)
     waiting = list(
         Job.objects.filter(deployment__isnull=False, state=Job.State.PENDING)
         .order_by("id")

@@ -7,14 +7,30 @@ database once, whatever the template asks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AnonymousUser, Group, User
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404
 
+from core.compiled_queries import CompiledQuery
 from tenants.models import Membership, Team
 from tenants.roles import FINANCE, FLEET_ADMIN
 
 AnyUser = User | AnonymousUser
+
+
+def group_names_of(user_id: int) -> QuerySet[Group, dict[str, Any]]:
+    return Group.objects.filter(user__id=user_id).values("name")
+
+
+def team_ids_of(user_id: int) -> QuerySet[Membership, dict[str, Any]]:
+    return Membership.objects.filter(user_id=user_id).values("team_id")
+
+
+# Pages ask both on most requests: their SQL is built once (`CompiledQuery`), not on each.
+GROUP_NAMES = CompiledQuery(group_names_of, user_id=int)
+TEAM_IDS = CompiledQuery(team_ids_of, user_id=int)
 
 
 def _group_names(user: AnyUser) -> frozenset[str]:
@@ -23,8 +39,20 @@ def _group_names(user: AnyUser) -> frozenset[str]:
         return frozenset()
     cached = getattr(user, "_fleetline_groups", None)
     if cached is None:
-        cached = frozenset(user.groups.values_list("name", flat=True))
+        cached = frozenset(row["name"] for row in GROUP_NAMES.rows(user_id=user.pk))
         user._fleetline_groups = cached  # type: ignore[attr-defined]  # a cache for this request's checks
+    return cached
+
+
+def member_team_ids(user: AnyUser) -> frozenset[int]:
+    """The teams the user is a member of (none when signed out), cached on the user object for
+    this request as the roles are."""
+    if not user.is_authenticated:
+        return frozenset()
+    cached = getattr(user, "_fleetline_team_ids", None)
+    if cached is None:
+        cached = frozenset(row["team_id"] for row in TEAM_IDS.rows(user_id=user.pk))
+        user._fleetline_team_ids = cached  # type: ignore[attr-defined]  # a cache for this request's pages
     return cached
 
 

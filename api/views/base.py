@@ -55,6 +55,17 @@ class ApiMetadata(BaseMetadata):
         }
 
 
+class FilterBackend(DjangoFilterBackend):
+    """django-filter's backend, building no filter form for a request that names no filter: the
+    form (each of its fields deep-copied) cost a plain list a fifth of its CPU, to filter nothing."""
+
+    def filter_queryset(self, request: Request, queryset: Any, view: APIView) -> Any:
+        filterset_class = self.get_filterset_class(view, queryset)
+        if filterset_class is not None and not request.query_params.keys() & filterset_class.base_filters.keys():
+            return queryset
+        return super().filter_queryset(request, queryset, view)
+
+
 class ApiV1Mixin:
     # Bearer first: DRF answers an anonymous call with the first class's challenge, so the 401
     # carries "WWW-Authenticate: Bearer".
@@ -63,7 +74,7 @@ class ApiV1Mixin:
     throttle_classes: Sequence[type[BaseThrottle]] = [ApiUserThrottle]
     parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
     pagination_class: type[BasePagination] | None = IdCursorPagination
-    filter_backends: Sequence[type[Any]] = [DjangoFilterBackend]
+    filter_backends: Sequence[type[Any]] = [FilterBackend]
     metadata_class: str | type[BaseMetadata] | None = ApiMetadata
     schema: ViewInspector | None = ApiAutoSchema()
 

@@ -54,8 +54,17 @@ class JobSpec:
     command: str = ""
 
 
+def fleet_clock_now() -> QuerySet[FleetClock, dict[str, Any]]:
+    return FleetClock.objects.filter(pk=1).values("sim_now_s")
+
+
+# Most pages ask it: its SQL is built once (`CompiledQuery`), not on each request.
+FLEET_NOW = CompiledQuery(fleet_clock_now)
+
+
 def fleet_now_s() -> float:
-    return FleetClock.objects.filter(pk=1).values_list("sim_now_s", flat=True).first() or 0.0
+    row = FLEET_NOW.first()
+    return (row["sim_now_s"] if row else None) or 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,14 @@ from scheduling.services.jobs import (
     ACCELERATOR_LOOKUPS,
     ACCELERATOR_LOOKUPS_WITH_TOPOLOGY,
     EVENT_INSERT,
+    FLEET_NOW,
     JOB_INSERT,
     PRIORITY_CLASS,
 )
-from tenants.models import PriorityClass, Team
+from tenants.models import Notification, PriorityClass, Team
+from tenants.permissions import GROUP_NAMES, TEAM_IDS
+from tenants.roles import FLEET_ADMIN
+from tenants.selectors import UNREAD
 from tests.api.conftest import People
 
 pytestmark = pytest.mark.django_db
@@ -154,3 +158,22 @@ def test_a_compiled_insert_saves_as_django_does_when_someone_listens(people: Peo
     finally:
         pre_save.disconnect(listener, sender=Team)
     assert seen == [team] and Team.objects.filter(slug="listened").exists()
+
+
+def test_the_pages_compiled_queries_answer_as_their_querysets(people: People) -> None:
+    """Each page's roles, teams, unread count and fleet clock, for users with and without them."""
+    Notification.objects.create(user=people.member, message="one")
+    Notification.objects.create(user=people.member, message="two")
+    Notification.objects.create(user=people.member, message="read", read=True)
+    Notification.objects.create(user=people.lead, message="read", read=True)
+    users = [people.member, people.lead, people.outsider, people.admin, people.finance]
+    for user in users:
+        _same_rows(GROUP_NAMES, user_id=user.pk)
+        _same_rows(TEAM_IDS, user_id=user.pk)
+        _same_rows(UNREAD, user_id=user.pk)
+    assert [row["name"] for row in GROUP_NAMES.rows(user_id=people.admin.pk)] == [FLEET_ADMIN]
+    assert UNREAD.rows(user_id=people.member.pk) == [{"user_id": people.member.pk, "unread": 2}]
+    assert UNREAD.rows(user_id=people.lead.pk) == []
+    assert _same_rows(FLEET_NOW) == [{"sim_now_s": 0.0}]
+    people.fleet.tick()
+    assert _same_rows(FLEET_NOW)[0]["sim_now_s"] > 0.0
