@@ -11,7 +11,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
-from fleet.models import AcceleratorType, Node, Pod, Rack
+from core.compiled_queries import CompiledQuery
+from fleet.models import AcceleratorType, Node, Pod
 from fleet.selectors import fleet_gpus_by_type
 from scheduling import engine
 from scheduling.convert import policy_from_row, quota_from_row, team_from_row
@@ -40,21 +41,34 @@ class FleetSummary:
     nodes_up: int
 
 
-def fleet_summary() -> FleetSummary:
-    """Size and health of the whole fleet, in three queries."""
-    totals = Node.objects.aggregate(
-        nodes=Count("id"),
-        gpus=Sum("gpus"),
-        healthy_gpus=Sum("healthy_gpus"),
-        nodes_up=Count("id", filter=Q(state=Node.State.UP)),
+def fleet_racks() -> QuerySet[Pod, dict[str, Any]]:
+    return Pod.objects.values("id").annotate(racks=Count("racks")).order_by()
+
+
+def fleet_nodes() -> QuerySet[Node, dict[str, Any]]:
+    return (
+        Node.objects.values("state")
+        .annotate(nodes=Count("id"), gpus=Sum("gpus"), healthy=Sum("healthy_gpus"))
+        .order_by()
     )
+
+
+# The dashboard asks both on each request: their SQL is built once (`CompiledQuery`), not on each.
+FLEET_RACKS = CompiledQuery(fleet_racks)
+FLEET_NODES = CompiledQuery(fleet_nodes)
+
+
+def fleet_summary() -> FleetSummary:
+    """Size and health of the whole fleet, in two queries: racks by pod, nodes by state."""
+    pods = FLEET_RACKS.rows()
+    nodes = FLEET_NODES.rows()
     return FleetSummary(
-        pods=Pod.objects.count(),
-        racks=Rack.objects.count(),
-        nodes=totals["nodes"] or 0,
-        gpus=totals["gpus"] or 0,
-        healthy_gpus=totals["healthy_gpus"] or 0,
-        nodes_up=totals["nodes_up"] or 0,
+        pods=len(pods),
+        racks=sum(row["racks"] for row in pods),
+        nodes=sum(row["nodes"] for row in nodes),
+        gpus=sum(row["gpus"] or 0 for row in nodes),
+        healthy_gpus=sum(row["healthy"] or 0 for row in nodes),
+        nodes_up=sum(row["nodes"] for row in nodes if row["state"] == Node.State.UP),
     )
 
 
@@ -420,6 +434,19 @@ class TeamGpus:
     own: bool
 
 
+def team_gpus_running() -> QuerySet[Allocation, dict[str, Any]]:
+    return (
+        Allocation.objects.filter(job__state=Job.State.RUNNING)
+        .values("job__team_id", "job__team__name")
+        .annotate(total=Sum("gpus"))
+        .order_by("job__team__name")
+    )
+
+
+# The dashboard asks it on each request: its SQL is built once (`CompiledQuery`), not on each.
+TEAM_GPUS = CompiledQuery(team_gpus_running)
+
+
 def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
     """GPUs in use now per team. Fleet admins see every team by name; anyone else sees their own
     teams by name and every other team merged as one, so team names do not leak. Two queries
@@ -428,13 +455,8 @@ def team_gpus_now(*, user: AnyUser) -> list[TeamGpus]:
     own_teams = member_team_ids(user)
     named: list[TeamGpus] = []
     others = 0
-    for team_id, name, gpus in (
-        Allocation.objects.filter(job__state=Job.State.RUNNING)
-        .values("job__team_id", "job__team__name")
-        .annotate(total=Sum("gpus"))
-        .order_by("job__team__name")
-        .values_list("job__team_id", "job__team__name", "total")
-    ):
+    for row in TEAM_GPUS.rows():
+        team_id, name, gpus = row["job__team_id"], row["job__team__name"], row["total"]
         if admin or team_id in own_teams:
             named.append(TeamGpus(name, gpus or 0, team_id in own_teams))
         else:

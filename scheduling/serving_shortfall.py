@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 
+from core.compiled_queries import CompiledQuery
 from scheduling.engine.vocabulary import REASON_GUARANTEE, REASON_POOL, REASON_QUOTA, reason_text
 from scheduling.live.waits import job_waits_for
 from scheduling.models import Allocation, Job
@@ -47,24 +49,25 @@ class BlockedServing:
         return reason_text(self.reason)
 
 
+_WAITING_FIELDS = (
+    *("id", "gpus", "deployment__name", "team_id", "team__name", "team__slug"),
+    *("accelerator_type_id", "accelerator_type__name"),
+)
+
+
+def waiting_replicas() -> QuerySet[Job, dict[str, Any]]:
+    return Job.objects.filter(deployment__isnull=False, state=Job.State.PENDING).order_by("id").values(*_WAITING_FIELDS)
+
+
+# The dashboard asks it on each request: its SQL is built once (`CompiledQuery`), not on each.
+WAITING_REPLICAS = CompiledQuery(waiting_replicas)
+
+
 def serving_blocked(*, user: User | AnonymousUser) -> list[BlockedServing]:
     """Every deployment with replicas waiting now, most GPUs first. A few queries."""
     admin = is_fleet_admin(user)
     own = frozenset() if admin else member_team_ids(user)
-    waiting = list(
-        Job.objects.filter(deployment__isnull=False, state=Job.State.PENDING)
-        .order_by("id")
-        .values_list(
-            "id",
-            "gpus",
-            "deployment__name",
-            "team_id",
-            "team__name",
-            "team__slug",
-            "accelerator_type_id",
-            "accelerator_type__name",
-        )
-    )
+    waiting = [tuple(row.values()) for row in WAITING_REPLICAS.rows()]
     if not waiting:
         return []
     waits = job_waits_for(job_ids=[row[0] for row in waiting])

@@ -14,7 +14,9 @@ from api.authentication import TOKEN_CANDIDATES
 from api.services import api_token_create
 from api.views.jobs import MEMBER_TEAM
 from core.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
+from fleet.models import Node, Pod, Rack
 from scheduling.models import AcceleratorType, Job, SchedulerEvent
+from scheduling.selectors import FLEET_NODES, FLEET_RACKS, TEAM_GPUS, fleet_summary
 from scheduling.services.jobs import (
     ACCELERATOR_LOOKUPS,
     ACCELERATOR_LOOKUPS_WITH_TOPOLOGY,
@@ -23,6 +25,7 @@ from scheduling.services.jobs import (
     JOB_INSERT,
     PRIORITY_CLASS,
 )
+from scheduling.serving_shortfall import WAITING_REPLICAS
 from tenants.models import Notification, PriorityClass, Team
 from tenants.permissions import GROUP_NAMES, TEAM_IDS
 from tenants.roles import FLEET_ADMIN
@@ -175,5 +178,17 @@ def test_the_pages_compiled_queries_answer_as_their_querysets(people: People) ->
     assert UNREAD.rows(user_id=people.member.pk) == [{"user_id": people.member.pk, "unread": 2}]
     assert UNREAD.rows(user_id=people.lead.pk) == []
     assert _same_rows(FLEET_NOW) == [{"sim_now_s": 0.0}]
+    assert _same_rows(TEAM_GPUS) == []
+    people.fleet.submit(gpus=8, name="runs")
     people.fleet.tick()
     assert _same_rows(FLEET_NOW)[0]["sim_now_s"] > 0.0
+    assert [row["total"] for row in _same_rows(TEAM_GPUS)] == [8]
+    Pod.objects.create(name="empty-pod")
+    Node.objects.filter(pk=Node.objects.order_by("id")[0].pk).update(state=Node.State.DOWN, healthy_gpus=0)
+    _same_rows(FLEET_RACKS)
+    _same_rows(WAITING_REPLICAS)
+    _same_rows(FLEET_NODES)
+    summary = fleet_summary()
+    assert (summary.pods, summary.racks) == (Pod.objects.count(), Rack.objects.count())
+    assert (summary.nodes, summary.nodes_up) == (Node.objects.count(), Node.objects.filter(state=Node.State.UP).count())
+    assert summary.healthy_gpus == sum(Node.objects.values_list("healthy_gpus", flat=True)) < summary.gpus
