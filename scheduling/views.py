@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -84,15 +85,17 @@ CONFIRM_CANCEL_GPUS = 16
 CSV_MAX_ROWS = 100_000
 
 
-def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, JobFilter]:
+def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, dict[str, Any]]:
     """The user's jobs as the list's query string selects them: a state group (``show``), the
     API's filters (team, user, kind, accelerator, state, submission dates), a search over name and
     id (``q``) and a sort (``sort``, ``-`` first for descending)."""
     show = request.GET.get("show", "active")
     show = show if show in STATE_FILTERS else "active"
     jobs = jobs_for_user(user=request.user, states=STATE_FILTERS[show]).select_related("submitted_by")
-    filters = JobFilter(request.GET, queryset=jobs)
-    jobs = filters.qs if filters.is_valid() else jobs.none()
+    errors: dict[str, Any] = {}
+    if request.GET.keys() & JobFilter.base_filters.keys():  # no form for a list that names no filter
+        filters = JobFilter(request.GET, queryset=jobs)
+        jobs, errors = (filters.qs, {}) if filters.is_valid() else (jobs.none(), filters.errors)
     query = request.GET.get("q", "").strip()[:200]
     if query:
         match = Q(name__icontains=query)
@@ -104,12 +107,12 @@ def _jobs_listed(request: HttpRequest) -> tuple[QuerySet[Job], str, str, JobFilt
     if sort.removeprefix("-") not in SORTS:
         sort = "-id"
     first, *ties = SORTS[sort.removeprefix("-")]
-    return jobs.order_by(f"-{first}" if sort.startswith("-") else first, *ties), show, sort, filters
+    return jobs.order_by(f"-{first}" if sort.startswith("-") else first, *ties), show, sort, errors
 
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    jobs, show, sort, filters = _jobs_listed(request)
+    jobs, show, sort, filter_errors = _jobs_listed(request)
     if request.GET.get("format") == "csv":
         return _jobs_csv(jobs)
     # Lean: the page's ids, then its rows with their related names joined (`scheduling.listed`).
@@ -126,7 +129,7 @@ def job_list(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         "query": request.GET.get("q", ""),
         "filters": list(STATE_FILTERS),
         "sort_columns": SORT_COLUMNS,
-        "filter_errors": filters.errors,
+        "filter_errors": filter_errors,
         "now_s": now_s,
         "may_submit": teams_for_user(user=request.user).exists(),
         "querystring": _querystring(request, drop=("page", "part", "format")),

@@ -329,6 +329,8 @@ def test_the_job_list_takes_the_apis_filters_and_sorts(fleet: Fleet, member: Cli
     by_name_desc = member.get("/jobs/", {"sort": "-name", "part": "rows"}).content.decode()
     assert by_name_desc.index("small-train") < by_name_desc.index("serve-one")
     assert member.get("/jobs/", {"sort": "password"}).status_code == 200  # unknown sorts fall back
+    refused = member.get("/jobs/", {"kind": "nonsense", "sort": "name"}).content.decode()
+    assert 'class="error">kind: Select a valid choice.' in refused and "small-train" not in refused
 
 
 def test_the_job_list_exports_the_filtered_history_as_csv(fleet: Fleet, member: Client, outsider: Client) -> None:
