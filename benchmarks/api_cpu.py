@@ -3,10 +3,11 @@ calls it (production settings, PostgreSQL, Redis), without a server, a load clie
 processes in the way. On a shared box this is the steady figure; ``api_load.py`` gives the rates.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \\
-        python benchmarks/api_cpu.py [--requests 100] [--repeats 5] [--database fleetline_apicpu]
+        python benchmarks/api_cpu.py [--requests 100] [--repeats 5] [--jobs 2000] [--database fleetline_apicpu]
 
 For each of submit (``POST /api/v1/jobs/``), list (``GET /api/v1/jobs/?page_size=50``) and detail
-(``GET /api/v1/jobs/<id>/``): the CPU milliseconds per request of this process (all its threads),
+(``GET /api/v1/jobs/<id>/``), and the dashboard (``GET /``) and the jobs page (``GET /jobs/``) with
+the member's session: the CPU milliseconds per request of this process (all its threads),
 the least and the median over ``--repeats`` rounds of ``--requests`` requests; the CPU milliseconds per
 request of the PostgreSQL server processes serving this run's database (in the round with the least
 of this process's); and the Python and C function calls per request (counted in every thread; the
@@ -29,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import database_fresh, postgres_cpu_s  # noqa: E402 - beside this script
+from harness import DEMO_USER, database_fresh, postgres_cpu_s  # noqa: E402 - beside this script
 
 Call = tuple[str, str, bytes, bytes]  # method, path, query string, body
 
@@ -72,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2000, help="jobs the member submits first, for the lists")
     parser.add_argument("--database", default="fleetline_apicpu", help="dropped and made again for this run")
     args = parser.parse_args()
     server = (os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres").rsplit("/", 1)[0]
@@ -98,9 +100,14 @@ def main() -> None:
 
     seeded = seed()
 
-    def headers() -> list[tuple[bytes, bytes]]:
+    cookie = _session_cookie()
+
+    def headers(page: bool) -> list[tuple[bytes, bytes]]:
+        common = [(b"host", b"127.0.0.1"), (b"x-forwarded-proto", b"https")]
+        if page:
+            return [*common, (b"cookie", f"sessionid={cookie}".encode())]
         return [
-            (b"host", b"127.0.0.1"), (b"x-forwarded-proto", b"https"), (b"content-type", b"application/json"),
+            *common, (b"content-type", b"application/json"),
             (b"authorization", f"Bearer {seeded['token']}".encode()), (b"idempotency-key", str(uuid.uuid4()).encode()),
         ]  # fmt: skip
 
@@ -110,15 +117,18 @@ def main() -> None:
 
     async def rounds(make: Any, count: int) -> None:
         for i in range(count):
-            status = await asgi_request(application, make(i), headers())
+            call = make(i)
+            status = await asgi_request(application, call, headers(page=not call[1].startswith("/api/")))
             assert status in (200, 201), status
 
-    asyncio.run(rounds(submit, 60))  # warm up, and jobs for the list
+    asyncio.run(rounds(submit, args.jobs))  # warm up, and jobs for the lists
     newest = Job.objects.order_by("-id").values_list("id", flat=True)[0]
     kinds = {
         "submit": submit,
         "list": lambda _: ("GET", "/api/v1/jobs/", b"page_size=50", b""),
         "detail": lambda _: ("GET", f"/api/v1/jobs/{newest}/", b"", b""),
+        "dashboard": lambda _: ("GET", "/", b"", b""),
+        "jobs_page": lambda _: ("GET", "/jobs/", b"", b""),
     }
     report: dict[str, Any] = {"requests": args.requests, "repeats": args.repeats}
     for name, make in kinds.items():
@@ -147,6 +157,16 @@ def main() -> None:
     connections.close_all()
     database_fresh(database_url)
     print(json.dumps(report, indent=2))
+
+
+def _session_cookie() -> str:
+    """A signed-in session of the demo member, as the login form makes one."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.get(username=DEMO_USER))
+    return str(client.cookies["sessionid"].value)
 
 
 if __name__ == "__main__":
