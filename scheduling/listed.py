@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from core.compiled_queries import CompiledQuery
 from scheduling.models import Job
 
 # Related names, by the field of `ListedJob` that holds them.
@@ -94,10 +95,30 @@ def listed_jobs(rows: Any) -> list[ListedJob]:
     return [ListedJob(*row) for row in rows]
 
 
+def listed_of(**ids: int) -> QuerySet[Job, dict[str, Any]]:
+    return Job.objects.filter(pk__in=list(ids.values())).values(*LISTED_COLUMNS)
+
+
+# A page's rows by their ids: the SQL built once for each length of page (`CompiledQuery`).
+_LISTED_BY_LENGTH: dict[int, CompiledQuery] = {}
+
+
+def listed_query(length: int) -> CompiledQuery:
+    """`listed_of` for ``length`` ids, named ``id0``, ``id1``, ..."""
+    query = _LISTED_BY_LENGTH.get(length)
+    if query is None:
+        query = CompiledQuery(listed_of, **{f"id{i}": int for i in range(length)})
+        query = _LISTED_BY_LENGTH.setdefault(length, query)
+    return query
+
+
 def listed_by_id(ids: Sequence[int]) -> list[ListedJob]:
     """The jobs ``ids`` names, as records in that order (a job gone since is left out)."""
-    rows = {row[0]: row for row in listed_values(Job.objects.filter(pk__in=ids))}
-    return listed_jobs(rows[job_id] for job_id in ids if job_id in rows)
+    if not ids:
+        return []
+    rows = listed_query(len(ids)).rows(**{f"id{i}": job_id for i, job_id in enumerate(ids)})
+    by_id = {row["id"]: row for row in rows}
+    return [ListedJob(*by_id[job_id].values()) for job_id in ids if job_id in by_id]
 
 
 def listed_from(job: Job) -> ListedJob:

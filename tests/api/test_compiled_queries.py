@@ -15,6 +15,7 @@ from api.services import api_token_create
 from api.views.jobs import MEMBER_TEAM
 from core.compiled_queries import CompiledInsert, CompiledQuery, attnames, instance_from
 from fleet.models import Node, Pod, Rack
+from scheduling.listed import listed_by_id, listed_from, listed_query
 from scheduling.models import AcceleratorType, Job, SchedulerEvent
 from scheduling.selectors import FLEET_NODES, FLEET_RACKS, TEAM_GPUS, fleet_summary
 from scheduling.services.jobs import (
@@ -188,6 +189,12 @@ def test_the_pages_compiled_queries_answer_as_their_querysets(people: People) ->
     _same_rows(FLEET_RACKS)
     _same_rows(WAITING_REPLICAS)
     _same_rows(FLEET_NODES)
+    people.fleet.submit(gpus=1, name="waits")
+    jobs = list(Job.objects.order_by("id").values_list("id", flat=True))
+    ids = {"id0": jobs[-1], "id1": 10**6, "id2": jobs[0]}
+    assert {row["id"] for row in _same_rows(listed_query(3), **ids)} == {jobs[0], jobs[-1]} and jobs[0] != jobs[-1]
+    assert [job.id for job in listed_by_id([jobs[-1], 10**6, jobs[0]])] == [jobs[-1], jobs[0]]
+    assert listed_by_id([jobs[0]]) == [listed_from(Job.objects.get(pk=jobs[0]))]
     summary = fleet_summary()
     assert (summary.pods, summary.racks) == (Pod.objects.count(), Rack.objects.count())
     assert (summary.nodes, summary.nodes_up) == (Node.objects.count(), Node.objects.filter(state=Node.State.UP).count())
