@@ -53,7 +53,7 @@ class CompiledQuery:
     arguments are meant for equality lookups: an ``int`` beyond 64 bits matches no row, as the
     ORM has it (no database column holds one), without a query."""
 
-    def __init__(self, build: Callable[..., QuerySet[Any, dict[str, Any]]], **arguments: type) -> None:
+    def __init__(self, build: Callable[..., QuerySet[Any, Any]], **arguments: type) -> None:
         unsupported = {name: kind for name, kind in arguments.items() if kind not in (int, str)}
         if unsupported:
             raise TypeError(f"Compiled query arguments must be int or str, not {unsupported}.")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 
 from core.compiled_queries import CompiledQuery
@@ -116,7 +117,7 @@ def listed_by_id(ids: Sequence[int]) -> list[ListedJob]:
     """The jobs ``ids`` names, as records in that order (a job gone since is left out)."""
     if not ids:
         return []
-    rows = listed_query(len(ids)).rows(**{f"id{i}": job_id for i, job_id in enumerate(ids)})
+    rows = listed_query(len(ids)).rows(DEFAULT_DB_ALIAS, **{f"id{i}": job_id for i, job_id in enumerate(ids)})
     by_id = {row["id"]: row for row in rows}
     return [ListedJob(*by_id[job_id].values()) for job_id in ids if job_id in by_id]
 

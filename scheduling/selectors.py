@@ -41,11 +41,11 @@ class FleetSummary:
     nodes_up: int
 
 
-def fleet_racks() -> QuerySet[Pod, dict[str, Any]]:
-    return Pod.objects.values("id").annotate(racks=Count("racks")).order_by()
+def fleet_racks() -> QuerySet[Pod, Any]:
+    return Pod.objects.values("id").annotate(rack_count=Count("racks")).order_by()
 
 
-def fleet_nodes() -> QuerySet[Node, dict[str, Any]]:
+def fleet_nodes() -> QuerySet[Node, Any]:
     return (
         Node.objects.values("state")
         .annotate(nodes=Count("id"), gpus=Sum("gpus"), healthy=Sum("healthy_gpus"))
@@ -64,7 +64,7 @@ def fleet_summary() -> FleetSummary:
     nodes = FLEET_NODES.rows()
     return FleetSummary(
         pods=len(pods),
-        racks=sum(row["racks"] for row in pods),
+        racks=sum(row["rack_count"] for row in pods),
         nodes=sum(row["nodes"] for row in nodes),
         gpus=sum(row["gpus"] or 0 for row in nodes),
         healthy_gpus=sum(row["healthy"] or 0 for row in nodes),
@@ -168,9 +168,7 @@ def fleet_map(*, user: AnyUser) -> list[PodBlock]:
     any other job shows only as another team's, with its GPU count. ``own_gpus`` counts a
     member's own teams' GPUs on each node, for highlighting."""
     admin = is_fleet_admin(user)
-    own_teams: set[int] = set()
-    if not admin:
-        own_teams = member_team_ids(user)
+    own_teams = frozenset() if admin else member_team_ids(user)
     jobs_on: dict[int, list[str]] = {}
     own_on: dict[int, int] = {}
     for node_id, name, team_id, gpus in Allocation.objects.order_by("job_id").values_list(
@@ -434,7 +432,7 @@ class TeamGpus:
     own: bool
 
 
-def team_gpus_running() -> QuerySet[Allocation, dict[str, Any]]:
+def team_gpus_running() -> QuerySet[Allocation, Any]:
     return (
         Allocation.objects.filter(job__state=Job.State.RUNNING)
         .values("job__team_id", "job__team__name")

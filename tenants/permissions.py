@@ -20,11 +20,11 @@ from tenants.roles import FINANCE, FLEET_ADMIN
 AnyUser = User | AnonymousUser
 
 
-def group_names_of(user_id: int) -> QuerySet[Group, dict[str, Any]]:
+def group_names_of(user_id: int) -> QuerySet[Group, Any]:
     return Group.objects.filter(user__id=user_id).values("name")
 
 
-def team_ids_of(user_id: int) -> QuerySet[Membership, dict[str, Any]]:
+def team_ids_of(user_id: int) -> QuerySet[Membership, Any]:
     return Membership.objects.filter(user_id=user_id).values("team_id")
 
 

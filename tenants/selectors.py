@@ -206,7 +206,7 @@ def notifications_for_user(*, user: User | AnonymousUser) -> QuerySet[Notificati
     return Notification.objects.filter(user_id=user.pk).order_by("-created_at", "-id")
 
 
-def unread_of(user_id: int) -> QuerySet[Notification, dict[str, Any]]:
+def unread_of(user_id: int) -> QuerySet[Notification, Any]:
     return Notification.objects.filter(user_id=user_id, read=False).values("user_id").annotate(unread=Count("id"))
 
 

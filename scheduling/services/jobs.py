@@ -54,7 +54,7 @@ class JobSpec:
     command: str = ""
 
 
-def fleet_clock_now() -> QuerySet[FleetClock, dict[str, Any]]:
+def fleet_clock_now() -> QuerySet[FleetClock, Any]:
     return FleetClock.objects.filter(pk=1).values("sim_now_s")
 
 
