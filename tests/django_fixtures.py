@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from pytest_django import DjangoDbBlocker
 
 from portal import embedded_redis
@@ -33,10 +33,36 @@ _embedded_redis_key = pytest.StashKey[subprocess.Popen[bytes] | None]()
 def pytest_configure(config: pytest.Config) -> None:
     """Start the embedded Redis for this session when no REDIS_URL is given (settings only name
     its socket). One that already answers there (another session's) is used as it is."""
+    _flush_retried_after_a_deadlock()
     started = None
     if settings.EMBEDDED_REDIS and not embedded_redis.answers(settings.EMBEDDED_REDIS_SOCKET):
         started = embedded_redis.start(settings.EMBEDDED_REDIS_SOCKET)
     config.stash[_embedded_redis_key] = started
+
+
+# PostgreSQL's code for a transaction it ended to break a deadlock.
+_DEADLOCK = "40P01"
+
+
+def _flush_retried_after_a_deadlock() -> None:
+    """A transactional test's flush (a TRUNCATE of every table, table by table) can deadlock with
+    the last request of a browser test's server, still reading several tables as the test ends.
+    PostgreSQL then ends one of the two; when it ends the flush, the flush is run again."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def retried(self: DatabaseOperations, sql_list: list[str]) -> None:
+        for attempt in range(3):
+            try:
+                flush(self, sql_list)
+                return
+            except OperationalError as error:
+                if getattr(error.__cause__, "sqlstate", None) != _DEADLOCK or attempt == 2:
+                    raise
+                time.sleep(0.2)
+
+    DatabaseOperations.execute_sql_flush = retried  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
