@@ -366,6 +366,10 @@ FLEET_CYCLE_IDLE_TIMEOUT_S = float(os.environ.get("FLEET_CYCLE_IDLE_TIMEOUT_S", 
 # The leader keeps the fleet state between its ticks (``scheduling.cycle.kept``) and rebuilds it
 # from scratch at least this often, whatever its checks find.
 FLEET_CYCLE_REBUILD_EVERY = int(os.environ.get("FLEET_CYCLE_REBUILD_EVERY", "100"))
+# The kept state is frozen out of the cyclic collector's sight between ticks once it holds at least
+# this many nodes and jobs (fewer cost a collection little; freezing costs one full collection of
+# the whole process each time the state is rebuilt).
+FLEET_CYCLE_FREEZE_FROM = int(os.environ.get("FLEET_CYCLE_FREEZE_FROM", "1000"))
 # Demo arrivals keep the demo fleet busy; part of the demo only.
 FLEET_DEMO_WORKLOAD = _env_bool("FLEET_DEMO_WORKLOAD", FLEETLINE_DEMO and FLEETLINE_BACKEND == "modelled")
 # Seeded node failures (crash, GPU loss, slowdown) injected into the live fleet each tick: part of

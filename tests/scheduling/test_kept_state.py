@@ -154,9 +154,10 @@ def test_drift_between_the_kept_state_and_the_database_rebuilds(fleet: Fleet) ->
     assert _kept_equals_fresh(fleet)
 
 
-def test_the_kept_state_is_frozen_between_ticks_and_unfrozen_when_dropped(fleet: Fleet) -> None:
+def test_the_kept_state_is_frozen_between_ticks_and_unfrozen_when_dropped(fleet: Fleet, settings: Any) -> None:
     """Out of the cyclic collector's sight between ticks (its full collections would traverse it
     every tick), and back in it once dropped, so that its cycles are collected."""
+    settings.FLEET_CYCLE_FREEZE_FROM = 5  # four nodes and a job
     fleet.submit(gpus=8)
     fleet.tick()
     assert gc.get_freeze_count() > 0
@@ -165,3 +166,16 @@ def test_the_kept_state_is_frozen_between_ticks_and_unfrozen_when_dropped(fleet:
     fleet.tick()  # rebuilds, and freezes what it keeps
     assert gc.get_freeze_count() > 0
     assert fleet.tick() is not None  # reconciles the frozen state
+
+
+def test_a_state_too_small_to_matter_is_not_frozen(fleet: Fleet, settings: Any) -> None:
+    """Freezing costs a collection of the whole process at each rebuild: not for four nodes."""
+    settings.FLEET_CYCLE_FREEZE_FROM = 6
+    kept_fleet_forget()
+    frozen = gc.get_freeze_count()
+    fleet.submit(gpus=8)
+    fleet.tick()
+    assert gc.get_freeze_count() == frozen
+    fleet.submit(gpus=8)
+    fleet.tick()  # four nodes and two jobs
+    assert gc.get_freeze_count() > frozen
