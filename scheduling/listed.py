@@ -1,6 +1,6 @@
 """Jobs as the lists show them (the jobs page and the API's job list), read lean: the columns the
 lists print, their team's, priority class's, accelerator's and submitter's names joined in the
-same query, as ``values_list()`` rows made into `ListedJob` records, never model instances with four
+same query, as ``values()`` rows made into `ListedJob` records, never model instances with four
 related instances each. A list of any length costs the same few queries (a page's ids, its rows,
 and one Redis read for the waits of the pending ones).
 
@@ -84,16 +84,6 @@ class ListedJob:
 LISTED_FIELDS = tuple(field.name for field in fields(ListedJob))
 # The ``values()`` names of those fields, in their order.
 LISTED_COLUMNS = tuple(_RELATED.get(name, name) for name in LISTED_FIELDS)
-
-
-def listed_values(jobs: QuerySet[Job]) -> QuerySet[Job, tuple[Any, ...]]:
-    """``jobs`` as ``values_list()`` rows of the listed columns (filter, order and slice them as ``jobs``)."""
-    return jobs.values_list(*LISTED_COLUMNS)
-
-
-def listed_jobs(rows: Any) -> list[ListedJob]:
-    """The ``listed_values`` rows as records."""
-    return [ListedJob(*row) for row in rows]
 
 
 def listed_of(**ids: int) -> QuerySet[Job, dict[str, Any]]:

@@ -33,27 +33,26 @@ GROUP_NAMES = CompiledQuery(group_names_of, user_id=int)
 TEAM_IDS = CompiledQuery(team_ids_of, user_id=int)
 
 
-def _group_names(user: AnyUser) -> frozenset[str]:
-    """The user's groups; or, where `roles_remember` was called, those of them that are roles."""
+def _cached(user: AnyUser, attribute: str, query: CompiledQuery, column: str) -> frozenset[Any]:
+    """``column`` of ``query``'s rows for the user (none when signed out), cached on the user
+    object as ``attribute`` for the length of this request."""
     if not user.is_authenticated:
         return frozenset()
-    cached = getattr(user, "_fleetline_groups", None)
+    cached = getattr(user, attribute, None)
     if cached is None:
-        cached = frozenset(row["name"] for row in GROUP_NAMES.rows(user_id=user.pk))
-        user._fleetline_groups = cached  # type: ignore[attr-defined]  # a cache for this request's checks
+        cached = frozenset(row[column] for row in query.rows(user_id=user.pk))
+        setattr(user, attribute, cached)
     return cached
+
+
+def _group_names(user: AnyUser) -> frozenset[str]:
+    """The user's groups; or, where `roles_remember` was called, those of them that are roles."""
+    return _cached(user, "_fleetline_groups", GROUP_NAMES, "name")
 
 
 def member_team_ids(user: AnyUser) -> frozenset[int]:
-    """The teams the user is a member of (none when signed out), cached on the user object for
-    this request as the roles are."""
-    if not user.is_authenticated:
-        return frozenset()
-    cached = getattr(user, "_fleetline_team_ids", None)
-    if cached is None:
-        cached = frozenset(row["team_id"] for row in TEAM_IDS.rows(user_id=user.pk))
-        user._fleetline_team_ids = cached  # type: ignore[attr-defined]  # a cache for this request's pages
-    return cached
+    """The teams the user is a member of, cached for the request as the roles are."""
+    return _cached(user, "_fleetline_team_ids", TEAM_IDS, "team_id")
 
 
 ROLES = (FLEET_ADMIN, FINANCE)

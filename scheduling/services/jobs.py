@@ -64,7 +64,7 @@ FLEET_NOW = CompiledQuery(fleet_clock_now)
 
 def fleet_now_s() -> float:
     row = FLEET_NOW.first()
-    return (row["sim_now_s"] if row else None) or 0.0
+    return row["sim_now_s"] if row else 0.0
 
 
 @dataclass(frozen=True, slots=True)

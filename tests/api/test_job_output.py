@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from api.views.jobs import JobDetailOutput, JobOutput
-from scheduling.listed import listed_from, listed_jobs, listed_values
+from scheduling.listed import listed_by_id, listed_from
 from scheduling.live.waits import JobWait
 from scheduling.models import Job
 from scheduling.selectors import jobs_for_user
@@ -53,7 +53,7 @@ def test_the_lean_rows_of_the_list_render_as_the_jobs_themselves(people: People)
     jobs = jobs_for_user(user=people.admin).select_related("submitted_by").order_by("id")
     context = {"pending": {job.pk: JobWait("capacity", 1234.0, None) for job in jobs}}
 
-    lean = listed_jobs(listed_values(jobs))
+    lean = listed_by_id([job.pk for job in jobs])
 
     assert [row.pk for row in lean] == [job.pk for job in jobs]
     assert lean == [listed_from(job) for job in jobs]

@@ -12,7 +12,7 @@ from django.test import Client
 
 from scheduling.estimates import job_rows_estimated
 from scheduling.job_rows_html import job_rows_html
-from scheduling.listed import listed_jobs, listed_values
+from scheduling.listed import listed_by_id
 from scheduling.models import Job
 from scheduling.selectors import JobRow, job_rows
 from scheduling.services.jobs import fleet_now_s, job_cancel
@@ -31,7 +31,7 @@ def _plain(rows: list[JobRow], now_s: float) -> str:
 
 
 def _rows(now_s: float) -> list[JobRow]:
-    jobs = listed_jobs(listed_values(Job.objects.select_related("submitted_by").order_by("-id")))
+    jobs = listed_by_id(list(Job.objects.order_by("-id").values_list("pk", flat=True)))
     return job_rows_estimated(rows=job_rows(jobs=jobs), now_s=now_s)
 
 
