@@ -248,8 +248,13 @@ def _short_of(shape: Shape, gpus: int, level: str | None) -> str | None:
 
 
 def topology_waits(queue: list[Job], reasons: list[str | None]) -> tuple[PendingStatus, ...]:
-    """Without explanations: only the jobs waiting on topology, in queue order."""
+    """Without explanations: only the jobs waiting on topology, in queue order.
+
+    Fast path: most cycles leave no job waiting on topology, which one C-level search of the
+    reasons tells (plain: the pass below, which then finds none)."""
     topology = REASON_TOPOLOGY
+    if topology not in reasons:
+        return ()
     return tuple(
         pending_status(job.id, topology, None) for job, reason in zip(queue, reasons, strict=True) if reason == topology
     )

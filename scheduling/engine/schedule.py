@@ -442,6 +442,11 @@ class _Cycle:
             smallest_size(gpus, low, elastic) <= ledger.unused_guarantee(team, accelerator)
             for _, team, accelerator, gpus, low in shapes.shapes
         ]
+        if True not in fit:
+            # Fast path: no shape fits (most cycles at overload), so every job would borrow: all of
+            # them put off, in queue order (plain: the passes below, which find that).
+            deferred.extend(range(len(queue)))
+            return
         fits = list(map(fit.__getitem__, shapes.ids))
         for position in compress(count(), fits):
             yield position
@@ -461,15 +466,26 @@ class _Cycle:
         if not self.policy.least_borrowed_first:
             return  # in queue order, which is by class already
         ledger, shapes = self.ledger, self._shapes(queue)
+        # What the ledger says of each team and accelerator, asked once for all their shapes.
+        accounts: dict[tuple[str, str], tuple[int, int]] = {}
+        for _, team, accelerator, _, _ in shapes.shapes:
+            if (team, accelerator) not in accounts:
+                accounts[team, accelerator] = (
+                    ledger.borrowed(team, accelerator),
+                    ledger.guarantee_left(team, accelerator),
+                )
         ranks = [
-            (
-                -priority,
-                *borrowers_rank(ledger.borrowed(team, accelerator), ledger.guarantee_left(team, accelerator), gpus),
-            )
+            (-priority, *borrowers_rank(*accounts[team, accelerator], gpus))
             for priority, team, accelerator, gpus, _ in shapes.shapes
         ]
         place = {rank: number for number, rank in enumerate(sorted(set(ranks)))}
+        if len(place) == 1:
+            return  # one rank for all: the stable sort keeps queue order
         places = [place[rank] for rank in ranks]
+        if len(deferred) == len(queue):  # every position (in order): its own index
+            numbers = list(map(places.__getitem__, shapes.ids))
+            deferred[:] = sorted(range(len(deferred)), key=numbers.__getitem__)
+            return
         numbers = list(map(places.__getitem__, map(shapes.ids.__getitem__, deferred)))
         deferred[:] = map(deferred.__getitem__, sorted(range(len(deferred)), key=numbers.__getitem__))
 
