@@ -1,13 +1,14 @@
 """How far a start estimate can be trusted: a range calibrated on how past estimates turned out.
 
-A start estimate (`PendingStatus.estimated_start_s`) is a point: the fluid sweep of `explain` cannot
-know which jobs will end early, arrive later and go ahead of it by fair share, or be preempted. How
-far off it turns out depends on how far ahead it looks (the lead: estimated start - the moment it
-was shown) and on the job's size. Replays of the ITP and Philly traces (`benchmarks/estimates.py`)
-show two kinds of error: a job of one node told "in four days" mostly starts within hours (the
-sweep counts the GPU-seconds of every job ahead as served first, while smaller jobs slip past the
-gangs ahead of them), and a gang wider than a node starts later than it was told, often by days
-(jobs that arrive later keep slipping past it). A job told "now" starts within a tick or two.
+A start estimate (`PendingStatus.estimated_start_s`) is a point: the list schedules of `explain`
+cannot know which jobs will end early, arrive later and go ahead of it by fair share, or be
+preempted. How far off it turns out depends on how far ahead it looks (the lead: estimated start -
+the moment it was shown) and on the job's size. Replays of the ITP and Philly traces (`benchmarks/estimates.py`)
+show two kinds of error (measured when the estimate was a fluid sweep that counted the GPU-seconds
+of every job ahead as served first): a job of one node told "in four days" mostly starts within
+hours (smaller jobs slip past the gangs ahead of them), and a gang wider than a node starts later
+than it was told, often by days (jobs that arrive later keep slipping past it). A job told "now"
+starts within a tick or two.
 
 So ranges are calibrated per size (`size_class`: one node or a gang) and band of lead times, from
 the latest estimates shown: in each band, the ratio of the actual wait to the estimated wait (each

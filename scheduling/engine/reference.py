@@ -57,7 +57,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -876,45 +876,88 @@ class _ReferenceCycle:
         The estimate: a reserved job's reservation start; otherwise the latest of when its GPUs are
         free at all along the release profile, when they fit by shape (a node with room for them,
         or enough whole nodes, fleet-wide and within its required level, nodes held for
-        reservations left out; each counted when a release in view makes room), and when the
-        GPU-seconds of the jobs ahead of it (on its accelerator, with a believable estimate) have
-        been served by the free GPUs; a job held back by quota also waits until its team's running
-        work has ended enough to admit it. An estimate beyond `HORIZON_S`, or none, is replaced by
-        what the job waits for."""
+        reservations left out; each counted when a release in view makes room), when the queue
+        served in order would start it (`_list_start`: the first instant, no earlier than the last
+        start of the jobs ahead of it on its accelerator, at which its GPUs are free once the
+        running jobs' releases are counted and each job ahead with a believable estimate holds its
+        GPUs from its start, or its reservation's, until it ends), and, when its team's guarantee
+        can hold it, when that guarantee would start it, served in order likewise (its guarantee
+        less what its team uses, its team's running work releasing, its team's jobs ahead
+        holding); a job held back by quota also waits until its team's running work has ended
+        enough to admit it. An estimate beyond `HORIZON_S`, or none, is replaced by what the job
+        waits for."""
         statuses: list[PendingStatus] = []
-        ahead: dict[str, float] = {}
+        # Per accelerator, and per team and accelerator: (start, end, GPUs, started in order) of
+        # each job ahead that holds GPUs there.
+        held: dict[str, list[tuple[float, float, int, bool]]] = {}
+        team_held: dict[tuple[str, str], list[tuple[float, float, int, bool]]] = {}
         for position, job in enumerate(queue):
             reason = self.reasons.get(position) or REASON_CAPACITY
             if reason == STARTED:
                 continue
-            estimate = self._estimate(job, reason, ahead.get(job.accelerator, 0.0))
+            fleet = held.setdefault(job.accelerator, [])
+            team = team_held.setdefault((job.team, job.accelerator), [])
+            estimate, starts = self._estimate(job, reason, fleet, team)
             if estimate is not None and estimate <= self.now + HORIZON_S:
-                ahead[job.accelerator] = ahead.get(job.accelerator, 0.0) + job.gpus * job.estimate_s
+                if job.accelerator in self.accelerators:
+                    in_order = starts is not None
+                    fleet_s, team_s = starts if starts is not None else (estimate, estimate)
+                    fleet.append((fleet_s, fleet_s + job.estimate_s, job.gpus, in_order))
+                    if self._guarantee_holds(job):
+                        team.append((team_s, team_s + job.estimate_s, job.gpus, in_order))
                 statuses.append(PendingStatus(job.id, reason, estimate))
             else:
                 statuses.append(BlockedStatus(job.id, reason, None, self._waits_for(job, reason, estimate)))
         return tuple(statuses)
 
-    def _estimate(self, job: Job, reason: str, ahead_gpu_s: float) -> float | None:
+    def _estimate(
+        self,
+        job: Job,
+        reason: str,
+        fleet: list[tuple[float, float, int, bool]],
+        team: list[tuple[float, float, int, bool]],
+    ) -> tuple[float | None, tuple[float, float] | None]:
+        """The estimate, and where the queue served in order starts the job on its accelerator and
+        within its guarantee (None: a reservation's start)."""
         if job.id in self.estimates:
-            return self.estimates[job.id]
+            return self.estimates[job.id], None
         if job.accelerator not in self.accelerators or self._short_of(job) is not None:
-            return None
-        times, levels, areas = self._curve(job.accelerator)
+            return None, None
+        times, levels, _ = self._curve(job.accelerator)
         if job.gpus > levels[-1] or levels[-1] <= 0:
-            return None
+            return None, None
         first_s = times[bisect_left(levels, job.gpus)]
-        at = bisect_right(areas, ahead_gpu_s) - 1
-        while levels[at] == 0:
-            at += 1
-        served_s = times[at] + max(0.0, ahead_gpu_s - areas[at]) / levels[at]
-        estimate = max(served_s, first_s)
+        steps = [(times[at], levels[at] - levels[at - 1]) for at in range(1, len(times))]
+        fleet_s = _list_start(self.now, levels[0], steps, fleet, job.gpus)
+        if fleet_s is None:
+            return None, None
+        team_s = fleet_s
+        if self._guarantee_holds(job):
+            guaranteed = self.ledger.guaranteed(job.team, job.accelerator)
+            releases = sorted(
+                (release.end_s, sum(gpus for _, gpus in release.allocation))
+                for release in self.releases.values()
+                if (release.team, release.accelerator) == (job.team, job.accelerator)
+            )
+            free = guaranteed - self.ledger.used(job.team, job.accelerator)
+            found = _list_start(self.now, free, releases, team, job.gpus)
+            if found is None:
+                return None, None
+            team_s = found
+        estimate = max(fleet_s, team_s, first_s)
         for level in {"fleet", job.required_level or "fleet"}:
             if self._place(self.free, job.accelerator, job.gpus, level, True) is None:
-                found = self._earliest_start(job.accelerator, job.gpus, level, aware=True)
-                if found is not None:
-                    estimate = max(estimate, found[0])
-        return self._quota_estimate(job, estimate) if reason == REASON_QUOTA else estimate
+                found_start = self._earliest_start(job.accelerator, job.gpus, level, aware=True)
+                if found_start is not None:
+                    estimate = max(estimate, found_start[0])
+        if reason == REASON_QUOTA:
+            return self._quota_estimate(job, estimate), (fleet_s, team_s)
+        return estimate, (fleet_s, team_s)
+
+    def _guarantee_holds(self, job: Job) -> bool:
+        """Whether the job's team has a guarantee of its accelerator that can hold the job whole."""
+        guaranteed = self.ledger.guaranteed(job.team, job.accelerator)
+        return 0 < guaranteed and job.gpus <= guaranteed
 
     def _curve(self, accelerator: str) -> tuple[list[float], list[int], list[float]]:
         """Free GPUs (held ones included) over time along the release profile, and the GPU-seconds
@@ -1962,6 +2005,31 @@ def _fold_choice(node_ids: tuple[str, ...], picks: tuple[_Option, ...]) -> _Choi
 
 
 # Reservations and release times, stated plainly ---------------------------------------------------
+
+
+def _list_start(
+    now: float,
+    free: int,
+    releases: list[tuple[float, int]],
+    held: list[tuple[float, float, int, bool]],
+    gpus: int,
+) -> float | None:
+    """The first instant, no earlier than `now` nor than the latest start of the jobs ahead started
+    in order, at which `gpus` are free: `free` now, plus the `releases` (time, GPUs) up to then,
+    less what the jobs ahead hold then (`held`: start, end, GPUs, started in order). None: never."""
+    clock = max([now] + [start_s for start_s, _, _, in_order in held if in_order])
+    instants = sorted(
+        {clock}
+        | {time_s for time_s, _ in releases if time_s > clock}
+        | {at_s for start_s, end_s, _, _ in held for at_s in (start_s, end_s) if at_s > clock}
+    )
+    for at_s in instants:
+        released = sum(gpus_at for time_s, gpus_at in releases if time_s <= at_s)
+        holding = sum(gpus_at for start_s, end_s, gpus_at, _ in held if start_s <= at_s < end_s)
+        if free + released - holding >= gpus:
+            return at_s
+    return None
+
 
 # How far ahead the fleet is foreseeable: an estimate beyond it is not shown, and a gang does not
 # wait for a domain that frees only beyond it. Reservation attempts per accelerator and cycle

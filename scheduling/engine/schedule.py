@@ -82,8 +82,10 @@ with its plain definition and the test that proves the two equal (`tests/engine/
   cycles by `FleetState` (`state.RunningBook`); plain: the per-run formulas
   (`test_fast_paths.py::test_running_totals_match_the_plain_per_run_definitions`,
   `test_the_book_a_fleet_state_keeps_adds_up_as_the_running_jobs_do`).
-- Estimates along one curve per accelerator (`explain.explain_pending`); plain: per job
-  (`test_fast_paths.py::test_explanations_match_the_plain_per_job_definitions`), and statuses
+- Estimates along one list schedule per accelerator and per team's guarantee, walked forward
+  along the queue (`explain.explain_pending`, `explain.ListSchedule`); plain: per job
+  (`test_fast_paths.py::test_explanations_match_the_plain_per_job_definitions`,
+  `test_the_list_schedule_starts_jobs_when_its_plain_definition_does`), and statuses
   built through slots (`plan.pending_status`; `test_slot_built_statuses_equal_constructed_ones`).
 - The packing choice from buckets (`packing.best_node`); plain: `packing.plain_best_node`
   (`test_packing.py::test_the_packing_fast_path_picks_the_node_the_plain_definition_picks`).

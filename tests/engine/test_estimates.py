@@ -99,6 +99,55 @@ def test_jobs_that_cannot_start_within_the_horizon_add_no_wait_to_the_jobs_behin
     assert behind.estimated_start_s == alone.estimated_start_s == 150.0
 
 
+def test_a_job_ahead_delays_the_job_behind_it_only_while_it_holds_its_gpus() -> None:
+    # Both nodes free at 100 s: "long" takes one for 10,000 s, "next" the other at once, not once
+    # long's 80,000 GPU-seconds have been served (5,100 s).
+    both = ("p0-r0-n0", "p0-r0-n1")
+    busy = Scenario(fleet("1x1x2x8")).with_running(running(job("r", 16, time_limit_s=100.0), on=both))
+    busy.policy(within_team_order="submit")
+    scenario = busy.pending(job("long", 8, time_limit_s=10_000.0), job("next", 8, submit_s=1.0, time_limit_s=50.0))
+
+    assert _status(scenario, "long").estimated_start_s == 100.0
+    assert _status(scenario, "next").estimated_start_s == 100.0
+
+
+def test_no_job_starts_before_the_jobs_ahead_of_it() -> None:
+    # One node, free at 100 s: "first" holds it until 150 s, "second" starts then, "third" at 200 s.
+    busy = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=100.0), on="p0-r0-n0"))
+    busy.policy(within_team_order="submit", reservation_depth=0)
+    names = ("first", "second", "third")
+    queue = [job(name, 8, submit_s=float(at), time_limit_s=50.0) for at, name in enumerate(names)]
+    plan = busy.pending(*queue).plan(0.0)
+
+    assert [plan.status_of(name).estimated_start_s for name in names] == [100.0, 150.0, 200.0]
+
+
+def _borrowing_alpha(guaranteed: int) -> Scenario:
+    """alpha uses 16 GPUs (8 until 1,000 s, 8 until 5,000 s), beta 16 until 200 s, of 32; alpha's
+    "next" (8) waits."""
+    runs = (
+        running(job("a1", 8, time_limit_s=1000.0), on="p0-r0-n0"),
+        running(job("a2", 8, time_limit_s=5000.0), on="p0-r0-n1"),
+        running(job("b", 16, team="beta", time_limit_s=200.0), on=("p0-r0-n2", "p0-r0-n3")),
+    )
+    scenario = Scenario(fleet("1x1x4x8")).quotas(quota("alpha", guaranteed), quota("beta", 16)).with_running(*runs)
+    # No reservation: a reserved job is told its reservation's start.
+    return scenario.policy(reservation_depth=0).pending(job("next", 8, submit_s=1.0, time_limit_s=600.0))
+
+
+def test_a_job_its_guarantee_can_hold_is_estimated_when_its_guarantee_has_room_for_it() -> None:
+    # alpha is guaranteed 8 and uses 16: beyond it, next could borrow beta's GPUs at 200 s, but
+    # beta (or a team with more fair share left) may take them first; its guarantee has room for
+    # it once both of alpha's runs have ended, at 5,000 s.
+    assert _status(_borrowing_alpha(8), "next").estimated_start_s == 5000.0
+    # Guaranteed 16, alpha has room for it once a1 ends, at 1,000 s.
+    assert _status(_borrowing_alpha(16), "next").estimated_start_s == 1000.0
+    # Guaranteed 24, the fleet frees first: at 200 s.
+    assert _status(_borrowing_alpha(24), "next").estimated_start_s == 200.0
+    # Guaranteed 4, its guarantee can never hold it: nothing to wait for but the fleet.
+    assert _status(_borrowing_alpha(4), "next").estimated_start_s == 200.0
+
+
 def test_a_queue_longer_than_the_horizon_is_what_the_last_job_waits_for() -> None:
     scenario = Scenario(fleet("1x1x1x8")).with_running(running(job("r", 8, time_limit_s=100.0), on="p0-r0-n0"))
     ahead = [job(f"a{index}", 8, submit_s=index, time_limit_s=20 * 86400.0) for index in range(3)]

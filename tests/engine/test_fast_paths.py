@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import sys
-from bisect import bisect_right
 from dataclasses import fields, replace
 from typing import Any
 
@@ -33,11 +32,12 @@ from scheduling.engine.explain import (
     ESTIMATE_HORIZON_S,
     STARTED,
     Blockers,
-    Curve,
+    ListSchedule,
     ShapeSweep,
     _first_time,
     _quota_estimate,
     _short_of,
+    plain_list_start,
     shape_fits_s,
 )
 from scheduling.engine.fairshare import fairshare_factors, fairshare_priorities
@@ -557,15 +557,6 @@ def test_slot_built_statuses_equal_constructed_ones(job_id: str, reason: str, es
     assert hash(built) == hash(PendingStatus(job_id, reason, estimate))
 
 
-def _work_time(curve: Curve, demand_ahead_gpu_s: float) -> float:
-    """When the queue ahead's GPU-seconds have been served (the fluid part of the estimate)."""
-    times, levels, areas = curve
-    index = bisect_right(areas, demand_ahead_gpu_s) - 1
-    while levels[index] == 0:
-        index += 1
-    return times[index] + max(0.0, demand_ahead_gpu_s - areas[index]) / levels[index]
-
-
 def _plain_team_releases(cycle: _Cycle, plan: Plan) -> dict[tuple[str, str], list[tuple[float, int]]]:
     """When each team's GPUs come free: running work at its expected end, evicted victims at the end
     of their grace at the latest, shrunk ones giving up GPUs now and running on smaller, and this
@@ -592,46 +583,112 @@ def _plain_team_releases(cycle: _Cycle, plan: Plan) -> dict[tuple[str, str], lis
     return {key: sorted(entries) for key, entries in releases.items()}
 
 
+def _plain_estimate(
+    cycle: _Cycle,
+    job: Job,
+    reason: str,
+    releases: dict[tuple[str, str], list[tuple[float, int]]],
+    holding: list[tuple[float, float, int, bool]],
+    team_holding: list[tuple[float, float, int, bool]] | None,
+) -> tuple[float | None, tuple[float, float] | None]:
+    """A job's estimate without a reservation, and where the list schedules of its accelerator and
+    of its team's guarantee (`team_holding` None: none that can hold it) start it."""
+    prepared, held = cycle.prepared, cycle.prepared.index.held
+    pool = prepared.index.pools[job.accelerator]
+    free_now = pool.total_free + sum(gpus for node_id, gpus in held.items() if node_id in pool.free)
+    profile = prepared.profiles[job.accelerator]
+    first = _first_time(profile.curve(free_now), job.gpus)
+    if first is None or _short_of(pool.shape, job.gpus, job.required_level) is not None:
+        return None, None  # no healthy domain it may take could ever hold it
+    fitted = [shape_fits_s(pool, held, profile, job.gpus, level, cycle.now) for level in (None, job.required_level)]
+    releases_s = [(end_s, gpus) for end_s, _, gpus in profile.sorted_events()]
+    fleet_s = plain_list_start(cycle.now, free_now, releases_s, holding, job.gpus)
+    team_s = fleet_s
+    if team_holding is not None and fleet_s is not None:
+        key = (job.team, job.accelerator)
+        free = prepared.ledger.guaranteed(*key) - prepared.ledger.used(*key)
+        team_s = plain_list_start(cycle.now, free, releases.get(key, []), team_holding, job.gpus)
+    if fleet_s is None or team_s is None:
+        return None, None
+    estimate = max(fleet_s, team_s, first, *(s for s in fitted if s is not None))
+    if reason == REASON_QUOTA:
+        return _quota_estimate(job, estimate, prepared.ledger, releases, cycle.policy.elastic), (fleet_s, team_s)
+    return estimate, (fleet_s, team_s)
+
+
 def _plain_explain(cycle: _Cycle, plan: Plan, queue: list[Job]) -> tuple[PendingStatus, ...]:
-    """`explain_pending` as defined: `_first_time`, `shape_fits_s`, `_work_time` and
-    `expected_end_s` per job; jobs without an estimate within the horizon add no demand and say
-    what they wait for instead."""
+    """`explain_pending` as defined: `_first_time`, `shape_fits_s`, `plain_list_start` on the
+    accelerator and within the team's guarantee (when it can hold the job), and `expected_end_s`
+    per job; jobs without an estimate within the horizon hold nothing and say what they wait for
+    instead."""
     prepared = cycle.prepared
-    held = prepared.index.held
     releases = _plain_team_releases(cycle, plan)
     blockers = Blockers(prepared, cycle.policy.elastic)
     statuses: list[PendingStatus] = []
-    demand: dict[str, float] = {}
+    # (start, end, GPUs, started in order) of the jobs ahead, per accelerator and per team's guarantee.
+    holding: dict[str, list[tuple[float, float, int, bool]]] = {}
+    team_holding: dict[tuple[str, str], list[tuple[float, float, int, bool]]] = {}
     for job, reason in zip(queue, cycle.decided.reasons, strict=True):
         if reason == STARTED:
             continue
         reason = reason or REASON_CAPACITY
-        ahead = demand.get(job.accelerator, 0.0)
-        estimate = None
+        key = (job.team, job.accelerator)
+        profiled = job.accelerator in prepared.profiles
+        guaranteed = prepared.ledger.guaranteed(*key)
+        within = team_holding.setdefault(key, []) if profiled and 0 < job.gpus <= guaranteed else None
+        estimate, starts = None, None
         if job.id in cycle.decided.estimates:
             estimate = cycle.decided.estimates[job.id]
-        elif job.accelerator in prepared.profiles:
-            pool = prepared.index.pools[job.accelerator]
-            free_now = pool.total_free + sum(gpus for node_id, gpus in held.items() if node_id in pool.free)
-            curve = prepared.profiles[job.accelerator].curve(free_now)
-            first = _first_time(curve, job.gpus)
-            if _short_of(pool.shape, job.gpus, job.required_level) is not None:
-                first = None  # no healthy domain it may take could ever hold it
-            if first is not None:
-                profile = prepared.profiles[job.accelerator]
-                fitted = [
-                    shape_fits_s(pool, held, profile, job.gpus, level, cycle.now)
-                    for level in (None, job.required_level)
-                ]
-                estimate = max(_work_time(curve, ahead), first, *(s for s in fitted if s is not None))
-                if reason == REASON_QUOTA:
-                    estimate = _quota_estimate(job, estimate, prepared.ledger, releases, cycle.policy.elastic)
+        elif profiled:
+            estimate, starts = _plain_estimate(cycle, job, reason, releases, holding.get(job.accelerator, []), within)
         if estimate is not None and estimate <= cycle.now + ESTIMATE_HORIZON_S:
-            demand[job.accelerator] = ahead + job.gpus * job.estimate_s
+            if profiled:
+                fleet_s, team_s = starts or (estimate, estimate)
+                hold_s = job.estimate_s
+                holding.setdefault(job.accelerator, []).append((fleet_s, fleet_s + hold_s, job.gpus, bool(starts)))
+                if within is not None:
+                    within.append((team_s, team_s + hold_s, job.gpus, bool(starts)))
             statuses.append(PendingStatus(job.id, reason, estimate))
         else:
             statuses.append(BlockedStatus(job.id, reason, None, blockers.of(job, reason, estimate)))
     return tuple(statuses)
+
+
+_STEPS = st.lists(st.tuples(st.integers(0, 20).map(float), st.integers(1, 8)), max_size=8).map(sorted)
+_QUEUE = st.lists(
+    st.tuples(
+        st.integers(1, 16),
+        st.integers(1, 30).map(float),
+        st.none() | st.integers(0, 40).map(float),  # a reservation's start, else taken in order
+        st.booleans(),  # whether it starts within the horizon (else undone)
+    ),
+    max_size=12,
+)
+
+
+@SETTINGS
+@given(st.integers(-8, 16), _STEPS, _QUEUE, st.integers(1, 16))
+def test_the_list_schedule_starts_jobs_when_its_plain_definition_does(
+    free: int, steps: list[tuple[float, int]], queue: list[tuple[int, float, float | None, bool]], gpus: int
+) -> None:
+    """`ListSchedule` walked along a queue (starts taken, undone, reservations held) starts each
+    job where `plain_list_start` does, from the jobs held ahead of it; releases at one instant,
+    negative free GPUs (a team over its guarantee) and starts that never come included."""
+    schedule = ListSchedule(0.0, free, steps, 64)
+    held: list[tuple[float, float, int, bool]] = []
+    for size, hold_s, reserved_s, kept in queue:
+        if reserved_s is not None:
+            schedule.hold(reserved_s, size, hold_s)
+            held.append((reserved_s, reserved_s + hold_s, size, False))
+            continue
+        start_s = schedule.start(size)
+        assert start_s == plain_list_start(0.0, free, steps, held, size)
+        if start_s is not None and kept:
+            schedule.take(size, hold_s)
+            held.append((start_s, start_s + hold_s, size, True))
+        else:
+            schedule.undo()
+    assert schedule.start(gpus) == plain_list_start(0.0, free, steps, held, gpus)
 
 
 @SETTINGS

@@ -228,13 +228,14 @@ def test_a_job_waiting_for_capacity_keeps_its_size_within_its_teams_limit() -> N
 
 def test_the_estimate_of_a_job_held_back_by_its_teams_limit_comes_after_the_job_it_waits_behind() -> None:
     # alpha may use 16 and uses 12 (8 free at 3,600 s, 4 more at 7,200 s): "big" (8) needs 4 of
-    # them, at 3,600 s; "six" (6) comes after big's 8, so it needs 10, at 7,200 s.
+    # them, at 3,600 s; "six" (6) comes after big's 8, so it needs 10, at 7,200 s. Both are larger
+    # than alpha's guarantee of 4: no start within it to wait for (`explain`).
     runs = (
         running(job("first", 8, time_limit_s=3600.0), on="p0-r0-n0", borrowing=True),
         running(job("second", 4, time_limit_s=7200.0), (("p0-r0-n1", 4),)),
     )
     scenario = (
-        Scenario(fleet("1x1x4x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 8, 8)).with_running(*runs)
+        Scenario(fleet("1x1x4x8")).policy(quota_hold_after_s=0.0).quotas(quota("alpha", 4, 12)).with_running(*runs)
     )
     plan = scenario.pending(job("big", 8, submit_s=1.0), job("six", 6, submit_s=2.0)).plan(10.0)
 
