@@ -86,14 +86,12 @@ def explain_pending(
     append, make = statuses.append, pending_status
     horizon_s = prepared.now + ESTIMATE_HORIZON_S
     blockers = Blockers(prepared, elastic)
+    schedules = curves.schedules
     for job, reason in zip(queue, reasons, strict=True):
         if reason is STARTED:
             continue
-        job_id, accelerator, gpus = job.id, job.accelerator, job.gpus
-        fleet = curves.fleet(accelerator)
-        team = curves.team(job.team, accelerator) if fleet is not None else None
-        if team is not None and gpus > team.bound:
-            team = None  # its guarantee can never hold it: nothing to count on but the fleet
+        job_id, gpus = job.id, job.gpus
+        fleet, team = schedules(job)
         reason = REASON_CAPACITY if reason is None else reason
         # The list schedules moved to this job's start (`ListSchedule.start`): taken or undone.
         moved: tuple[ListSchedule, ...] = ()
@@ -106,8 +104,9 @@ def explain_pending(
         if estimate is not None and estimate <= horizon_s:
             hold_s = job.estimate_s  # (its time limit, else its duration)
             if moved:
-                for schedule in moved:
-                    schedule.take(gpus, hold_s)
+                for schedule in moved:  # (`ListSchedule.take`, inline: once or twice a job)
+                    schedule.free -= gpus
+                    heappush(schedule.heap, (schedule.clock + hold_s, gpus))
             elif fleet is not None:  # a reservation's start
                 fleet.hold(estimate, gpus, hold_s)
                 if team is not None:
@@ -136,38 +135,41 @@ class ListSchedule:
     clock passes them, instead of summed again per job
     (`test_fast_paths.py::test_the_list_schedule_starts_jobs_when_its_plain_definition_does`)."""
 
-    __slots__ = ("bound", "clock", "free", "steps", "at", "heap", "_saved", "_popped")
+    __slots__ = ("bound", "clock", "free", "times", "gains", "at", "heap", "_saved", "_popped")
 
     def __init__(self, now: float, free: int, steps: Sequence[tuple[float, int]], bound: int) -> None:
         self.bound = bound  # the most it can ever hold (a team's guarantee), for the caller
-        self.clock, self.free, self.steps, self.at = now, free, steps, 0
+        self.clock, self.free, self.at = now, free, 0
+        # The releases as two lists (times, GPUs): read once per release and job, a pair costs a
+        # tuple index each time.
+        self.times = [time_s for time_s, _ in steps]
+        self.gains = [gpus for _, gpus in steps]
         self.heap: list[tuple[float, int]] = []
         self._saved: tuple[float, int, int] = (now, free, 0)
         self._popped: list[tuple[float, int]] = []
 
-    def _apply(self, until_s: float) -> None:
-        """Every release at or before `until_s`, for good."""
-        steps, at, last, heap = self.steps, self.at, len(self.steps), self.heap
-        free = self.free
-        while at < last and steps[at][0] <= until_s:
-            free += steps[at][1]
-            at += 1
-        while heap and heap[0][0] <= until_s:
-            free += heappop(heap)[1]
-        self.free, self.at = free, at
-
     def start(self, gpus: int) -> float | None:
-        self._apply(self.clock)
-        clock, free, at = self.clock, self.free, self.at
+        clock, free, at, times, heap = self.clock, self.free, self.at, self.times, self.heap
+        last = len(times)
+        # Every release at or before the clock, for good.
+        if at < last and times[at] <= clock:
+            gains = self.gains
+            while at < last and times[at] <= clock:
+                free += gains[at]
+                at += 1
+        while heap and heap[0][0] <= clock:
+            free += heappop(heap)[1]
         self._saved = (clock, free, at)
         if free >= gpus:
-            self._popped = []
+            self.free, self.at = free, at
+            if self._popped:
+                self._popped = []
             return clock
-        steps, last, heap = self.steps, len(self.steps), self.heap
+        gains = self.gains
         popped: list[tuple[float, int]] = []
         while free < gpus:
             if at < last:
-                time_s = steps[at][0]
+                time_s = times[at]
                 if heap and heap[0][0] < time_s:
                     time_s = heap[0][0]
             elif heap:
@@ -176,8 +178,8 @@ class ListSchedule:
                 self._popped = popped
                 self.clock, self.free, self.at = clock, free, at
                 return None
-            while at < last and steps[at][0] <= time_s:
-                free += steps[at][1]
+            while at < last and times[at] <= time_s:
+                free += gains[at]
                 at += 1
             while heap and heap[0][0] <= time_s:
                 event = heappop(heap)
@@ -271,6 +273,17 @@ class _Curves:
         self.shorts: dict[tuple[str, int, str], str] = {}  # `_short_of` by (accelerator, size, level): "" fits
         self.within: dict[tuple[str, int, str], float | None] = {}  # `shape_fits_s` by (accelerator, size, level)
         self.teams: dict[tuple[str, str], list[tuple[float, int]]] | None = None
+
+    def schedules(self, job: Job) -> tuple[ListSchedule | None, ListSchedule | None]:
+        """The list schedules `job` is estimated on: its accelerator's, and its team's guarantee's
+        unless that can never hold it (then it has nothing to count on but the fleet)."""
+        accelerator, fleets = job.accelerator, self.fleets
+        fleet = fleets[accelerator] if accelerator in fleets else self.fleet(accelerator)
+        if fleet is None:
+            return None, None
+        key, teams = (job.team, accelerator), self.teams_of
+        team = teams[key] if key in teams else self.team(*key)
+        return fleet, None if team is None or job.gpus > team.bound else team
 
     def fleet(self, accelerator: str) -> ListSchedule | None:
         """The list schedule of `accelerator` (None: no release profile)."""
