@@ -213,12 +213,13 @@ def start_range(calibration: Calibration, *, gpus: int, now_s: float, estimated_
 
 
 # Ratios (low, high) per size and band of `LEAD_EDGES_S` and the open last one, measured on replays
-# (`benchmarks/estimates.py --defaults`, fleetline on ITP days 20-60 and all of Philly, load 1.07):
-# what a fleet shows until it has its own history.
+# (`benchmarks/estimates.py --defaults`, fleetline on ITP days 20-60 and all of Philly, load 1.07,
+# the estimates of the queue served in order, 2026-12-08): what a fleet shows until it has its own
+# history.
 DEFAULT_RATIOS: dict[str, tuple[tuple[float, float], ...]] = {
-    "node": ((1.0, 4.1), (0.084, 4.0), (0.017, 1.05), (0.01, 2.1), (0.008, 0.55), (0.006, 0.3), (0.001, 0.12)),
-    # 34 gangs in both replays: too few for bands of their own, so one pair for every lead.
-    "gang": ((0.044, 8.6),) * 7,
+    "node": ((1.0, 1.84), (0.046, 1.79), (0.017, 0.93), (0.01, 0.56), (0.002, 0.54), (0.006, 0.34), (0.001, 0.14)),
+    # 23 gangs in both replays: too few for bands of their own, so one pair for every lead.
+    "gang": ((0.031, 5.56),) * 7,
 }
 DEFAULT_CALIBRATION = Calibration(
     tuple(
