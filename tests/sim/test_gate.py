@@ -205,7 +205,7 @@ def _gate_on(
     young_s: float | None = None,
 ) -> tuple[bool, bool]:
     """The gate's verdict and its plain definition's on a 2-node fleet (16 GPUs) where `running`
-    holds (job, node, GPUs, leaving), started at 0, and `pending` waits, at `now`; a job reclaims
+    holds (job, node, GPUs, leaving), started at 0 as loans, and `pending` waits, at `now`; a job reclaims
     when `share` of it lies within its team's guarantee (1, in the table below: only a job that fits
     within it whole), and a partial reclaim takes loans without checkpoints started within `young_s`."""
     policy = Policy(reclaim_guaranteed_share=share, partial_reclaim_young_s=young_s)
@@ -218,7 +218,7 @@ def _gate_on(
             run,
             ((node_id, gpus),),
             start_s=0.0,
-            borrowing=False,
+            borrowing=True,
             anchor_s=0.0,
             anchor_progress_s=0.0,
             base_progress_s=0.0,
@@ -268,7 +268,18 @@ G = {("alpha", "gpu"): 8, ("beta", "gpu"): 4}
             False,
         ),
         (
-            "from a team one GPU over its guarantee",
+            "from a team over its guarantee by the loan's GPUs",
+            [
+                (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("b2", 0, 8, 9e3, team="beta"), "n1", 8, False),
+            ],
+            [job("a", 1, 4, 60, team="alpha")],
+            {("alpha", "gpu"): 8, ("beta", "gpu"): 8},
+            True,
+        ),
+        (
+            "but not from a team one GPU over it, whose loans would leave it uncovered",
             [
                 (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
                 (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
@@ -276,7 +287,7 @@ G = {("alpha", "gpu"): 8, ("beta", "gpu"): 4}
             ],
             [job("a", 1, 4, 60, team="alpha")],
             {("alpha", "gpu"): 8, ("beta", "gpu"): 11},
-            True,
+            False,
         ),
         (
             "but not from a team within its guarantee",
@@ -287,6 +298,18 @@ G = {("alpha", "gpu"): 8, ("beta", "gpu"): 4}
             ],
             [job("a", 1, 4, 60, team="alpha")],
             {("alpha", "gpu"): 8, ("beta", "gpu"): 12},
+            False,
+        ),
+        (
+            "nor where no node could be freed for it",
+            [
+                (job("b1", 0, 4, 9e3, team="beta"), "n0", 4, False),
+                (job("c1", 0, 4, 9e3, team="beta", preemptible=False), "n0", 4, False),
+                (job("b2", 0, 4, 9e3, team="beta"), "n1", 4, False),
+                (job("c2", 0, 4, 9e3, team="beta", preemptible=False), "n1", 4, False),
+            ],
+            [job("a", 1, 8, 60, team="alpha")],
+            G,
             False,
         ),
         (
@@ -394,3 +417,25 @@ def test_a_partial_reclaim_is_conceivable_while_a_loan_without_checkpoints_is_yo
     partial = [job("a", 1, 5, 60, team="alpha")]
     assert _gate_on(running, partial, G, share, now=3600.0, young_s=3600.0) == (True, True)
     assert _gate_on(running, partial, G, share, now=3601.0, young_s=3600.0) == (False, False)
+
+
+@pytest.mark.parametrize(("beta_on_n1", "expected"), [(((3, 1800.0), (3, 1800.0)), True), (((4, 1800.0),), False)])
+def test_a_partial_reclaim_is_conceivable_only_where_a_node_could_be_freed_for_it(
+    beta_on_n1: tuple[tuple[int, float], ...], expected: bool
+) -> None:
+    # alpha has 4 of its 8 GPUs left and asks for 5; beta (no guarantee) lends loans that
+    # checkpoint, gamma one that does not (never taken by a partial reclaim). n0: alpha's 4,
+    # beta's 2, 2 free: at most 4 could be freed there. n1: beta's loans, gamma's 4 or 2 free.
+    # By count 5 could always be found; by shape only when beta's loans on n1 leave room for 5.
+    running = [
+        (job("a1", 0, 4, 9e3, team="alpha"), "n0", 4, False),
+        (job("b0", 0, 2, 9e3, team="beta", checkpoint_interval_s=1800.0), "n0", 2, False),
+    ]
+    running += [
+        (job(f"b{index + 1}", 0, gpus, 9e3, team="beta", checkpoint_interval_s=interval), "n1", gpus, False)
+        for index, (gpus, interval) in enumerate(beta_on_n1)
+    ]
+    if sum(gpus for gpus, _ in beta_on_n1) == 4:
+        running.append((job("c1", 0, 4, 9e3, team="gamma"), "n1", 4, False))
+    guarantees = {("alpha", "gpu"): 8}
+    assert _gate_on(running, [job("a", 1, 5, 60, team="alpha")], guarantees, 0.8) == (expected, expected)
