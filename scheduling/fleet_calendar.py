@@ -23,7 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from scheduling.models import FleetClock
 
-_CACHE_TTL_S = 30.0
+CACHE_TTL_S = 30.0  # how long a process keeps the epoch it read
 # A fresh fleet without a recorded tick yet: its calendar starts now, a guess kept this long only,
 # so that a page listing many times asks the database once, not twice per time.
 _GUESS_TTL_S = 1.0
@@ -66,7 +66,7 @@ def fleet_epoch() -> datetime:
     if configured is not None:
         return configured
     now = time.monotonic()
-    if _cache is not None and now - _cache[1] < _CACHE_TTL_S:
+    if _cache is not None and now - _cache[1] < CACHE_TTL_S:
         return _cache[0]
     if _guess is not None and now - _guess[1] < _GUESS_TTL_S:
         return _guess[0]

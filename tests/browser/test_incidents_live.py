@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
+from scheduling.fleet_calendar import CACHE_TTL_S, fleet_datetime
 from scheduling.live.feed import incidents_publish
-from scheduling.models import Incident, Node
-from scheduling.templatetags.incident_times import fleet_moment
+from scheduling.models import FleetClock, Incident, Node
 from tests.browser.journeys import log_in, off_loop
 from tests.factories import MembershipFactory, NodeFactory, TeamFactory, UserFactory
 from tests.scheduling.conftest import build_fleet
@@ -54,7 +55,7 @@ def test_an_incident_names_its_time_on_the_fleet_calendar_and_links_its_node_and
 
     page.goto(f"{asgi_server}/incidents/")
     row = page.locator(f"#incident-{incident.pk}")
-    expect(row.locator("td").nth(3)).to_have_text(off_loop(fleet_moment, 3600.0))
+    _until_the_servers_epoch_is_this_fleets(page, row.locator("td").nth(3), off_loop(_on_the_recorded_calendar, 3600.0))
     expect(row.locator("td").nth(4)).to_have_text(re.compile(r"^\d\d:\d\d:\d\d \(\+1m 30s\)$"))
     caught = row.locator("td.caught")
     expect(caught).to_contain_text("1 job of other teams (4 GPUs)")
@@ -82,3 +83,20 @@ def test_the_fleet_map_shows_the_state_an_incident_leaves_its_node_in(asgi_serve
     expect(page.locator(f"#node-{node.pk}")).to_have_attribute("data-state", "cordoned")
     expect(page.locator(f"#node-{node.pk}")).to_have_class(re.compile(r"\bcordoned\b"))
     expect(page.locator(f"#node-{node.pk}")).not_to_have_class(re.compile(r"\bup\b"))
+
+
+def _on_the_recorded_calendar(seconds: float) -> str:
+    """`fleet_moment` on the epoch this test's first tick recorded (not the one a process keeps)."""
+    epoch = FleetClock.objects.values_list("epoch", flat=True).get(pk=1)
+    return f"{fleet_datetime(seconds, epoch=epoch):%Y-%m-%d %H:%M:%S}"
+
+
+def _until_the_servers_epoch_is_this_fleets(page: Page, cell: Locator, text: str) -> None:
+    """The server, kept running from one test to the next, keeps the fleet epoch it last read for
+    up to `fleet_calendar.CACHE_TTL_S`: a test just before this one may have left its own fleet's
+    there. Reload until the cell shows `text`, for no longer than that."""
+    deadline = time.monotonic() + CACHE_TTL_S + 5.0
+    while cell.inner_text().strip() != text and time.monotonic() < deadline:
+        page.wait_for_timeout(1000)
+        page.reload()
+    expect(cell).to_have_text(text)
