@@ -174,7 +174,9 @@ class AsgiServers:
     """Daphne serving the whole ASGI application (HTTP and websockets), kept running from one test
     to the next while the environment asked for stays the same: a server's start and stop cost a
     few seconds each on a busy two-core machine, and it keeps nothing of its own between requests
-    (sessions, the tables and the channel layer are the test's, flushed or emptied between tests).
+    (sessions, the tables and the channel layer are the test's, flushed or emptied between tests)
+    but the fleet epoch, which a process keeps for `fleet_calendar.CACHE_TTL_S`: a test that reads
+    an exact fleet time waits that out (`test_incidents_live.py`).
     A test asking for another environment gets a fresh server, the previous one stopped."""
 
     def __init__(self) -> None:

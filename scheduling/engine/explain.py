@@ -122,8 +122,8 @@ def explain_pending(
 class ListSchedule:
     """The queue served in order on a capacity that grows as running work ends: free GPUs (`free`,
     of the fleet's accelerator, or of a team's guarantee: its guarantee less what it uses, which may
-    be negative), the releases still to come (`steps`, (time, GPUs) in time order, and `heap`, what
-    the jobs put in hold return, and take from a reservation's start), and the last start so far
+    be negative), the releases still to come (`times` and `gains`, in time order, from `steps`, and
+    `heap`, what the jobs put in hold return, and take from a reservation's start), and the last start so far
     (`clock`: no job starts before the jobs ahead of it).
 
     `start(gpus)`: the first instant, no earlier than `clock`, at which `gpus` are free, the
@@ -231,11 +231,6 @@ def plain_list_start(
 def fleet_steps(times: Sequence[float], levels: Sequence[int]) -> list[tuple[float, int]]:
     """The releases of a curve of free GPUs (`ReleaseProfile.curve`) as (time, GPUs) steps."""
     return [(times[at], levels[at] - levels[at - 1]) for at in range(1, len(times))]
-
-
-def team_steps(releases: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
-    """A team's releases (`Prepared.team_releases`) in time order."""
-    return sorted(releases)
 
 
 class _Curves:
@@ -369,9 +364,9 @@ class _Curves:
         return _quota_estimate(job, estimate, self.prepared.ledger, self._team_releases(), self.elastic)
 
     def _team_releases(self) -> dict[tuple[str, str], list[tuple[float, int]]]:
-        """Each team's releases in time order (`team_steps`), sorted the first time asked."""
+        """Each team's releases (`Prepared.team_releases`) in time order, sorted the first time asked."""
         if self.teams is None:
-            self.teams = {key: team_steps(ends) for key, ends in self.prepared.team_releases.items()}
+            self.teams = {key: sorted(ends) for key, ends in self.prepared.team_releases.items()}
         return self.teams
 
     def _sweep(self, accelerator: str) -> ShapeSweep:
